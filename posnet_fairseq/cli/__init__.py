@@ -1,0 +1,1 @@
+"""Command-line tools of the plugin (console scripts in setup.py)."""

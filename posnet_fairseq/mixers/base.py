@@ -1,0 +1,204 @@
+"""The mixer contract and the helpers every mixer shares.
+
+A *mixer* is a drop-in replacement for fairseq's ``MultiheadAttention`` at one
+attention site of the Transformer:
+
+* ``encoder_self``  -- encoder self-attention (source left-padded by fairseq),
+* ``decoder_self``  -- causal decoder self-attention (target right-padded),
+* ``cross``         -- decoder -> encoder attention (``static_kv=True``).
+
+fairseq's layers call ``mixer(query, key, value, key_padding_mask,
+incremental_state, need_weights, static_kv, attn_mask, ...)`` with T x B x C
+tensors and expect ``(output, attention_or_None)``; the decoder layer also reads
+``num_heads``/``head_dim`` and calls ``_get_input_buffer`` unconditionally, and
+beam search calls ``reorder_incremental_state``. :class:`Mixer` provides all of
+that; a concrete mixer implements ``forward`` and ``build``.
+
+What every mixer guarantees (and ``tests/test_mixer_contract.py`` checks for
+every registered mixer at every site it claims):
+
+* positions come from the padding mask (:func:`real_positions`), never from the
+  column index, so a sentence gives the same output alone or batched;
+* every cached tensor has the batch on dim 0, so one ``index_select`` in
+  :meth:`Mixer.reorder_incremental_state` follows beam search;
+* step-by-step decoding equals the teacher-forced pass;
+* no NaN/inf in fp32/bf16/fp16 up to :meth:`Mixer.max_positions`.
+
+Mixers know nothing of fairseq's layers: the model hands them a
+:class:`MixerContext` describing the site.
+"""
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Optional
+
+import torch
+from fairseq.incremental_decoding_utils import FairseqIncrementalState
+from torch import Tensor, nn
+
+SITES = ("encoder_self", "decoder_self", "cross")
+SITE_FLAGS = {
+    "encoder_self": "--encoder-self-mixer",
+    "decoder_self": "--decoder-self-mixer",
+    "cross": "--cross-mixer",
+}
+
+
+@dataclass
+class MixerContext:
+    """Everything a mixer may know about where it sits.
+
+    ``args`` is the model configuration (fairseq's TransformerConfig; plugin
+    flags are readable as attributes, e.g. ``args.rposnet_max_relative``).
+    ``shared`` holds modules shared by all layers of one encoder/decoder (e.g.
+    the position-query LayerNorm of rPosNet), registered once on that
+    encoder/decoder. ``build_fairseq_attention`` builds exactly the
+    MultiheadAttention fairseq would build at this site.
+    """
+
+    site: str
+    embed_dim: int
+    num_heads: int
+    kdim: int
+    layer_idx: int
+    num_layers: int
+    args: object
+    padding_idx: int
+    embed_positions: Optional[nn.Module] = None
+    shared: Optional[nn.ModuleDict] = None
+    build_fairseq_attention: Optional[Callable[[], nn.Module]] = None
+
+    @property
+    def dropout(self) -> float:
+        return getattr(self.args, "attention_dropout", 0.0)
+
+    @property
+    def causal(self) -> bool:
+        return self.site == "decoder_self"
+
+    def shared_module(self, key: str, factory: Callable[[], nn.Module]) -> nn.Module:
+        """One module per encoder/decoder, created by the first layer asking for it."""
+        if key not in self.shared:
+            self.shared[key] = factory()
+        return self.shared[key]
+
+
+@dataclass
+class MixerEntry:
+    name: str
+    build: Callable[[MixerContext], nn.Module]
+    sites: frozenset
+    # Named option sets the contract tests run in addition to the defaults,
+    # e.g. {"far": {"aan_patterns": "far"}}: a new pattern is covered by adding
+    # it here, next to the mixer.
+    variants: Dict[str, dict] = field(default_factory=dict)
+    uses_length_ratio: bool = False
+    doc: str = ""
+
+
+MIXERS: Dict[str, MixerEntry] = {}
+
+
+def register_mixer(name, sites, variants=None, uses_length_ratio=False):
+    """Class decorator: ``cls.build(ctx)`` makes the module for one site."""
+    bad = set(sites) - set(SITES)
+    if bad:
+        raise ValueError(f"mixer {name!r}: unknown sites {sorted(bad)}; sites are {SITES}")
+
+    def decorate(cls):
+        if name in MIXERS:
+            raise ValueError(f"mixer {name!r} is registered twice")
+        doc = (cls.__doc__ or "").strip().splitlines()
+        MIXERS[name] = MixerEntry(
+            name, cls.build, frozenset(sites), dict(variants or {}), uses_length_ratio, doc[0] if doc else ""
+        )
+        return cls
+
+    return decorate
+
+
+def mixers_for_site(site: str):
+    return sorted(n for n, e in MIXERS.items() if site in e.sites)
+
+
+def lookup_mixer(name: str, site: str) -> MixerEntry:
+    flag = SITE_FLAGS[site]
+    if name not in MIXERS:
+        raise ValueError(f"{flag} {name}: unknown mixer; choose from {', '.join(mixers_for_site(site))}")
+    entry = MIXERS[name]
+    if site not in entry.sites:
+        raise ValueError(
+            f"{flag} {name}: mixer {name!r} cannot serve the {site} site (it serves "
+            f"{', '.join(sorted(entry.sites))}); choose from {', '.join(mixers_for_site(site))}"
+        )
+    return entry
+
+
+def real_positions(padding_mask: Optional[Tensor], batch: int, length: int, device) -> Tensor:
+    """0-based per-sentence positions, B x T, from a B x T padding mask (True = pad).
+
+    fairseq left-pads sources and right-pads targets; either way the first real
+    token gets position 0. Pad columns get position 0 too (they are masked).
+    """
+    if padding_mask is None:
+        return torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
+    real = (~padding_mask).long()
+    return ((torch.cumsum(real, dim=1) - 1) * real).clamp_(min=0)
+
+
+def sentence_lengths(padding_mask: Optional[Tensor], batch: int, length: int, device) -> Tensor:
+    if padding_mask is None:
+        return torch.full((batch,), length, device=device, dtype=torch.long)
+    return (~padding_mask).long().sum(dim=1)
+
+
+class Mixer(FairseqIncrementalState, nn.Module):
+    """Base class: fairseq's attention call contract and incremental-state plumbing.
+
+    Subclasses implement ``forward`` with MultiheadAttention's signature and
+    store their decoding state with :meth:`_set_input_buffer` as a dict of
+    tensors whose dim 0 is the (beam-expanded) batch.
+    """
+
+    STATE_KEY = "mixer_state"
+
+    def __init__(self, embed_dim: int, num_heads: int):
+        super().__init__()
+        if embed_dim % num_heads:
+            raise ValueError(f"embed_dim {embed_dim} is not divisible by the number of heads {num_heads}")
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.head_dim = embed_dim // num_heads
+
+    @classmethod
+    def build(cls, ctx: MixerContext) -> "Mixer":
+        raise NotImplementedError(f"{cls.__name__} must implement build(ctx)")
+
+    def max_positions(self) -> Optional[int]:
+        """Longest sequence this mixer accepts (None: no limit)."""
+        return None
+
+    def _get_input_buffer(self, incremental_state) -> Dict[str, Optional[Tensor]]:
+        return self.get_incremental_state(incremental_state, self.STATE_KEY) or {}
+
+    def _set_input_buffer(self, incremental_state, buffer: Dict[str, Optional[Tensor]]):
+        return self.set_incremental_state(incremental_state, self.STATE_KEY, buffer)
+
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        buffer = self._get_input_buffer(incremental_state)
+        if buffer:
+            reordered = {k: None if v is None else v.index_select(0, new_order) for k, v in buffer.items()}
+            self._set_input_buffer(incremental_state, reordered)
+        return incremental_state
+
+    def decoding_steps(self, buffer: Dict[str, Optional[Tensor]], batch: int, length: int, device) -> Tensor:
+        """Absolute 0-based target positions (B x length) of the current query block.
+
+        During incremental decoding the number of tokens already seen is kept
+        in ``buffer["steps"]`` (B x 1) and advanced here; the caller stores
+        ``buffer`` back with :meth:`_set_input_buffer`.
+        """
+        start = buffer.get("steps")
+        if start is None:
+            start = torch.zeros(batch, 1, dtype=torch.long, device=device)
+        positions = start + torch.arange(length, device=device).unsqueeze(0)
+        buffer["steps"] = start + length
+        return positions

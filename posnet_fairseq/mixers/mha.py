@@ -1,0 +1,15 @@
+"""``mha``: fairseq's own MultiheadAttention (Vaswani et al., 2017, Eq. 1).
+
+The model builds it exactly as fairseq's Transformer layers do, so a model with
+``mha`` at every site is numerically the stock ``transformer``.
+"""
+from .base import SITES, register_mixer
+
+
+@register_mixer("mha", sites=SITES)
+class MultiheadAttentionMixer:
+    """Scaled dot-product multi-head attention, fairseq's implementation."""
+
+    @classmethod
+    def build(cls, ctx):
+        return ctx.build_fairseq_attention()

@@ -1,0 +1,25 @@
+"""``none``: no sub-layer at this site.
+
+At a self-attention site it is the -SA ablation of You et al. (2020, Table 3):
+the mixer outputs zeros and the layer drops the sub-layer's LayerNorm, so the
+residual passes the input through unchanged. At the cross site the model
+builds the decoder layer without a cross-attention sub-layer at all (SH-X
+keeps cross attention in chosen layers only), so ``build`` is never called
+there.
+"""
+from .base import SITES, Mixer, register_mixer
+
+
+@register_mixer("none", sites=SITES)
+class NoMixer(Mixer):
+    """No sub-layer (the -SA ablation; no cross attention in that layer)."""
+
+    @classmethod
+    def build(cls, ctx):
+        if ctx.site == "cross":
+            raise AssertionError("cross-site 'none' is built as a decoder layer without encoder attention")
+        return cls(ctx.embed_dim, ctx.num_heads)
+
+    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
+                static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
+        return query.new_zeros(query.shape), None
