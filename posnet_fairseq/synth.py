@@ -30,7 +30,7 @@ Lexicon (the tables ``NOUNS``, ``TRANSITIVE_VERBS`` ... below)
   followed by a separate agreement token (below).
 * 24 adjectives, uninflected on both sides (``big`` -> ``geva``).
 * Function words: determiners ``the`` (definite), ``a`` (indefinite singular),
-  ``some`` (indefinite plural); noun-modifying prepositions ``of with
+  ``some`` (indefinite plural), with no "a"/"an" alternation; noun-modifying prepositions ``of with
   without``; adverbial prepositions ``in on near under behind beside``;
   relative ``that``; conjunctions ``and but``.
 
@@ -54,10 +54,13 @@ Rules with their sampling probabilities (see ``sample_sentence``)::
 Each noun is plural with p = .3 and definite with p = .6; the determiner
 follows (``the``/``a``/``some``).  A verb agrees in number with its subject:
 the clause subject, the head noun of a subject relative, or the NPm inside an
-object relative.  Every word class and nesting slot has its own vocabulary,
+object relative.  Word classes have disjoint word forms and every optional
+constituent starts with a word of its own class (PREPN, PREPA, "that", CONJ),
 so the grammar is LL(1): a sentence has exactly one parse, and its
 translation is well defined.  Sentences whose source or target exceed
 ``max_len`` tokens are redrawn; test, valid and train sentences are distinct.
+With the defaults, train sentences average about 14.7 source and 17.7 target
+tokens (about 5% of sources are longer than 30 tokens).
 
 Transfer rules (source -> target)
 ---------------------------------
@@ -73,7 +76,7 @@ Transfer rules (source -> target)
        the dogs -> kos nuzonos       some hats -> mas nisuras
 
 3. Noun-adjective order (local reordering): adjectives follow the noun, in
-   mirror order::
+   mirror order; a target noun phrase is ``DET' N' ADJ'* [PP'] [RC']``::
 
        the big red dog -> ko nuzon keta geva
 

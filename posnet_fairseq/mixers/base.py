@@ -28,7 +28,7 @@ Mixers know nothing of fairseq's layers: the model hands them a
 :class:`MixerContext` describing the site.
 """
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 import torch
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
@@ -96,6 +96,11 @@ class MixerEntry:
 
 MIXERS: Dict[str, MixerEntry] = {}
 
+# Site-level wrappers applied to every mixer the model builds, in registration
+# order: ``wrapper(module, ctx) -> module`` returns the module unchanged when
+# its flags are off for ``ctx.site`` (e.g. the PosNet GeLU gating).
+SITE_WRAPPERS: List[Callable[[nn.Module, "MixerContext"], nn.Module]] = []
+
 
 def register_mixer(name, sites, variants=None, uses_length_ratio=False):
     """Class decorator: ``cls.build(ctx)`` makes the module for one site."""
@@ -113,6 +118,19 @@ def register_mixer(name, sites, variants=None, uses_length_ratio=False):
         return cls
 
     return decorate
+
+
+def register_site_wrapper(wrapper):
+    SITE_WRAPPERS.append(wrapper)
+    return wrapper
+
+
+def build_site_mixer(name: str, ctx: MixerContext) -> nn.Module:
+    """Builds mixer ``name`` for ``ctx.site`` and applies the site wrappers."""
+    module = MIXERS[name].build(ctx)
+    for wrapper in SITE_WRAPPERS:
+        module = wrapper(module, ctx)
+    return module
 
 
 def mixers_for_site(site: str):

@@ -29,7 +29,7 @@ from torch import nn
 
 from .. import options
 from ..data_stats import length_ratio_from_task
-from ..mixers.base import MIXERS, SITE_FLAGS, Mixer, MixerContext, lookup_mixer
+from ..mixers.base import MIXERS, SITE_FLAGS, Mixer, MixerContext, build_site_mixer, lookup_mixer
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class PosNetEncoderLayer(_NoFFN, TransformerEncoderLayerBase):
     def build_self_attention(self, embed_dim, cfg):
         ctx = self.contexts["encoder_self"]
         ctx.build_fairseq_attention = lambda: super(PosNetEncoderLayer, self).build_self_attention(embed_dim, cfg)
-        return MIXERS[self.self_mixer_name].build(ctx)
+        return build_site_mixer(self.self_mixer_name, ctx)
 
 
 class PosNetDecoderLayer(_NoFFN, TransformerDecoderLayerBase):
@@ -113,12 +113,12 @@ class PosNetDecoderLayer(_NoFFN, TransformerDecoderLayerBase):
         ctx.build_fairseq_attention = lambda: super(PosNetDecoderLayer, self).build_self_attention(
             embed_dim, cfg, add_bias_kv=add_bias_kv, add_zero_attn=add_zero_attn
         )
-        return MIXERS[self.self_mixer_name].build(ctx)
+        return build_site_mixer(self.self_mixer_name, ctx)
 
     def build_encoder_attention(self, embed_dim, cfg):
         ctx = self.contexts["cross"]
         ctx.build_fairseq_attention = lambda: super(PosNetDecoderLayer, self).build_encoder_attention(embed_dim, cfg)
-        return MIXERS[self.mixer_names["cross"]].build(ctx)
+        return build_site_mixer(self.mixer_names["cross"], ctx)
 
 
 class _MixerHost:
