@@ -1,0 +1,199 @@
+"""TISA (Wennberg & Henter, 2021) beyond the shared mixer contract."""
+import math
+
+import pytest
+import torch
+from fairseq.modules import MultiheadAttention
+
+from fairseq_testing import build_model, random_sentences, src_batch, tgt_batch
+from posnet_fairseq.mixers.tisa import TisaAttention, TisaScorer
+
+TISA = ["--encoder-self-mixer", "tisa", "--decoder-self-mixer", "tisa"]
+
+
+def naive_f(scorer, h, k):
+    return sum(
+        scorer.amplitudes[h, s].item() * math.exp(-abs(scorer.sharpness[h, s].item())
+                                                  * (k - scorer.offsets[h, s].item()) ** 2)
+        for s in range(scorer.num_kernels)
+    )
+
+
+def test_scores_equal_the_formula_and_are_toeplitz():
+    torch.manual_seed(0)
+    scorer = TisaScorer(num_heads=3, num_kernels=5)
+    n = 9
+    positions = torch.arange(n).unsqueeze(0)
+    scores = scorer(positions, positions)
+    assert scores.shape == (1, 3, n, n) and scores.dtype == torch.float32
+    for h in range(3):
+        for i in range(n):
+            for j in range(n):
+                # The paper's orientation: F[h, i, j] = f_h(j - i).
+                assert scores[0, h, i, j].item() == pytest.approx(naive_f(scorer, h, j - i), abs=1e-6)
+    # Toeplitz: constant along every diagonal.
+    assert torch.equal(scores[0, :, 1:, 1:], scores[0, :, :-1, :-1])
+    # Not symmetric in general: f(k) != f(-k) for random centres.
+    assert not torch.allclose(scores[0], scores[0].transpose(-1, -2))
+
+
+def test_reference_parameters_map_to_the_papers_orientation():
+    """The reference code builds F[i, j] = f(i - j - 1) from S x H parameters (anchors T3)."""
+    torch.manual_seed(1)
+    heads, kernels, n = 2, 4, 7
+    c, a, b = torch.randn(kernels, heads) * 5, torch.randn(kernels, heads), torch.randn(kernels, heads)
+    reference = torch.zeros(heads, n, n)
+    for h in range(heads):
+        for i in range(n):
+            for j in range(n):
+                k = i - j - 1
+                reference[h, i, j] = (a[:, h] * torch.exp(-b[:, h].abs() * (c[:, h] - k) ** 2)).sum()
+    scorer = TisaScorer(heads, kernels)
+    scorer.load_reference_parameters(c, a, b)
+    positions = torch.arange(n).unsqueeze(0)
+    torch.testing.assert_close(scorer(positions, positions)[0], reference, atol=1e-6, rtol=0)
+
+
+def test_local_init_is_deterministic_and_centred_on_minus_two_to_two():
+    scorer = TisaScorer(num_heads=2, num_kernels=5, init="local")
+    assert scorer.offsets.tolist() == [[-2.0, -1.0, 0.0, 1.0, 2.0]] * 2
+    profile = scorer.profile(torch.arange(-6, 7))
+    # A single bump around distance 0, symmetric.
+    assert profile[0].argmax().item() == 6
+    torch.testing.assert_close(profile[0], profile[0].flip(0))
+
+
+def test_scores_stay_fp32_and_finite_for_a_half_precision_model():
+    torch.manual_seed(0)
+    for dtype in (torch.float16, torch.bfloat16):
+        scorer = TisaScorer(4, 5).to(dtype)
+        positions = torch.arange(1024).unsqueeze(0)
+        scores = scorer(positions[:, -3:], positions)
+        assert scores.dtype == torch.float32 and torch.isfinite(scores).all()
+
+
+def test_kernel_parameters_receive_gradients():
+    torch.manual_seed(0)
+    scorer = TisaScorer(2, 3, init="local")
+    positions = torch.arange(6).unsqueeze(0)
+    scorer(positions, positions).pow(2).sum().backward()
+    for p in (scorer.offsets, scorer.amplitudes, scorer.sharpness):
+        assert p.grad is not None and p.grad.abs().sum() > 0
+
+
+def _batch(task, seed=0):
+    d = task.source_dictionary
+    g = torch.Generator().manual_seed(seed)
+    src, lengths = src_batch(random_sentences([3, 7, 5], g, d), d.pad(), d.eos())
+    tgt = tgt_batch(random_sentences([6, 2, 4], g, d), d.pad(), d.eos())
+    return src, lengths, tgt
+
+
+def _load_plain_weights(tisa_model, plain_model):
+    """Copies a plain Transformer's weights into a TISA model (MHA sits at ``self_attn.attention``)."""
+    tisa_state = tisa_model.state_dict()
+    for name, value in plain_model.state_dict().items():
+        target = name.replace(".self_attn.", ".self_attn.attention.")
+        tisa_state[target if target in tisa_state else name].copy_(value)
+    for module in tisa_model.modules():
+        if isinstance(module, TisaScorer):
+            module.amplitudes.data.zero_()
+
+
+@pytest.mark.parametrize("flags", [[], ["--no-token-positional-embeddings"]], ids=["mode_a", "mode_b"])
+def test_zero_amplitudes_give_the_plain_transformer(flags):
+    plain, task = build_model(flags, seed=3)
+    tisa, _ = build_model(TISA + flags, seed=3)
+    _load_plain_weights(tisa, plain)
+    src, lengths, tgt = _batch(task)
+    expected, _ = plain(src, lengths, tgt)
+    got, _ = tisa(src, lengths, tgt)
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
+    # ... and step-by-step decoding (TISA's incremental path) too.
+    enc = tisa.encoder(src, lengths)
+    state = {}
+    steps = [tisa.decoder(tgt[:, : t + 1], encoder_out=enc, incremental_state=state)[0] for t in range(tgt.size(1))]
+    mask = tgt.ne(task.target_dictionary.pad())
+    torch.testing.assert_close(torch.cat(steps, 1)[mask], expected[mask], atol=1e-5, rtol=1e-5)
+
+
+def test_nonzero_amplitudes_change_the_output():
+    plain, task = build_model([], seed=3)
+    tisa, _ = build_model(TISA, seed=3)
+    _load_plain_weights(tisa, plain)
+    for module in tisa.modules():
+        if isinstance(module, TisaScorer):
+            module.amplitudes.data.fill_(0.5)
+    src, lengths, tgt = _batch(task)
+    assert (tisa(src, lengths, tgt)[0] - plain(src, lengths, tgt)[0]).abs().max() > 1e-3
+
+
+def test_cross_site_is_rejected_naming_the_flag():
+    with pytest.raises(ValueError, match="--cross-mixer tisa") as err:
+        build_model(["--cross-mixer", "tisa"])
+    assert "cross" in str(err.value)
+
+
+def test_negative_kernel_count_is_rejected_naming_the_flag():
+    with pytest.raises(ValueError, match="--tisa-kernels -1"):
+        build_model(TISA + ["--tisa-kernels", "-1"])
+
+
+def test_zero_kernels_is_the_host_attention_and_bag_of_words_without_positions():
+    model, task = build_model(["--tisa-kernels", "0"], arch="tisa_nope_transformer_tiny")
+    assert type(model.encoder.layers[0].self_attn) is MultiheadAttention
+    # No position information at all: permuting the source permutes the encoder output.
+    d = task.source_dictionary
+    src = torch.tensor([[d.nspecial + i for i in (5, 1, 9, 3, 7)] + [d.eos()]])
+    perm = torch.tensor([3, 0, 4, 2, 1, 5])
+    lengths = torch.tensor([src.size(1)])
+    out = model.encoder(src, lengths)["encoder_out"][0]
+    out_perm = model.encoder(src[:, perm], lengths)["encoder_out"][0]
+    torch.testing.assert_close(out_perm, out[perm], atol=1e-6, rtol=1e-5)
+
+
+def test_tisa_without_position_embeddings_is_order_sensitive():
+    model, task = build_model([], arch="tisa_nope_transformer_tiny")
+    assert isinstance(model.encoder.layers[0].self_attn, TisaAttention)
+    assert model.encoder.embed_positions is None
+    d = task.source_dictionary
+    src = torch.tensor([[d.nspecial + i for i in (5, 1, 9, 3, 7)] + [d.eos()]])
+    perm = torch.tensor([3, 0, 4, 2, 1, 5])
+    lengths = torch.tensor([src.size(1)])
+    out = model.encoder(src, lengths)["encoder_out"][0]
+    out_perm = model.encoder(src[:, perm], lengths)["encoder_out"][0]
+    assert (out_perm - out[perm]).abs().max() > 1e-4
+
+
+def test_architectures_set_the_modes():
+    a, _ = build_model([], arch="tisa_transformer_tiny")
+    b, _ = build_model([], arch="tisa_nope_transformer_tiny")
+    assert a.encoder.embed_positions is not None and b.encoder.embed_positions is None
+    for model in (a, b):
+        assert isinstance(model.decoder.layers[0].self_attn, TisaAttention)
+        assert type(model.decoder.layers[0].encoder_attn) is MultiheadAttention
+
+
+def test_multi_token_incremental_block_is_causal():
+    """A prefix fed as one block, then single steps, equals the teacher-forced pass."""
+    model, _ = build_model(TISA, seed=5)
+    mixer = model.decoder.layers[0].self_attn
+    x = torch.randn(4, 2, 16)
+    full, _ = mixer(x, x, x)  # no attn_mask given: the mixer is causal by itself
+    block_state, step_state = {}, {}
+    block, _ = mixer(x[:3], x[:3], x[:3], incremental_state=block_state)
+    last, _ = mixer(x[3:], x[3:], x[3:], incremental_state=block_state)
+    torch.testing.assert_close(torch.cat([block, last]), full, atol=1e-6, rtol=1e-5)
+    steps = [mixer(x[t:t + 1], x[t:t + 1], x[t:t + 1], incremental_state=step_state)[0] for t in range(4)]
+    torch.testing.assert_close(torch.cat(steps), full, atol=1e-6, rtol=1e-5)
+
+
+def test_encoder_scores_use_real_positions_of_left_padded_sources():
+    model, task = build_model(TISA, seed=4)
+    d = task.source_dictionary
+    sentence = [d.nspecial + i for i in (4, 2, 8)]
+    alone, _ = src_batch([sentence], d.pad(), d.eos())
+    padded, lengths = src_batch([sentence, sentence + [d.nspecial + 1] * 5], d.pad(), d.eos())
+    out_alone = model.encoder(alone, torch.tensor([4]))["encoder_out"][0]
+    out_padded = model.encoder(padded, lengths)["encoder_out"][0]
+    torch.testing.assert_close(out_padded[-4:, :1], out_alone, atol=1e-6, rtol=1e-5)
