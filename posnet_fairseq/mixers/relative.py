@@ -1,0 +1,240 @@
+"""Relative-position self-attention: ``shaw`` (Shaw et al., 2018) and ``relattn``.
+
+``shaw`` is the multi-head attention of Shaw, Uszkoreit & Vaswani (2018),
+"Self-Attention with Relative Position Representations": a learned embedding
+of the clipped key-query distance is added to every key (Eq. 4, 5) and,
+optionally, to every value (Eq. 3)::
+
+    e_ij = q_i . (k_j + w^K[clip(j - i, -K, K)]) / sqrt(d_h)     (Eq. 4, 5)
+    a_ij = softmax_j(e_ij)                                       (Eq. 2)
+    z_i  = sum_j a_ij (v_j + w^V[clip(j - i, -K, K)])            (Eq. 3; --relative-values)
+
+``relattn`` is the "relative attention" baseline of Schmidt & Di Gangi
+(PosNet paper, Table 6): the token-token term is dropped, so a content query
+meets relative-position keys only and there is no key projection W_K::
+
+    e_ij = q_i . w^K[clip(j - i, -K, K)] / sqrt(d_h)
+
+Both serve the encoder and decoder self-attention sites only (cross attention
+has no distance between a target and a source position). Distances are taken
+between real positions (sources are left-padded); the decoder is causal.
+
+Flags (shared by both mixers):
+
+* ``--relative-max-distance K`` (default 16; the ``*_big`` presets use 8),
+* ``--relative-embeddings {per-head,shared}`` (default ``per-head``): a
+  (2K+1) x D table whose D columns are split into one d_h slice per head, as
+  in the PosNet paper's baseline (AppTek ``RelativeMultiHeadAttention``), or
+  one (2K+1) x d_h table shared by all heads, as in Shaw et al.,
+* ``--relative-values``: add the value-side term of Eq. 3 (off, as in the
+  PosNet paper's baseline and the NEU fairseq fork).
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import options
+from .base import Mixer, real_positions, register_mixer
+
+EMBEDDING_KINDS = ("per-head", "shared")
+
+# Option sets the contract tests run besides the defaults: the Shaw table
+# layout, the value term, and a K shorter than the test sentences (clipping).
+VARIANTS = {
+    "shared": {"relative_embeddings": "shared"},
+    "values": {"relative_values": True},
+    "shared_values_k2": {"relative_embeddings": "shared", "relative_values": True, "relative_max_distance": 2},
+}
+
+
+def add_args(parser):
+    parser.add_argument("--relative-max-distance", type=int, metavar="K",
+                        help="shaw/relattn: distances are clipped to [-K, K] (default 16; *_big presets: 8)")
+    parser.add_argument("--relative-embeddings", choices=EMBEDDING_KINDS,
+                        help="shaw/relattn: 'per-head' slices of a (2K+1) x D table (PosNet paper baseline) "
+                        "or one (2K+1) x d_h table 'shared' by all heads (Shaw et al., 2018) (default per-head)")
+    parser.add_argument("--relative-values", action="store_true",
+                        help="shaw/relattn: also add relative embeddings to the values (Shaw et al. Eq. 3)")
+
+
+def set_defaults(args):
+    args.relative_max_distance = getattr(args, "relative_max_distance", 16)
+    args.relative_embeddings = getattr(args, "relative_embeddings", "per-head")
+    args.relative_values = getattr(args, "relative_values", False)
+
+
+options.register_options(add_args, set_defaults)
+
+
+@register_mixer("shaw", sites=("encoder_self", "decoder_self"), variants=VARIANTS)
+class ShawRelativeAttention(Mixer):
+    """Shaw et al. (2018) relative-position self-attention (Eq. 3-5): key term, optional value term.
+
+    Projections are named as in fairseq's MultiheadAttention so that site
+    wrappers (the PosNet GeLU gating) can wrap them: ``v_proj`` maps the value
+    input (T x B x D) before the head split, ``out_proj`` maps the
+    concatenated heads. ``q_proj``/``k_proj`` map query and key; ``k_proj`` is
+    None for ``relattn``.
+
+    Logit bias hook (e.g. TISA, Wennberg & Henter 2021): set ``logit_bias``
+    (default None) to a module; it is called as
+    ``logit_bias(query_positions, key_positions)`` with B x T and B x S long
+    tensors of 0-based real positions (from the padding mask; during
+    incremental decoding the query positions are the decoding steps and the
+    key positions 0..S-1) and must return a float tensor of shape
+    B x H x T x S or broadcastable to it (e.g. 1 x H x T x S). It is added,
+    in fp32, to the logits after the 1/sqrt(d_h) scaling and before padding
+    and causal masking and the softmax. Assigning a module registers it as a
+    submodule, so its parameters train and are saved with the model.
+    """
+
+    CONTENT_KEYS = True  # False for relattn: no W_K, no token-token term
+
+    def __init__(self, embed_dim, num_heads, max_distance, embeddings="per-head", values=False, dropout=0.0,
+                 causal=False):
+        super().__init__(embed_dim, num_heads)
+        self.max_distance = max_distance
+        self.embeddings = embeddings
+        self.causal = causal
+        self.dropout = dropout
+        self.scaling = self.head_dim ** -0.5
+        self.q_proj = nn.Linear(embed_dim, embed_dim)
+        self.k_proj = nn.Linear(embed_dim, embed_dim) if self.CONTENT_KEYS else None
+        self.v_proj = nn.Linear(embed_dim, embed_dim)
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
+        width = embed_dim if embeddings == "per-head" else self.head_dim
+        self.relative_keys = nn.Parameter(torch.empty(2 * max_distance + 1, width))
+        self.relative_values = nn.Parameter(torch.empty(2 * max_distance + 1, width)) if values else None
+        self.logit_bias = None
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        # As fairseq's MultiheadAttention initialises self-attention, so that
+        # swapping mha for shaw changes only the position treatment.
+        for proj in (self.q_proj, self.k_proj, self.v_proj):
+            if proj is not None:
+                nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        nn.init.constant_(self.out_proj.bias, 0.0)
+        # Xavier for the relative tables, as in the NEU fairseq fork.
+        for table in (self.relative_keys, self.relative_values):
+            if table is not None:
+                nn.init.xavier_uniform_(table)
+
+    @classmethod
+    def build(cls, ctx):
+        args = ctx.args
+        max_distance = args.relative_max_distance
+        if max_distance is None or int(max_distance) != max_distance or max_distance < 0:
+            raise ValueError(f"--relative-max-distance {max_distance}: must be an integer >= 0")
+        embeddings = args.relative_embeddings
+        if embeddings not in EMBEDDING_KINDS:
+            raise ValueError(f"--relative-embeddings {embeddings}: choose from {', '.join(EMBEDDING_KINDS)}")
+        return cls(ctx.embed_dim, ctx.num_heads, int(max_distance), embeddings, bool(args.relative_values),
+                   ctx.dropout, ctx.causal)
+
+    def _split_heads(self, x):
+        """T x B x D -> B x H x T x d_h."""
+        length, batch, _ = x.shape
+        return x.view(length, batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
+
+    def _dot_table(self, q, table):
+        """q (B x H x T x d_h) against every table row: B x H x T x (2K+1)."""
+        if self.embeddings == "shared":
+            return torch.matmul(q, table.t())
+        return torch.einsum("bhtd,rhd->bhtr", q, table.view(table.size(0), self.num_heads, self.head_dim))
+
+    def _mix_table(self, weights, table):
+        """weights (B x H x T x (2K+1)) times the table rows: B x H x T x d_h."""
+        if self.embeddings == "shared":
+            return torch.matmul(weights, table)
+        return torch.einsum("bhtr,rhd->bhtd", weights, table.view(table.size(0), self.num_heads, self.head_dim))
+
+    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
+                static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
+        # attn_mask (fairseq's -inf future mask, given only when not
+        # incremental) is not used: causality comes from the positions below.
+        if before_softmax:
+            raise ValueError(f"{type(self).__name__} does not return pre-softmax logits (before_softmax=True)")
+        length, batch, _ = query.shape
+        device = query.device
+        q = self._split_heads(self.q_proj(query) * self.scaling)
+        k = self._split_heads(self.k_proj(key)) if self.k_proj is not None else None
+        v = self._split_heads(self.v_proj(value))
+
+        if incremental_state is not None:
+            buffer = self._get_input_buffer(incremental_state)
+            query_pos = self.decoding_steps(buffer, batch, length, device)
+            pad = key_padding_mask if key_padding_mask is not None else torch.zeros(
+                batch, length, dtype=torch.bool, device=device)
+            if "prev_value" in buffer:
+                v = torch.cat([buffer["prev_value"], v], dim=2)
+                pad = torch.cat([buffer["prev_key_padding_mask"], pad], dim=1)
+                if k is not None:
+                    k = torch.cat([buffer["prev_key"], k], dim=2)
+            buffer["prev_value"], buffer["prev_key_padding_mask"] = v, pad
+            if k is not None:
+                buffer["prev_key"] = k
+            self._set_input_buffer(incremental_state, buffer)
+            key_len = v.size(2)
+            key_pos = torch.arange(key_len, device=device).unsqueeze(0).expand(batch, key_len)
+        else:
+            pad = key_padding_mask
+            key_len = value.size(0)
+            key_pos = real_positions(pad, batch, key_len, device)
+            query_pos = key_pos  # self-attention: queries are the keys
+
+        distance = key_pos.unsqueeze(1) - query_pos.unsqueeze(2)  # B x T x S, j - i
+        slot = (distance.clamp(-self.max_distance, self.max_distance) + self.max_distance).unsqueeze(1)
+        slot = slot.expand(batch, self.num_heads, length, key_len)
+
+        # Position terms in (at least) fp32 (Eq. 5's q . w^K over the 2K+1
+        # slots, then gathered per pair), the content term in the input dtype
+        # like fairseq's MultiheadAttention; the softmax runs in fp32.
+        acc = torch.promote_types(q.dtype, torch.float32)
+        logits = self._dot_table(q.to(acc), self.relative_keys.to(acc)).gather(-1, slot)
+        if k is not None:
+            logits = logits + torch.matmul(q, k.transpose(-1, -2)).to(acc)
+        if self.logit_bias is not None:
+            logits = logits + self.logit_bias(query_pos, key_pos).to(acc)
+
+        invalid = None
+        if pad is not None:
+            invalid = pad[:, None, None, :]
+        if self.causal:
+            future = (distance > 0).unsqueeze(1)
+            invalid = future if invalid is None else invalid | future
+        if invalid is not None:
+            # A row without any valid key (only a pad query can have one) would
+            # be NaN after -inf masking: let it see everything, then zero it.
+            empty = invalid.all(dim=-1, keepdim=True)
+            logits = logits.masked_fill(invalid & ~empty, float("-inf"))
+        probs = torch.softmax(logits, dim=-1)
+        if invalid is not None:
+            probs = probs.masked_fill(empty, 0.0)
+        dropped = F.dropout(probs, p=self.dropout, training=self.training)
+
+        out = torch.matmul(dropped.to(v.dtype), v)
+        if self.relative_values is not None:
+            # Eq. 3's sum_j a_ij w^V[slot_ij]: add up the weights that fall in
+            # each slot, then mix the 2K+1 table rows once.
+            per_slot = dropped.new_zeros(batch, self.num_heads, length, 2 * self.max_distance + 1)
+            per_slot.scatter_add_(-1, slot, dropped)
+            out = out + self._mix_table(per_slot, self.relative_values.to(acc)).to(out.dtype)
+        out = self.out_proj(out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim))
+
+        weights = None
+        if need_weights or need_head_weights:
+            weights = probs.to(query.dtype).transpose(0, 1)  # H x B x T x S, as fairseq returns them
+            if not need_head_weights:
+                weights = weights.mean(dim=0)
+        return out, weights
+
+
+@register_mixer("relattn", sites=("encoder_self", "decoder_self"), variants=VARIANTS)
+class RelativeAttention(ShawRelativeAttention):
+    """Relative attention (PosNet paper, Table 6): content queries x relative keys only, no W_K."""
+
+    CONTENT_KEYS = False
