@@ -22,6 +22,7 @@ setup(
             "posnet-synth = posnet_fairseq.synth:main",
             "posnet-average-checkpoints = posnet_fairseq.cli.average_checkpoints:main",
             "posnet-length-ratio = posnet_fairseq.cli.length_ratio:main",
+            "posnet-spm = posnet_fairseq.cli.spm:main",
         ]
     },
 )

@@ -1,0 +1,58 @@
+"""``posnet-precompute CHECKPOINT OUTPUT``: folds PosNet energies into tables (PosNet paper, section 4).
+
+Writes a checkpoint whose aPosNet/rPosNet mixers hold only their energy
+tables (see ``posnet_fairseq/precompute.py``), prints the parameter counts
+before and after and the largest logit difference between the two models on
+random batches, and optionally exports every table as ``.npy``. The output
+loads like any checkpoint: ``fairseq-generate DATA --user-dir posnet_fairseq
+--path OUTPUT``.
+"""
+import argparse
+import copy
+
+DEFAULT_LENGTH = 128  # the paper's maximum sentence length
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0].split(": ", 1)[1])
+    parser.add_argument("checkpoint", help="a posnet_transformer checkpoint from fairseq-train")
+    parser.add_argument("output", help="where to write the precomputed checkpoint")
+    parser.add_argument("--max-length", type=int, default=DEFAULT_LENGTH, metavar="N",
+                        help=f"positions covered by the tables; longer inputs are refused (default {DEFAULT_LENGTH})")
+    parser.add_argument("--data", metavar="DIR",
+                        help="data-bin directory with the dictionaries (default: the one stored in the checkpoint)")
+    parser.add_argument("--export-npy", metavar="DIR", help="also write every table as DIR/<module>.<table>.npy")
+    args = parser.parse_args(argv)
+
+    import posnet_fairseq  # noqa: F401  (registers the model and mixers)
+    from fairseq import checkpoint_utils
+
+    from .. import precompute
+
+    state, task, model = precompute.load_checkpoint_model(args.checkpoint, args.data)
+    before = precompute.parameter_counts(model)
+    original = copy.deepcopy(model)
+    try:
+        mixers = precompute.precompute_model_(model, args.max_length)
+    except ValueError as err:
+        parser.error(str(err))
+    after = precompute.parameter_counts(model)
+    difference = precompute.output_difference(original, model, task.target_dictionary,
+                                              min(args.max_length, 32))
+
+    state["model"] = precompute.capped_state_dict(model, state["cfg"].model, args.max_length)
+    checkpoint_utils.torch_persistent_save(state, args.output)
+
+    print(f"precomputed {len(mixers)} PosNet mixers for N = {args.max_length} positions -> {args.output}")
+    print(f"{'parameters':<12}{'before':>14}{'after':>14}{'change':>9}")
+    for key in ("attention", "model"):
+        change = 100.0 * (after[key] - before[key]) / before[key]
+        print(f"{key:<12}{before[key]:>14,}{after[key]:>14,}{change:>+8.1f}%")
+    print(f"max |logit difference| before/after on random batches: {difference:.3g}")
+    if args.export_npy:
+        index = precompute.export_npy(model, args.export_npy)
+        print(f"exported {len(index)} tables to {args.export_npy} (index.json describes them)")
+
+
+if __name__ == "__main__":
+    main()
