@@ -246,3 +246,46 @@ def test_model_translates_the_same_with_and_without_a_longer_neighbour():
     batched = model.encoder(tokens, src_lengths=torch.tensor([8, 4]))["encoder_out"][0]
     alone = model.encoder(tokens[1:, 4:], src_lengths=torch.tensor([4]))["encoder_out"][0]
     torch.testing.assert_close(batched[4:, 1:], alone, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cls", [ShawRelativeAttention, RelativeAttention], ids=["shaw", "relattn"])
+def test_gated_mixer_equals_naive_loop_with_gated_values_and_output(cls):
+    """PosNet Eq. 4 around Shaw: v' = LN(GELU(W_v x)) feeds Eq. 3, W_o sees z * GELU(W_g y)."""
+    from argparse import Namespace
+
+    from posnet_fairseq.mixers.gating import GatedMixer, gate_module
+
+    m = make(cls, "per-head", values=True, max_distance=2, causal=True)
+    gating = Namespace(gating_value_act="gelu", gating_gate_act="gelu", gating_no_value_norm=False,
+                       gating_gate_norm=False)
+    gated = gate_module(m, gating).double()
+    assert isinstance(gated, GatedMixer) and gated.mixer is m
+    x, pad = padded_batch([6, 3], left=False)
+    out, _ = gated(x, x, x, key_padding_mask=pad)
+    m.out_proj.gate = torch.nn.functional.gelu(gated.gate_proj(x))
+    ref = naive(m, x, pad)
+    m.out_proj.gate = None
+    assert_real_rows_close(out, ref, pad)
+
+
+@pytest.mark.parametrize("arch", ["shaw_transformer_tiny", "relattn_transformer_tiny"])
+def test_gated_presets_decode_incrementally_like_teacher_forcing(arch):
+    from posnet_fairseq.mixers.gating import GatedMixer
+
+    gate = ["--encoder-self-gating", "on", "--decoder-self-gating", "on"]
+    model, task = build_model(gate + ["--relative-max-distance", "2"], arch=arch)
+    plain, _ = build_model(["--relative-max-distance", "2"], arch=arch)
+    for layer in list(model.encoder.layers) + list(model.decoder.layers):
+        assert isinstance(layer.self_attn, GatedMixer) and isinstance(layer.self_attn.mixer, ShawRelativeAttention)
+    # W_g (16 x 16 + 16) and the value LayerNorm (2 x 16) in each of the 4 self-attention layers
+    assert n_params(model) - n_params(plain) == 4 * (16 * 16 + 16 + 2 * 16)
+    d = task.source_dictionary
+    src = torch.tensor([[5, 6, 7, 8, 9, d.eos()]])
+    prev = torch.tensor([[d.eos(), 10, 11, 12, 13, 14, 15]])
+    with torch.no_grad():
+        enc = model.encoder(src, src_lengths=torch.tensor([6]))
+        full = model.decoder(prev, encoder_out=enc)[0]
+        state, steps = {}, []
+        for t in range(prev.size(1)):
+            steps.append(model.decoder(prev[:, :t + 1], encoder_out=enc, incremental_state=state)[0])
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-5)
