@@ -6,6 +6,7 @@ import torch
 from fairseq.modules import MultiheadAttention
 
 from fairseq_testing import build_model, random_sentences, src_batch, tgt_batch
+from posnet_fairseq.mixers.relative import ShawRelativeAttention
 from posnet_fairseq.mixers.tisa import TisaAttention, TisaScorer
 
 TISA = ["--encoder-self-mixer", "tisa", "--decoder-self-mixer", "tisa"]
@@ -197,3 +198,25 @@ def test_encoder_scores_use_real_positions_of_left_padded_sources():
     out_alone = model.encoder(alone, torch.tensor([4]))["encoder_out"][0]
     out_padded = model.encoder(padded, lengths)["encoder_out"][0]
     torch.testing.assert_close(out_padded[-4:, :1], out_alone, atol=1e-6, rtol=1e-5)
+
+
+def test_shaw_host_takes_the_scorer_as_its_logit_bias():
+    shaw, task = build_model(["--encoder-self-mixer", "shaw", "--decoder-self-mixer", "shaw"], seed=6)
+    hosted, _ = build_model(["--encoder-self-mixer", "tisa_shaw", "--decoder-self-mixer", "tisa_shaw"], seed=6)
+    assert isinstance(hosted.encoder.layers[0].self_attn, ShawRelativeAttention)
+    assert isinstance(hosted.decoder.layers[1].self_attn.logit_bias, TisaScorer)
+    missing, unexpected = hosted.load_state_dict(shaw.state_dict(), strict=False)
+    assert not unexpected and all(".logit_bias." in name for name in missing)
+    src, lengths, tgt = _batch(task)
+    with torch.no_grad():
+        expected = shaw(src, lengths, tgt)[0]
+        assert (hosted(src, lengths, tgt)[0] - expected).abs().max() > 1e-3
+        for module in hosted.modules():
+            if isinstance(module, TisaScorer):
+                module.amplitudes.zero_()
+        torch.testing.assert_close(hosted(src, lengths, tgt)[0], expected, atol=1e-6, rtol=1e-5)
+
+
+def test_shaw_host_with_zero_kernels_has_no_bias():
+    model, _ = build_model(["--encoder-self-mixer", "tisa_shaw", "--tisa-kernels", "0"])
+    assert model.encoder.layers[0].self_attn.logit_bias is None

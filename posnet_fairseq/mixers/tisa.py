@@ -21,8 +21,7 @@ attention adds it to its logits. Hosts:
 * ``tisa`` -- fairseq's MultiheadAttention (:class:`TisaAttention` wraps it and
   hands F over as a float ``attn_mask``);
 * ``tisa_shaw`` -- Shaw et al.'s relative attention (``relative.py``), whose
-  ``logit_bias`` hook takes the scorer directly (registered when that module
-  provides the hook).
+  ``logit_bias`` hook takes the scorer directly.
 
 Cross attention has no relative distance between a target and a source
 position, so neither mixer serves the cross site.
@@ -32,14 +31,13 @@ it builds F[i, j] = f(i - j - 1) with [S, H] parameters; the paper's orientation
 used here is f(j - i), hence c_here = -c_code - 1 (a and b unchanged), see
 :meth:`TisaScorer.load_reference_parameters`.
 """
-import importlib
-import math
 
 import torch
 from torch import Tensor, nn
 
 from .. import options
-from .base import MIXERS, Mixer, real_positions, register_mixer
+from .base import Mixer, real_positions, register_mixer
+from .relative import ShawRelativeAttention
 
 INIT_MODES = ("random", "local")
 
@@ -235,3 +233,14 @@ class TisaAttention(Mixer):
                 weights = weights.mean(dim=0)
         return out, weights
 
+
+@register_mixer("tisa_shaw", sites=("encoder_self", "decoder_self"))
+class TisaShawAttention:
+    """Shaw et al.'s relative attention plus TISA's positional scores on its logits (Eq. 4)."""
+
+    @classmethod
+    def build(cls, ctx):
+        host = ShawRelativeAttention.build(ctx)
+        # S = 0 leaves the hook empty: plain Shaw attention.
+        host.logit_bias = build_scorer(ctx)
+        return host
