@@ -1,0 +1,199 @@
+"""The GeLU gating of the PosNet paper (Schmidt & Di Gangi, Eq. 4), a site wrapper for any mixer.
+
+::
+
+    v'  = LN(GELU(W_v x))                 over the full D, before the head split
+    g   = GELU(W_g y)                     y = the query-side input of the sub-layer
+    out = W_o( concat_h( (softmax(e_h) v'_h) * g_h ) )
+
+It is applied by :func:`gate_site` (registered with
+``register_site_wrapper``) to the mixer the model builds at every site and
+layer whose gating flag is on, whatever the mixer: rposnet/aposnet/arposnet,
+shaw/relattn and fairseq's MultiheadAttention (``mha``).
+
+The interface a mixer offers to be gated (no gating code in the mixer):
+
+* ``v_proj``: an ``nn.Linear`` that the mixer applies to its value input
+  (T x B x C) before splitting heads, caching its output for incremental
+  decoding; the wrapper replaces it by :class:`GatedValue` (so the cache holds
+  the gated values v');
+* ``out_proj``: an ``nn.Linear`` applied to the concatenated heads (T x B x D,
+  head h in columns h*D_h..(h+1)*D_h-1, one row per query); the wrapper
+  replaces it by :class:`GatedOutput`, which multiplies its input by the gate
+  first;
+* ``num_heads`` / ``head_dim`` / ``_get_input_buffer``, as every mixer has.
+
+:class:`GatedMixer` computes the gate from ``query`` and hands it to the
+``GatedOutput`` for the duration of one forward call. The gate has no
+decoding state (it uses the current query only), so the wrapper has no
+``reorder_incremental_state``: fairseq reorders the inner mixer directly.
+fairseq's MultiheadAttention has a fused fast path that reads the projection
+weights instead of calling the modules; gating switches it to its explicit
+path (``_set_skip_embed_dim_check``), which calls ``v_proj`` and ``out_proj``.
+
+Flags (the Table 6 ablations):
+
+* ``--encoder-self-gating``, ``--decoder-self-gating``, ``--cross-gating``:
+  ``on``, ``off`` or one of them per layer, comma-separated (default ``off``;
+  the rposnet/aposnet presets turn it on where they place a PosNet mixer);
+  layers whose mixer is ``none`` are left alone;
+* ``--gating-value-act {none,gelu,glu,sigmoid}`` (default ``gelu``; ``glu``
+  makes W_v D -> 2D);
+* ``--gating-gate-act {none,gelu,sigmoid}`` (default ``gelu``; ``none``: no
+  gate and no W_g, only the value branch);
+* ``--gating-no-value-norm``: no LayerNorm on v' (default: LN on);
+* ``--gating-gate-norm``: a LayerNorm on g (default off, as the paper).
+"""
+import math
+
+from fairseq.modules import MultiheadAttention
+from torch import nn
+
+from .. import options
+from .base import register_site_wrapper
+from .none import NoMixer
+
+SITE_GATING_FLAGS = {
+    "encoder_self": "--encoder-self-gating",
+    "decoder_self": "--decoder-self-gating",
+    "cross": "--cross-gating",
+}
+VALUE_ACTS = ("none", "gelu", "glu", "sigmoid")
+GATE_ACTS = ("none", "gelu", "sigmoid")
+
+
+def add_args(parser):
+    for site, flag in SITE_GATING_FLAGS.items():
+        parser.add_argument(flag, metavar="SPEC",
+                            help=f"PosNet GeLU gating (Eq. 4) of the {site.replace('_', ' ')} mixers: on, off, "
+                            "or one per layer comma-separated (default off; the rposnet/aposnet presets: on "
+                            "where they place PosNet)")
+    parser.add_argument("--gating-value-act", choices=VALUE_ACTS,
+                        help="gating: activation of the gated values W_v x (default gelu)")
+    parser.add_argument("--gating-gate-act", choices=GATE_ACTS,
+                        help="gating: activation of the gate W_g y; none = no gate (default gelu)")
+    parser.add_argument("--gating-no-value-norm", action="store_true",
+                        help="gating: no LayerNorm on the gated values (default: LayerNorm)")
+    parser.add_argument("--gating-gate-norm", action="store_true",
+                        help="gating: LayerNorm on the gate (default: none)")
+
+
+def set_defaults(args):
+    for site in SITE_GATING_FLAGS:
+        setattr(args, f"{site}_gating", getattr(args, f"{site}_gating", "off"))
+    args.gating_value_act = getattr(args, "gating_value_act", "gelu")
+    args.gating_gate_act = getattr(args, "gating_gate_act", "gelu")
+    args.gating_no_value_norm = getattr(args, "gating_no_value_norm", False)
+    args.gating_gate_norm = getattr(args, "gating_gate_norm", False)
+
+
+options.register_options(add_args, set_defaults)
+
+
+def layer_gating(args, site, layer_idx, num_layers):
+    """Whether layer ``layer_idx`` of ``site`` is gated, from its on/off spec."""
+    flag = SITE_GATING_FLAGS[site]
+    spec = str(getattr(args, f"{site}_gating", "off"))
+    switches = [s.strip() for s in spec.split(",")]
+    if len(switches) == 1:
+        switches = switches * num_layers
+    if len(switches) != num_layers or any(s not in ("on", "off") for s in switches):
+        raise ValueError(f"{flag} {spec}: give on, off, or exactly {num_layers} comma-separated on/off values "
+                         "(one per layer)")
+    return switches[layer_idx] == "on"
+
+
+def _activation(name, flag):
+    acts = {"none": nn.Identity, "gelu": nn.GELU, "sigmoid": nn.Sigmoid, "glu": lambda: nn.GLU(dim=-1)}
+    if name not in acts:
+        raise ValueError(f"{flag} {name}: unknown activation")
+    return acts[name]()
+
+
+class GatedValue(nn.Module):
+    """v' = LN(act(W_v x)) over the full D (replaces a mixer's ``v_proj``)."""
+
+    def __init__(self, proj, act, norm):
+        super().__init__()
+        self.proj, self.act, self.norm = proj, act, norm
+
+    def forward(self, x):
+        return self.norm(self.act(self.proj(x)))
+
+
+class GatedOutput(nn.Module):
+    """W_o(o * g) (replaces a mixer's ``out_proj``); ``gate`` is set by :class:`GatedMixer`."""
+
+    def __init__(self, proj):
+        super().__init__()
+        self.proj = proj
+        self.gate = None
+
+    def forward(self, x):
+        if self.gate is None:
+            raise RuntimeError("GatedOutput called outside GatedMixer.forward: the gate is unknown")
+        return self.proj(x * self.gate)
+
+
+class GatedMixer(nn.Module):
+    """A mixer whose per-head outputs are multiplied by g = act(W_g query) before W_o (Eq. 4)."""
+
+    def __init__(self, mixer, gate_proj, gate_act, gate_norm):
+        super().__init__()
+        self.mixer = mixer
+        self.gate_proj, self.gate_act, self.gate_norm = gate_proj, gate_act, gate_norm
+        # What fairseq's decoder layer reads from its attention modules.
+        self.num_heads, self.head_dim, self.embed_dim = mixer.num_heads, mixer.head_dim, mixer.embed_dim
+
+    def forward(self, query, key, value, *args, **kwargs):
+        output = self.mixer.out_proj
+        output.gate = self.gate_norm(self.gate_act(self.gate_proj(query)))
+        try:
+            return self.mixer(query, key, value, *args, **kwargs)
+        finally:
+            output.gate = None
+
+    def _get_input_buffer(self, incremental_state):
+        return self.mixer._get_input_buffer(incremental_state)
+
+    def _set_input_buffer(self, incremental_state, buffer):
+        return self.mixer._set_input_buffer(incremental_state, buffer)
+
+
+def gate_module(module, args, flag="gating"):
+    """Gates ``module`` (a mixer with ``v_proj``/``out_proj`` Linear layers) with the gating flags in ``args``."""
+    if not (isinstance(getattr(module, "v_proj", None), nn.Linear)
+            and isinstance(getattr(module, "out_proj", None), nn.Linear)):
+        raise ValueError(f"{flag} on: {type(module).__name__} has no v_proj/out_proj Linear layers to gate "
+                         "(see posnet_fairseq/mixers/gating.py for the interface)")
+    value_act, gate_act = args.gating_value_act, args.gating_gate_act
+    if value_act not in VALUE_ACTS:
+        raise ValueError(f"--gating-value-act {value_act}: choose from {', '.join(VALUE_ACTS)}")
+    if gate_act not in GATE_ACTS:
+        raise ValueError(f"--gating-gate-act {gate_act}: choose from {', '.join(GATE_ACTS)}")
+    dim = module.out_proj.in_features
+    proj = module.v_proj
+    if value_act == "glu":  # GLU halves its input: W_v maps to 2D
+        proj = nn.Linear(proj.in_features, 2 * dim)
+        nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
+    norm = nn.Identity() if args.gating_no_value_norm else nn.LayerNorm(dim)
+    module.v_proj = GatedValue(proj, _activation(value_act, "--gating-value-act"), norm)
+    if isinstance(module, MultiheadAttention):
+        # Its fused path reads v_proj/out_proj weights instead of calling them.
+        module._set_skip_embed_dim_check()
+    if gate_act == "none":
+        return module
+    module.out_proj = GatedOutput(module.out_proj)
+    gate_proj = nn.Linear(dim, dim)
+    nn.init.xavier_uniform_(gate_proj.weight)
+    nn.init.constant_(gate_proj.bias, 0.0)
+    gate_norm = nn.LayerNorm(dim) if args.gating_gate_norm else nn.Identity()
+    return GatedMixer(module, gate_proj, _activation(gate_act, "--gating-gate-act"), gate_norm)
+
+
+@register_site_wrapper
+def gate_site(module, ctx):
+    """Site wrapper: gates the mixer of ``ctx.site``/``ctx.layer_idx`` when its gating flag says on."""
+    if isinstance(module, NoMixer) or not layer_gating(ctx.args, ctx.site, ctx.layer_idx, ctx.num_layers):
+        return module
+    return gate_module(module, ctx.args, SITE_GATING_FLAGS[ctx.site])

@@ -1,0 +1,393 @@
+"""Position-based attention: ``rposnet``, ``aposnet``, ``arposnet`` (Schmidt & Di Gangi, PosNet paper).
+
+The attention energies depend on positions only; the content enters through
+the values (and the gate, see ``gating.py``)::
+
+    aPosNet (Eq. 8):   e[h,n,m] = <W_q^a p_n, W_k s_m>_h / sqrt(D_h)
+    rPosNet (Eq. 9):   e[h,n,m] = <W_q^r p_n, r[idx(n,m)]>_h / sqrt(D_h)
+    (Eq. 10)           idx(n,m) = clip(m - floor(gamma n), -K, K) + K
+    arPosNet:          the sum of both energies
+    out = W_o concat_h( softmax_m(e[h,n,:]) (W_v x)_h )        (Eq. 2-3)
+
+``r`` is a (2K+1) x D table split into H slices of D_h. The sign convention
+of Eq. 10 is the authors' code's (``m - floor(gamma n)``); the paper writes
+``floor(gamma n) - m``: slot s here is slot 2K - s there, which matters only
+when porting weights. Distances are clipped, not windowed: attention stays
+global. gamma = 1 in self-attention and the training-set length ratio
+(``--length-ratio``, computed by the model and stored in the checkpoint) in
+cross-attention, where n is a target and m a source position.
+
+Position inputs (0-based per sentence, from the padding mask; the decoder
+input position 0 is the BOS/EOS token; during incremental decoding the query
+position is the decoding step):
+
+* rPosNet queries ``p_n`` are the model's own position embeddings (the table
+  that is added to the tokens: learned in the ``rposnet_*`` presets, as in the
+  paper; fairseq's sinusoids otherwise) passed through a LayerNorm shared by
+  all layers of the encoder / of the decoder, then dropout at the model rate;
+* aPosNet uses its own sinusoidal vectors ``s_m`` (fairseq's formula, position
+  n = row n) with dropout, no LayerNorm -- also in ``arposnet``, so that source
+  and target positions come from one function in cross-attention.
+
+Softmax over the valid keys (padding and, in the decoder, the future are
+excluded), then attention dropout. Energies and softmax run in fp32 whatever
+the model dtype. ``v_proj`` and ``out_proj`` are the Linear layers the
+gating wrapper (``gating.py``) replaces.
+
+Inference precomputation (paper section 4): the energies depend on positions
+only, so they can be folded into tables of unscaled energies, rPosNet
+``H x N x (2K+1)`` (query position x relative slot) and aPosNet ``H x N x M``.
+:meth:`PositionAttention.make_generation_fast_` (called by fairseq-generate
+and the hub interface) folds them in memory from the eval-mode position
+vectors and keeps the parameters, so the tables grow when a longer input
+arrives; ``posnet-precompute`` (``posnet_fairseq/precompute.py``) writes a
+checkpoint whose mixers hold only the tables (``posnet_precomputed = N`` in
+its arguments): inputs longer than N then fail with an error naming N.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+from fairseq.modules import LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
+from torch import nn
+
+from .. import options
+from .base import SITES, Mixer, real_positions, register_mixer
+
+POSITION_NORM_KEY = "posnet_position_norm"
+# First size of the in-memory tables made by make_generation_fast_ (the
+# paper's maximum sentence length); they double when an input needs more.
+FOLD_START = 128
+LEARNED_POS_FLAGS = {"encoder_self": "--encoder-learned-pos", "decoder_self": "--decoder-learned-pos",
+                     "cross": "--decoder-learned-pos"}
+
+
+def add_args(parser):
+    parser.add_argument("--posnet-max-relative", type=int, metavar="K",
+                        help="rposnet/arposnet: relative distances are clipped to [-K, K] "
+                        "(default 16; the *_big presets use 8)")
+
+
+def set_defaults(args):
+    args.posnet_max_relative = getattr(args, "posnet_max_relative", 16)
+    # Set by posnet-precompute in the checkpoint it writes: the mixers then
+    # hold N-position energy tables instead of their position parameters.
+    args.posnet_precomputed = getattr(args, "posnet_precomputed", 0)
+
+
+options.register_options(add_args, set_defaults)
+
+
+def sinusoids(length, dim):
+    """fp32 sinusoidal vectors of positions 0..length-1 (fairseq's formula, no padding offset)."""
+    return SinusoidalPositionalEmbedding.get_embedding(length, dim)
+
+
+class PositionAttention(Mixer):
+    """Position-only energies (Eq. 8-10) over content values; subclasses pick the energy kinds."""
+
+    ENERGIES = ()  # "a" (aPosNet, Eq. 8) and/or "r" (rPosNet, Eq. 9-10)
+
+    def __init__(self, embed_dim, num_heads, kdim, site, max_relative=16, length_ratio=1.0, dropout=0.0,
+                 position_dropout=0.0, positions=None, position_norm=None, precomputed=0):
+        super().__init__(embed_dim, num_heads)
+        self.site = site
+        self.causal = site == "decoder_self"
+        self.max_relative = max_relative
+        self.length_ratio = length_ratio
+        self.dropout = dropout
+        self.position_dropout = position_dropout
+        self.scaling = self.head_dim ** -0.5
+        self.precomputed = precomputed
+        self.folded = False  # True after make_generation_fast_: tables are a cache that may grow
+        # Owned by the encoder/decoder (the token position table and the shared
+        # LayerNorm): held in lists so they are not registered twice.
+        self._positions = [positions]
+        self._position_norm = [position_norm]
+        self.v_proj = nn.Linear(kdim, embed_dim)
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
+        relative, absolute = "r" in self.ENERGIES, "a" in self.ENERGIES
+        self.rel_q_proj = nn.Linear(embed_dim, embed_dim) if relative and not precomputed else None
+        self.rel_keys = nn.Parameter(torch.empty(2 * max_relative + 1, embed_dim)) \
+            if relative and not precomputed else None
+        self.abs_q_proj = nn.Linear(embed_dim, embed_dim) if absolute and not precomputed else None
+        self.abs_k_proj = nn.Linear(embed_dim, embed_dim) if absolute and not precomputed else None
+        # The energy tables: loaded from a precomputed checkpoint (parameters,
+        # not trained), or made in memory by make_generation_fast_ (buffers
+        # left out of the state dict).
+        for name, kind, width in (("rel_energy", "r", 2 * max_relative + 1), ("abs_energy", "a", precomputed)):
+            if precomputed and kind in self.ENERGIES:
+                setattr(self, name, nn.Parameter(torch.zeros(num_heads, precomputed, width), requires_grad=False))
+            else:
+                self.register_buffer(name, None, persistent=False)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        # As fairseq's MultiheadAttention initialises its projections; the
+        # relative table as the authors' code (Xavier on every matrix).
+        for proj in (self.rel_q_proj, self.abs_q_proj, self.abs_k_proj, self.v_proj):
+            if proj is not None:
+                nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        nn.init.constant_(self.out_proj.bias, 0.0)
+        if self.rel_keys is not None:
+            nn.init.xavier_uniform_(self.rel_keys)
+
+    @classmethod
+    def build(cls, ctx):
+        args = ctx.args
+        max_relative = args.posnet_max_relative
+        if "r" in cls.ENERGIES and (max_relative is None or int(max_relative) != max_relative or max_relative < 0):
+            raise ValueError(f"--posnet-max-relative {max_relative}: must be an integer >= 0")
+        length_ratio = 1.0
+        if ctx.site == "cross" and "r" in cls.ENERGIES:
+            length_ratio = getattr(args, "length_ratio", None)
+            if length_ratio is None or not length_ratio > 0:
+                raise ValueError(f"--length-ratio {length_ratio}: {cls.NAME} cross-attention needs gamma > 0")
+        precomputed = int(getattr(args, "posnet_precomputed", 0) or 0)
+        positions = norm = None
+        if "r" in cls.ENERGIES and not precomputed:
+            positions = ctx.embed_positions
+            if positions is None:
+                raise ValueError(
+                    f"{cls.NAME} at the {ctx.site} site takes its queries from the model's position embeddings: "
+                    f"drop --no-token-positional-embeddings (the paper uses learned ones, "
+                    f"{LEARNED_POS_FLAGS[ctx.site]}, as the rposnet_* presets do)")
+            norm = ctx.shared_module(POSITION_NORM_KEY, lambda: nn.LayerNorm(ctx.embed_dim))
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, ctx.site, int(max_relative), float(length_ratio),
+                   ctx.dropout, getattr(args, "dropout", 0.0), positions, norm, precomputed)
+
+    def max_positions(self):
+        if self.precomputed:
+            return self.precomputed
+        positions = self._positions[0]
+        if isinstance(positions, LearnedPositionalEmbedding):
+            return positions.max_positions
+        return None
+
+    # ----- position vectors and energy tables (fp32, unscaled) -----
+
+    def _model_positions(self, lo, hi, dropout):
+        """LN'd (and dropped-out) model position embeddings of positions lo..hi-1: (hi-lo) x D."""
+        module, norm = self._positions[0], self._position_norm[0]
+        offset = module.padding_idx + 1  # fairseq's position index of the first real token
+        if isinstance(module, LearnedPositionalEmbedding):
+            if hi > module.max_positions:
+                raise ValueError(f"{self.NAME}: position {hi - 1} is beyond the {module.max_positions} learned "
+                                 "positions (--max-source-positions / --max-target-positions)")
+            vectors = module.weight[offset + lo: offset + hi].float()
+        else:
+            vectors = SinusoidalPositionalEmbedding.get_embedding(offset + hi, self.embed_dim, module.padding_idx)
+            vectors = vectors[offset + lo:].to(norm.weight.device)
+        vectors = F.layer_norm(vectors, (self.embed_dim,), norm.weight.float(), norm.bias.float(), norm.eps)
+        return F.dropout(vectors, self.position_dropout, dropout)
+
+    def _project(self, proj, vectors):
+        return F.linear(vectors, proj.weight.float(), proj.bias.float()).view(-1, self.num_heads, self.head_dim)
+
+    def _relative_table(self, lo, hi, dropout):
+        queries = self._project(self.rel_q_proj, self._model_positions(lo, hi, dropout))
+        keys = self.rel_keys.float().view(-1, self.num_heads, self.head_dim)
+        return torch.einsum("nhd,shd->hns", queries, keys)
+
+    def _absolute_table(self, lo, hi, keys, dropout):
+        # One set of (dropped-out) vectors for queries and keys, as in
+        # self-attention where both are the same positions.
+        vectors = F.dropout(sinusoids(max(hi, keys), self.embed_dim).to(self.abs_q_proj.weight.device),
+                            self.position_dropout, dropout)
+        q = self._project(self.abs_q_proj, vectors[lo:hi])
+        k = self._project(self.abs_k_proj, vectors[:keys])
+        return torch.einsum("nhd,mhd->hnm", q, k)
+
+    def _check_table(self, table, kind, needed):
+        if table is None or needed > self.precomputed:
+            raise ValueError(
+                f"{self.NAME}: its {kind} energies were precomputed for {self.precomputed} positions "
+                f"(posnet-precompute --max-length {self.precomputed}) but this input needs {needed}; "
+                "precompute again with a larger --max-length from the training checkpoint")
+
+    def _relative_energies(self, lo, hi):
+        if self.precomputed:
+            self._check_table(self.rel_energy, "rPosNet", hi)
+        elif self.folded and not self.training and (self.rel_energy is None or hi > self.rel_energy.size(1)):
+            self.fold_positions(max(hi, 2 * self.rel_energy.size(1) if self.rel_energy is not None else FOLD_START))
+        if self.rel_energy is not None and hi <= self.rel_energy.size(1):
+            return self.rel_energy[:, lo:hi].float()
+        return self._relative_table(lo, hi, self.training)
+
+    def _absolute_energies(self, lo, hi, keys):
+        needed = max(hi, keys)
+        if self.precomputed:
+            self._check_table(self.abs_energy, "aPosNet", needed)
+        elif self.folded and not self.training and (self.abs_energy is None or needed > self.abs_energy.size(1)):
+            self.fold_positions(max(needed, 2 * self.abs_energy.size(1) if self.abs_energy is not None
+                                    else FOLD_START))
+        table = self.abs_energy
+        if table is not None and hi <= table.size(1) and keys <= table.size(2):
+            return table[:, lo:hi, :keys].float()
+        return self._absolute_table(lo, hi, keys, self.training)
+
+    def energies(self, query_pos, key_pos):
+        """Scaled fp32 energies B x H x T x S for B x T query and B x S key positions."""
+        lo, hi = int(query_pos.min()), int(query_pos.max()) + 1
+        rows = (query_pos - lo).unsqueeze(2)  # B x T x 1
+        energy = 0.0
+        if "r" in self.ENERGIES:
+            table = self._relative_energies(lo, hi)  # H x n x (2K+1)
+            anchor = query_pos if self.length_ratio == 1.0 else \
+                torch.floor(query_pos.double() * self.length_ratio).long()
+            slot = (key_pos.unsqueeze(1) - anchor.unsqueeze(2)).clamp(-self.max_relative, self.max_relative)
+            energy = table[:, rows, slot + self.max_relative]
+        if "a" in self.ENERGIES:
+            table = self._absolute_energies(lo, hi, int(key_pos.max()) + 1)  # H x n x M
+            energy = energy + table[:, rows, key_pos.unsqueeze(1)]
+        return energy.transpose(0, 1) * self.scaling
+
+    # ----- inference precomputation (paper section 4) -----
+
+    @torch.no_grad()
+    def fold_positions(self, length):
+        """Tables of the eval-mode energies of positions 0..length-1 (no position dropout)."""
+        if "r" in self.ENERGIES:
+            # No further than the learned position table reaches.
+            limit = self.max_positions()
+            self.rel_energy = self._relative_table(0, min(length, limit or length), dropout=False)
+        if "a" in self.ENERGIES:
+            self.abs_energy = self._absolute_table(0, length, length, dropout=False)
+
+    def make_generation_fast_(self, **kwargs):
+        """Folds the position energies into in-memory tables for decoding (parameters kept)."""
+        if not self.precomputed:
+            self.folded = True
+            self.fold_positions(FOLD_START)
+
+    @torch.no_grad()
+    def precompute_(self, length):
+        """Keeps only ``length``-position tables: drops W_q, W_k, r and the position inputs."""
+        if self.precomputed:
+            raise ValueError(f"{self.NAME} is already precomputed for {self.precomputed} positions")
+        self.fold_positions(length)
+        for name in ("rel_energy", "abs_energy"):
+            table = getattr(self, name)
+            delattr(self, name)
+            if table is not None:
+                setattr(self, name, nn.Parameter(table, requires_grad=False))
+            else:
+                self.register_buffer(name, None, persistent=False)
+        for name in ("rel_q_proj", "rel_keys", "abs_q_proj", "abs_k_proj"):
+            delattr(self, name)
+            setattr(self, name, None)
+        self._positions, self._position_norm = [None], [None]
+        self.precomputed, self.folded = length, False
+
+    # ----- the mixer -----
+
+    def _split_heads(self, x):
+        """T x B x D -> B x H x T x D_h."""
+        length, batch, _ = x.shape
+        return x.view(length, batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
+
+    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
+                static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
+        # attn_mask (fairseq's -inf future mask, given only when not
+        # incremental) is not used: causality comes from the step indices.
+        if before_softmax:
+            raise ValueError(f"{self.NAME} does not return pre-softmax logits (before_softmax=True)")
+        length, batch, _ = query.shape
+        device = query.device
+        buffer = self._get_input_buffer(incremental_state) if incremental_state is not None else None
+        query_step = None if buffer is None else self.decoding_steps(buffer, batch, length, device)
+
+        if self.site == "cross":
+            if buffer is not None and "value" in buffer:
+                v, key_pos, pad = buffer["value"], buffer["key_positions"], buffer.get("key_padding_mask")
+            else:
+                v = self._split_heads(self.v_proj(value))
+                pad = key_padding_mask
+                key_pos = real_positions(pad, batch, value.size(0), device)
+                if buffer is not None:  # the encoder side is computed once per sentence
+                    buffer.update(value=v, key_positions=key_pos)
+                    if pad is not None:
+                        buffer["key_padding_mask"] = pad
+            # Targets are right-padded: the column index is the target position.
+            query_pos = query_step if buffer is not None else \
+                torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
+        else:
+            v = self._split_heads(self.v_proj(value))
+            pad = key_padding_mask
+            if buffer is not None:
+                if pad is None:
+                    pad = torch.zeros(batch, length, dtype=torch.bool, device=device)
+                if "value" in buffer:
+                    v = torch.cat([buffer["value"], v], dim=2)
+                    pad = torch.cat([buffer["key_padding_mask"], pad], dim=1)
+                buffer.update(value=v, key_padding_mask=pad)
+                query_pos = query_step
+                key_pos = torch.arange(v.size(2), device=device).unsqueeze(0).expand(batch, v.size(2))
+            else:
+                key_pos = query_pos = real_positions(pad, batch, length, device)
+        if buffer is not None:
+            self._set_input_buffer(incremental_state, buffer)
+        keys = v.size(2)
+
+        energy = self.energies(query_pos, key_pos)
+        invalid = None if pad is None else pad[:, None, None, :]
+        if self.causal:
+            step = query_step if query_step is not None else \
+                torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
+            future = (torch.arange(keys, device=device).view(1, 1, keys) > step.unsqueeze(2)).unsqueeze(1)
+            invalid = future if invalid is None else invalid | future
+        if invalid is not None:
+            # A row without any valid key (only a pad query can have one) would
+            # be NaN after -inf masking: let it see everything, then zero it.
+            empty = invalid.all(dim=-1, keepdim=True)
+            energy = energy.masked_fill(invalid & ~empty, float("-inf"))
+        probs = torch.softmax(energy, dim=-1)
+        if invalid is not None:
+            probs = probs.masked_fill(empty, 0.0)
+        dropped = F.dropout(probs, p=self.dropout, training=self.training)
+        out = torch.matmul(dropped.to(v.dtype), v)  # B x H x T x D_h
+        out = self.out_proj(out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim))
+
+        weights = None
+        if need_weights or need_head_weights:
+            weights = probs.to(query.dtype).transpose(0, 1)  # H x B x T x S, as fairseq returns them
+            if not need_head_weights:
+                weights = weights.mean(dim=0)
+        return out, weights
+
+
+# Option sets the contract tests run besides the defaults: a K shorter than
+# the test sentences (clipping), the paper's learned positions, and the
+# paper's GeLU gating (gating.py) at every site.
+GATED = {"encoder_self_gating": "on", "decoder_self_gating": "on", "cross_gating": "on"}
+RELATIVE_VARIANTS = {
+    "k2": {"posnet_max_relative": 2},
+    "learned_pos": {"encoder_learned_pos": True, "decoder_learned_pos": True},
+    "gated": dict(GATED),
+}
+
+
+@register_mixer("rposnet", sites=SITES, variants=RELATIVE_VARIANTS, uses_length_ratio=True)
+class RPosNet(PositionAttention):
+    """rPosNet (PosNet paper, Eq. 9-10): position queries x relative-position keys."""
+
+    NAME = "rposnet"
+    ENERGIES = ("r",)
+
+
+@register_mixer("aposnet", sites=SITES, variants={"gated": dict(GATED)})
+class APosNet(PositionAttention):
+    """aPosNet (PosNet paper, Eq. 8): absolute-position queries x absolute-position keys."""
+
+    NAME = "aposnet"
+    ENERGIES = ("a",)
+
+
+@register_mixer("arposnet", sites=SITES, variants={"k2_gated": {"posnet_max_relative": 2, **GATED}},
+                uses_length_ratio=True)
+class ARPosNet(PositionAttention):
+    """arPosNet (PosNet paper): the sum of the aPosNet and rPosNet energies."""
+
+    NAME = "arposnet"
+    ENERGIES = ("a", "r")

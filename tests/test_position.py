@@ -1,0 +1,190 @@
+"""aPosNet / rPosNet / arPosNet beyond the shared contract: the vectorized mixer equals a naive
+loop over the paper's equations (8-10), the in-memory tables equal the direct computation,
+and the build-time checks name their flags."""
+import argparse
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from fairseq.modules import PositionalEmbedding
+from torch import nn
+
+from fairseq_testing import build_model
+from posnet_fairseq.mixers.base import MixerContext
+from posnet_fairseq.mixers.position import FOLD_START, APosNet, ARPosNet, RPosNet, sinusoids
+
+PAD = 1
+DIM, HEADS = 8, 2
+# The model computes gamma from the training data for any mixer that may use it;
+# the dummy task has none.
+GAMMA = ["--length-ratio", "1.0"]
+KINDS = {"rposnet": RPosNet, "aposnet": APosNet, "arposnet": ARPosNet}
+
+
+def make_mixer(kind, site, max_relative=2, gamma=1.0, learned=True, seed=0):
+    torch.manual_seed(seed)
+    args = argparse.Namespace(posnet_max_relative=max_relative, length_ratio=gamma, dropout=0.0,
+                              attention_dropout=0.0, posnet_precomputed=0)
+    positions = PositionalEmbedding(400, DIM, PAD, learned=learned)
+    ctx = MixerContext(site=site, embed_dim=DIM, num_heads=HEADS, kdim=DIM, layer_idx=0, num_layers=1, args=args,
+                       padding_idx=PAD, embed_positions=positions, shared=nn.ModuleDict())
+    mixer = KINDS[kind].build(ctx).eval()
+    norm = ctx.shared["posnet_position_norm"] if "r" in mixer.ENERGIES else None
+    if norm is not None:  # a non-trivial LayerNorm, so that the test sees it
+        nn.init.normal_(norm.weight, 1.0, 0.2)
+        nn.init.normal_(norm.bias, 0.0, 0.2)
+    return mixer, positions, norm
+
+
+def naive(mixer, positions, norm, query, value, query_pad, key_pad):
+    """Eq. 8-10 and the softmax, one (batch, head, n, m) at a time."""
+    K, gamma, Dh = mixer.max_relative, mixer.length_ratio, mixer.head_dim
+    T, B, _ = query.shape
+    S = value.shape[0]
+
+    def model_position(n):  # LN(learned position embedding of 0-based position n)
+        return F.layer_norm(positions.weight[PAD + 1 + n], (DIM,), norm.weight, norm.bias, norm.eps)
+
+    def sinusoid(n):
+        return sinusoids(n + 1, DIM)[n]
+
+    def real_position(pad_row, index):
+        return int((~pad_row[: index + 1]).sum()) - 1
+
+    v = mixer.v_proj(value)
+    out = torch.zeros(T, B, DIM)
+    for b in range(B):
+        for t in range(T):
+            if query_pad is not None and query_pad[b, t]:
+                continue
+            n = t if mixer.site != "encoder_self" else real_position(query_pad[b], t)
+            heads = []
+            for h in range(HEADS):
+                sl = slice(h * Dh, (h + 1) * Dh)
+                energies, keys = [], []
+                for s in range(S):
+                    if key_pad[b, s] or (mixer.site == "decoder_self" and s > t):
+                        continue
+                    m = real_position(key_pad[b], s)
+                    e = 0.0
+                    if "r" in mixer.ENERGIES:
+                        q = mixer.rel_q_proj(model_position(n))
+                        slot = max(-K, min(K, m - math.floor(gamma * n))) + K
+                        e += torch.dot(q[sl], mixer.rel_keys[slot, sl])
+                    if "a" in mixer.ENERGIES:
+                        q, k = mixer.abs_q_proj(sinusoid(n)), mixer.abs_k_proj(sinusoid(m))
+                        e += torch.dot(q[sl], k[sl])
+                    energies.append(e / math.sqrt(Dh))
+                    keys.append(s)
+                weights = torch.softmax(torch.stack(energies), dim=0)
+                heads.append(sum(w * v[s, b, sl] for w, s in zip(weights, keys)))
+            out[t, b] = mixer.out_proj(torch.cat(heads))
+    return out
+
+
+def left_pad(lengths, width):
+    return torch.tensor([[i < width - n for i in range(width)] for n in lengths])
+
+
+def right_pad(lengths, width):
+    return torch.tensor([[i >= n for i in range(width)] for n in lengths])
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("max_relative", [2, 40], ids=["K<len", "K>len"])
+@pytest.mark.parametrize("site", ["encoder_self", "decoder_self", "cross"])
+def test_vectorized_equals_naive_loop(kind, max_relative, site):
+    gamma = 1.5 if site == "cross" else 1.0
+    mixer, positions, norm = make_mixer(kind, site, max_relative, gamma)
+    g = torch.Generator().manual_seed(1)
+    T, S = 7, 9 if site == "cross" else 7
+    query = torch.randn(T, 3, DIM, generator=g)
+    value = torch.randn(S, 3, DIM, generator=g) if site == "cross" else query
+    if site == "encoder_self":
+        key_pad = left_pad([7, 4, 2], T)
+        query_pad = key_pad
+    elif site == "decoder_self":
+        key_pad = right_pad([7, 5, 3], T)
+        query_pad = key_pad
+    else:
+        key_pad, query_pad = left_pad([9, 6, 2], S), right_pad([7, 5, 3], T)
+    with torch.no_grad():
+        out, _ = mixer(query, value, value, key_padding_mask=key_pad, static_kv=site == "cross")
+        expected = naive(mixer, positions, norm, query, value, query_pad, key_pad)
+    real = ~query_pad.t()
+    torch.testing.assert_close(out[real], expected[real], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_rposnet_clipping_shares_the_outer_slots(kind):
+    """Distances beyond +-K reuse the outermost table row: attention stays global (no window)."""
+    mixer, _, _ = make_mixer(kind, "encoder_self", max_relative=1)
+    positions = torch.arange(12).unsqueeze(0)
+    with torch.no_grad():
+        weights = torch.softmax(mixer.energies(positions, positions), dim=-1)
+    assert (weights > 0).all()
+    if kind == "rposnet":  # query 0: keys 1..11 are all beyond K = 1 to the right -> one slot
+        row = mixer.energies(positions, positions)[0, :, 0]
+        torch.testing.assert_close(row[:, 2:], row[:, 2:3].expand(-1, 10))
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("site", ["encoder_self", "cross"])
+def test_in_memory_tables_equal_direct_computation_and_grow(kind, site):
+    """make_generation_fast_ folds the energies into tables; longer inputs grow them."""
+    mixer, _, _ = make_mixer(kind, site, gamma=1.5 if site == "cross" else 1.0)
+    query_pos = torch.arange(FOLD_START + 20).unsqueeze(0)
+    key_pos = torch.arange(FOLD_START + 30).unsqueeze(0)
+    with torch.no_grad():
+        direct = mixer.energies(query_pos, key_pos)
+        mixer.make_generation_fast_()
+        folded = mixer.energies(query_pos, key_pos)
+    torch.testing.assert_close(folded, direct, atol=1e-5, rtol=0)
+    table = mixer.rel_energy if "r" in mixer.ENERGIES else mixer.abs_energy
+    assert table.size(1) == 2 * FOLD_START  # grew by doubling
+    assert "rel_energy" not in mixer.state_dict() and "abs_energy" not in mixer.state_dict()
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_precomputed_mixer_refuses_longer_inputs_naming_the_limit(kind):
+    mixer, _, _ = make_mixer(kind, "encoder_self")
+    x = torch.randn(10, 1, DIM)
+    with torch.no_grad():
+        before = mixer(x, x, x)[0]
+        mixer.precompute_(10)
+        torch.testing.assert_close(mixer(x, x, x)[0], before, atol=1e-5, rtol=0)
+        y = torch.randn(11, 1, DIM)
+        with pytest.raises(ValueError, match="precomputed for 10 positions"):
+            mixer(y, y, y)
+    assert mixer.max_positions() == 10
+
+
+def test_rposnet_without_position_embeddings_fails_at_build_naming_the_flag():
+    with pytest.raises(ValueError, match="--no-token-positional-embeddings.*--encoder-learned-pos"):
+        build_model(["--encoder-self-mixer", "rposnet", "--no-token-positional-embeddings", *GAMMA])
+
+
+@pytest.mark.parametrize("gamma", [None, 0.0])
+def test_cross_rposnet_needs_a_length_ratio(gamma):
+    with pytest.raises(ValueError, match="--length-ratio"):
+        make_mixer("rposnet", "cross", gamma=gamma)
+
+
+def test_bad_max_relative_fails_at_build():
+    with pytest.raises(ValueError, match="--posnet-max-relative -1"):
+        build_model(["--encoder-self-mixer", "rposnet", "--posnet-max-relative", "-1", *GAMMA])
+
+
+def test_presets_use_the_papers_settings():
+    model, _ = build_model(GAMMA, arch="rposnet_transformer_tiny")
+    layer = model.encoder.layers[0].self_attn
+    assert type(layer).__name__ == "GatedMixer" and isinstance(layer.mixer, RPosNet)
+    assert type(model.decoder.layers[0].encoder_attn).__name__ == "MultiheadAttention"  # cross: plain MHA
+    assert layer.mixer.max_relative == 16
+    assert type(model.encoder.embed_positions).__name__ == "LearnedPositionalEmbedding"
+    big, _ = build_model(GAMMA, arch="rposnet_transformer_big")
+    assert big.encoder.layers[0].self_attn.mixer.max_relative == 8
+    ungated, _ = build_model(["--encoder-self-gating", "off"], arch="aposnet_transformer_tiny")
+    assert isinstance(ungated.encoder.layers[0].self_attn, APosNet)
+    assert type(ungated.decoder.layers[0].self_attn).__name__ == "GatedMixer"
