@@ -1,0 +1,121 @@
+"""The PosNet GeLU gating (Eq. 4) as a site wrapper: the formula, the flags, the parameter
+deltas, and the shared contract checks for gated mha and gated rposnet."""
+import argparse
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from fairseq.modules import MultiheadAttention
+from torch import nn
+
+import test_mixer_contract as contract
+from fairseq_testing import build_model
+from posnet_fairseq.mixers.gating import GatedMixer, gate_module
+
+ALL_SITES_GATED = ["--encoder-self-gating", "on", "--decoder-self-gating", "on", "--cross-gating", "on"]
+GATED_MODELS = {
+    "mha": ALL_SITES_GATED,
+    "rposnet": ALL_SITES_GATED + ["--encoder-self-mixer", "rposnet", "--decoder-self-mixer", "rposnet",
+                                  "--cross-mixer", "rposnet", "--length-ratio", "1.5"],
+    "rposnet_glu_sigmoid": ALL_SITES_GATED + ["--encoder-self-mixer", "rposnet", "--decoder-self-mixer", "rposnet",
+                                              "--length-ratio", "1.0", "--gating-value-act", "glu",
+                                              "--gating-gate-act", "sigmoid", "--gating-gate-norm"],
+}
+
+
+def gating_args(**overrides):
+    args = dict(gating_value_act="gelu", gating_gate_act="gelu", gating_no_value_norm=False, gating_gate_norm=False)
+    args.update(overrides)
+    return argparse.Namespace(**args)
+
+
+@pytest.fixture(scope="module", params=sorted(GATED_MODELS))
+def gated_case(request):
+    model, task = build_model(GATED_MODELS[request.param])
+    assert all(isinstance(layer.self_attn, GatedMixer) for layer in model.encoder.layers)
+    return model, task.source_dictionary, "decoder_self"
+
+
+def test_gated_padding_invariance(gated_case):
+    contract.test_padding_invariance(gated_case)
+
+
+def test_gated_incremental_equals_teacher_forced(gated_case):
+    contract.test_incremental_equals_teacher_forced(gated_case)
+
+
+def test_gated_beam_reordering(gated_case):
+    contract.test_beam_reordering(gated_case)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_gated_numerics_at_longest_length(gated_case, dtype):
+    contract.test_numerics_at_longest_length(gated_case, dtype)
+
+
+@pytest.mark.parametrize("self_attention", [True, False], ids=["self", "cross"])
+def test_gated_mha_equals_equation_4(self_attention):
+    """out = W_o(concat_h(softmax(q k^T / sqrt(d)) v'_h * g_h)), v' = LN(GELU(W_v x)), g = GELU(W_g y)."""
+    torch.manual_seed(0)
+    D, H, T, S = 8, 2, 5, 6 if not self_attention else 5
+    mha = MultiheadAttention(D, H, self_attention=self_attention, encoder_decoder_attention=not self_attention)
+    gated = gate_module(mha, gating_args()).eval()
+    y = torch.randn(T, 1, D)
+    x = y if self_attention else torch.randn(S, 1, D)
+    with torch.no_grad():
+        out, _ = gated(y, x, x, static_kv=not self_attention)
+        q = mha.q_proj(y)[:, 0].view(T, H, -1).transpose(0, 1) / math.sqrt(D // H)
+        k = mha.k_proj(x)[:, 0].view(S, H, -1).transpose(0, 1)
+        v = F.layer_norm(F.gelu(mha.v_proj.proj(x)), (D,), mha.v_proj.norm.weight, mha.v_proj.norm.bias)
+        v = v[:, 0].view(S, H, -1).transpose(0, 1)
+        heads = torch.softmax(q @ k.transpose(1, 2), dim=-1) @ v  # H x T x D_h
+        g = F.gelu(gated.gate_proj(y[:, 0]))
+        expected = mha.out_proj.proj(heads.transpose(0, 1).reshape(T, D) * g)
+    torch.testing.assert_close(out[:, 0], expected, atol=1e-5, rtol=0)
+
+
+D = 16
+
+
+def count(module):
+    return sum(p.numel() for p in module.parameters())
+
+
+@pytest.mark.parametrize("value_act,gate_act,value_norm,gate_norm,delta", [
+    ("gelu", "gelu", True, False, D * D + D + 2 * D),      # the paper's gating: W_g and LN(v')
+    ("gelu", "gelu", False, False, D * D + D),
+    ("glu", "gelu", True, False, 2 * (D * D + D) + 2 * D),  # GLU: W_v maps to 2D
+    ("sigmoid", "none", True, False, 2 * D),                # no gate: only LN(v')
+    ("none", "sigmoid", True, True, D * D + D + 4 * D),
+])
+def test_gating_parameter_deltas(value_act, gate_act, value_norm, gate_norm, delta):
+    mha = MultiheadAttention(D, 2, self_attention=True)
+    before = count(mha)
+    gated = gate_module(mha, gating_args(gating_value_act=value_act, gating_gate_act=gate_act,
+                                         gating_no_value_norm=not value_norm, gating_gate_norm=gate_norm))
+    assert count(gated) - before == delta
+    assert isinstance(gated, GatedMixer) == (gate_act != "none")
+
+
+def test_per_layer_gating_spec_and_none_layers():
+    model, _ = build_model(["--encoder-self-gating", "on,off", "--decoder-self-mixer", "none,mha",
+                            "--decoder-self-gating", "on"])
+    assert isinstance(model.encoder.layers[0].self_attn, GatedMixer)
+    assert isinstance(model.encoder.layers[1].self_attn, MultiheadAttention)
+    assert type(model.decoder.layers[0].self_attn).__name__ == "NoMixer"  # nothing to gate
+    assert isinstance(model.decoder.layers[1].self_attn, GatedMixer)
+
+
+@pytest.mark.parametrize("spec", ["on,on,on", "yes", "on,maybe"])
+def test_bad_gating_spec_fails_at_build_naming_the_flag(spec):
+    with pytest.raises(ValueError, match=f"--cross-gating {spec}: give on, off, or exactly 2"):
+        build_model(["--cross-gating", spec])
+
+
+def test_gating_a_mixer_without_the_interface_fails():
+    class Opaque(nn.Module):
+        pass
+
+    with pytest.raises(ValueError, match="--encoder-self-gating on: Opaque has no v_proj/out_proj"):
+        gate_module(Opaque(), gating_args(), "--encoder-self-gating")
