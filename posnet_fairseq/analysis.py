@@ -119,6 +119,13 @@ def kernel_profiles(model_state: Dict[str, Tensor], max_distance: int = 20):
     return profiles
 
 
+def visible_peaks(prefix: str, values: Tensor, max_distance: int) -> Tensor:
+    """Per head, the distance k at which f_h peaks (decoder: among the visible k <= 0)."""
+    if prefix.startswith("decoder."):
+        values = values[:, : max_distance + 1]
+    return values.argmax(dim=1) - max_distance
+
+
 def _pyplot():
     import matplotlib
 
@@ -130,7 +137,8 @@ def _pyplot():
 
 def plot_kernels(profiles, path: str, max_distance: int):
     """One panel per layer and side (rows: encoder, decoder; columns: layers),
-    one curve per head: f_h(k) over k = j - i (key minus query position)."""
+    one curve per head: f_h(k) over k = j - i (key minus query position).
+    In decoder panels the unused future half (k > 0) is shaded."""
     plt = _pyplot()
     grid = OrderedDict()
     for prefix, values in profiles.items():
@@ -148,6 +156,9 @@ def plot_kernels(profiles, path: str, max_distance: int):
             if c not in grid[side]:
                 ax.axis("off")
                 continue
+            if side == "decoder":
+                # Causal self-attention never uses f(k) for k > 0 (future keys).
+                ax.axvspan(0.5, max_distance, color="0.9", zorder=0)
             for h, curve in enumerate(grid[side][c]):
                 ax.plot(distances, curve.numpy(), label=f"head {h}", linewidth=1.2)
             ax.axvline(0, color="0.7", linewidth=0.6)

@@ -103,3 +103,9 @@ def test_cli_rejects_bad_arguments(tmp_path, capsys):
     with pytest.raises(SystemExit):
         analyze.main([str(tmp_path / "missing.pt"), "--max-positions", "1"])
     assert "--max-positions 1" in capsys.readouterr().err
+
+
+def test_decoder_peaks_are_taken_over_visible_distances():
+    values = torch.tensor([[0.0, 1.0, 0.5, 3.0, 0.0]])  # k = -2..2, largest at k = 1
+    assert analysis.visible_peaks("encoder.layers.0.self_attn.tisa", values, 2).tolist() == [1]
+    assert analysis.visible_peaks("decoder.layers.0.self_attn.tisa", values, 2).tolist() == [-1]

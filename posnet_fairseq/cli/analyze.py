@@ -12,6 +12,7 @@ Wennberg & Henter (2021), Section 3. The checkpoint is read with fairseq's
 loader under torch's safe unpickler (classes allow-listed by posnet_fairseq).
 """
 import argparse
+import logging
 import os
 
 
@@ -35,6 +36,8 @@ def main(argv=None):
 
     from .. import analysis
 
+    # Importing fairseq may leave the root logger at DEBUG; matplotlib then logs every font lookup.
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     if not os.path.exists(args.checkpoint):
         parser.error(f"no checkpoint at {args.checkpoint}")
     state = checkpoint_utils.load_checkpoint_to_cpu(args.checkpoint)
@@ -60,7 +63,7 @@ def main(argv=None):
     if not profiles:
         print("no TISA scorers in this checkpoint")
     for prefix, values in profiles.items():
-        peaks = values.argmax(dim=1) - args.max_distance
+        peaks = analysis.visible_peaks(prefix, values, args.max_distance)
         print(f"{prefix}: {values.size(0)} heads, peak distance per head {peaks.tolist()}, "
               f"range [{float(values.min()):.3f}, {float(values.max()):.3f}]")
     if profiles and not args.no_plots:
