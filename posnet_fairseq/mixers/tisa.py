@@ -65,9 +65,10 @@ class TisaScorer(nn.Module):
     """The per-head positional scores F[b, h, i, j] = f_h(pos_j - pos_i), in fp32.
 
     Called as ``scorer(query_positions B x T, key_positions B x S)`` (either
-    batch may be 1; 0-based positions below max(T, S)) and returns B x H x T x S. f is evaluated once per distinct
-    distance and gathered into the Toeplitz pattern, so the cost is that of
-    indexing, not of S kernels per logit.
+    batch may be 1; 0-based positions below max(T, S)), it returns
+    B x H x T x S. f is evaluated once per distinct distance and gathered into
+    the Toeplitz pattern, so the cost is that of indexing, not of S kernels
+    per logit.
     """
 
     def __init__(self, num_heads: int, num_kernels: int, init: str = "random"):
