@@ -25,9 +25,11 @@ class UnsupportedFairseqError(ImportError):
     pass
 
 
-def check_fairseq():
+def check_fairseq(encoder_layer_cls=None):
+    """Raises UnsupportedFairseqError unless fairseq imports and its encoder layer
+    can host any mixer (``encoder_layer_cls`` defaults to fairseq's own)."""
     try:
-        import fairseq  # noqa: F401
+        import fairseq
         from fairseq.modules import transformer_layer
     except ValueError as err:  # "mutable default ... for field common" on Python >= 3.11
         raise UnsupportedFairseqError(
@@ -35,8 +37,8 @@ def check_fairseq():
         ) from err
     except ImportError as err:
         raise UnsupportedFairseqError(f"fairseq is not importable ({err}). {INSTALL_HINT}") from err
-    layer_init = inspect.getsource(transformer_layer.TransformerEncoderLayerBase.__init__)
-    if "q_proj" in layer_init:
+    layer_cls = encoder_layer_cls or transformer_layer.TransformerEncoderLayerBase
+    if "q_proj" in inspect.getsource(layer_cls.__init__):
         raise UnsupportedFairseqError(
             f"fairseq {fairseq.__version__} has the BetterTransformer encoder layer (fairseq==0.12.2), "
             "which reads self_attn.q_proj and so cannot host a position-based mixer. " + INSTALL_HINT

@@ -17,7 +17,9 @@ def _split_sizes(prefix):
             f"cannot compute the length ratio: no binarized data at {prefix}.{{bin,idx}}; "
             "pass --length-ratio GAMMA"
         )
-    return dataset.sizes
+    # A copy: the sizes are a view into the dataset's memory map, which closes
+    # (and would leave a dangling view) when the dataset is collected.
+    return dataset.sizes.astype("int64", copy=True)
 
 
 def length_ratio(data_dir, src, tgt, split="train"):

@@ -1,0 +1,151 @@
+"""The model family: mha-only equals fairseq's transformer; specs are validated
+at build time with messages naming the flag; plugin loading and the fairseq
+version guard."""
+import importlib
+
+import pytest
+import torch
+from fairseq.models import ARCH_MODEL_REGISTRY
+from fairseq.tasks.translation import TranslationTask
+
+import posnet_fairseq
+from fairseq_testing import (
+    PLUGIN_DIR,
+    TINY_DIMS,
+    build_model,
+    dummy_dictionary,
+    parse_train_args,
+    random_sentences,
+    src_batch,
+    tgt_batch,
+)
+from posnet_fairseq.compat import UnsupportedFairseqError, check_fairseq
+from posnet_fairseq.mixers.base import MIXERS, MixerEntry
+
+
+def _fairseq_transformer(seed=1):
+    args = parse_train_args(["--arch", "transformer", "--dropout", "0", *TINY_DIMS])
+    d = dummy_dictionary()
+    torch.manual_seed(seed)
+    return TranslationTask(args, d, d).build_model(args).eval()
+
+
+def test_mha_everywhere_is_fairseqs_transformer():
+    ours, task = build_model(arch="posnet_transformer_base")
+    theirs = _fairseq_transformer()
+    ours_state, theirs_state = ours.state_dict(), theirs.state_dict()
+    assert list(ours_state) == list(theirs_state)
+    for key in theirs_state:
+        assert torch.equal(ours_state[key], theirs_state[key]), key
+    d = task.source_dictionary
+    g = torch.Generator().manual_seed(0)
+    tokens, lengths = src_batch(random_sentences([6, 3], g, d), d.pad(), d.eos())
+    prev = tgt_batch(random_sentences([5, 2], g, d), d.pad(), d.eos())
+    with torch.no_grad():
+        assert torch.equal(ours(tokens, lengths, prev)[0], theirs(tokens, lengths, prev)[0])
+
+
+def test_size_presets_follow_fairseq():
+    for arch, (dim, ffn, heads, dropout) in {
+        "posnet_transformer_small": (512, 1024, 4, 0.3),
+        "posnet_transformer_base": (512, 2048, 8, 0.1),
+        "posnet_transformer_big": (1024, 4096, 16, 0.3),
+    }.items():
+        args = parse_train_args(["--arch", arch])
+        got = (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_attention_heads, args.dropout)
+        assert got == (dim, ffn, heads, dropout), arch
+
+
+def test_unknown_mixer_names_the_flag_and_choices():
+    with pytest.raises(ValueError, match=r"--decoder-self-mixer nosuch: unknown mixer; choose from .*mha"):
+        build_model(["--decoder-self-mixer", "nosuch"])
+
+
+def test_mixer_at_a_site_it_cannot_serve(monkeypatch):
+    monkeypatch.setitem(MIXERS, "selfonly", MixerEntry("selfonly", MIXERS["mha"].build, frozenset({"encoder_self"})))
+    with pytest.raises(ValueError, match=r"--cross-mixer selfonly: mixer 'selfonly' cannot serve the cross site"):
+        build_model(["--cross-mixer", "selfonly"])
+
+
+def test_per_layer_spec_must_match_the_layer_count():
+    with pytest.raises(ValueError, match=r"--encoder-self-mixer mha,mha,mha: gives 3 per-layer mixers .* 2 layers"):
+        build_model(["--encoder-self-mixer", "mha,mha,mha"])
+
+
+def test_per_layer_spec_places_mixers():
+    model, _ = build_model(["--encoder-self-mixer", "none,mha", "--cross-mixer", "none,mha"])
+    assert type(model.encoder.layers[0].self_attn).__name__ == "NoMixer"
+    assert type(model.encoder.layers[1].self_attn).__name__ == "MultiheadAttention"
+    assert model.decoder.layers[0].encoder_attn is None
+    assert model.decoder.layers[1].encoder_attn is not None
+
+
+def test_cross_self_attention_needs_mha():
+    with pytest.raises(ValueError, match="--cross-self-attention needs --decoder-self-mixer mha"):
+        build_model(["--cross-self-attention", "--decoder-self-mixer", "none"])
+
+
+def test_removed_sublayers_pass_the_input_through():
+    """-SA and -FF: the layer without a sub-layer is exactly the remaining sub-layers."""
+    model, _ = build_model(["--encoder-self-mixer", "none", "--no-encoder-ffn"])
+    layer = model.encoder.layers[0]
+    assert sum(p.numel() for p in layer.parameters()) == 0
+    x = torch.randn(5, 2, 16)
+    torch.testing.assert_close(layer(x, None), x)
+
+
+def test_length_ratio_is_computed_once_and_kept(monkeypatch, tmp_path):
+    """A mixer that needs gamma gets it from the training data at build time;
+    the value is written into args (hence the checkpoint) and not recomputed."""
+    from fairseq_testing import write_synthetic_data_bin
+    from posnet_fairseq.data_stats import length_ratio
+
+    data_bin = write_synthetic_data_bin(str(tmp_path), train=60, valid=5, test=5)
+    monkeypatch.setitem(
+        MIXERS, "gamma_mha", MixerEntry("gamma_mha", MIXERS["mha"].build, frozenset({"cross"}), uses_length_ratio=True)
+    )
+    args = parse_train_args(["--arch", "posnet_transformer_tiny", "--cross-mixer", "gamma_mha", *TINY_DIMS])
+    args.data = data_bin
+    task = TranslationTask.setup_task(args)
+    task.build_model(args)
+    expected = length_ratio(data_bin, "src", "tgt")
+    assert args.length_ratio == pytest.approx(expected)
+    src = open(tmp_path / "raw" / "train.src").read().split()
+    tgt = open(tmp_path / "raw" / "train.tgt").read().split()
+    assert expected == pytest.approx(len(src) / len(tgt))  # word level: no BPE in this corpus
+    args.data = "/nonexistent"  # a second build (e.g. at load time) must not need the data
+    TranslationTask(args, task.src_dict, task.tgt_dict).build_model(args)
+
+
+def test_every_posnet_arch_is_registered_under_the_plugin_model():
+    names = [a for a, m in ARCH_MODEL_REGISTRY.items() if m.__name__ == "PosNetTransformerModel"]
+    assert {"posnet_transformer_tiny", "posnet_transformer_small", "posnet_transformer_base",
+            "posnet_transformer_big"} <= set(names)
+
+
+def test_plugin_imports_twice_and_through_user_dir():
+    from argparse import Namespace
+
+    from fairseq import utils
+
+    assert importlib.import_module("posnet_fairseq") is posnet_fairseq
+    for _ in range(2):  # fairseq-train imports --user-dir again after `import posnet_fairseq`
+        utils.import_user_module(Namespace(user_dir=PLUGIN_DIR))
+    assert posnet_fairseq.__file__.startswith(PLUGIN_DIR)
+
+
+def test_fairseq_0_12_2_encoder_layer_is_refused():
+    class BetterTransformerLayer:  # the shape of fairseq 0.12.2's TransformerEncoderLayerBase.__init__
+        def __init__(self, cfg):
+            self.in_proj_weight = torch.cat([self.self_attn.q_proj.weight, self.self_attn.k_proj.weight])
+
+    with pytest.raises(UnsupportedFairseqError, match="fairseq-fixed==0.12.3.1"):
+        check_fairseq(BetterTransformerLayer)
+    check_fairseq()  # the installed fairseq passes
+
+
+def test_console_wrappers_add_the_user_dir_once():
+    from posnet_fairseq.cli.fairseq_wrappers import _with_user_dir
+
+    assert _with_user_dir(["data"]) == ["data", "--user-dir", PLUGIN_DIR]
+    assert _with_user_dir(["data", "--user-dir", "x"]) == ["data", "--user-dir", "x"]
