@@ -1,0 +1,234 @@
+"""Score one fairseq-generate output the way the papers report it, and say which way.
+
+    python -m posnet_fairseq.recipes_support.evaluate --generate-output GEN --stats DATA/stats.json
+        --split test --out-dir DIR [--checkpoint CKPT] [--row NAME] [--baseline BASELINE_DIR]
+        [--comet-model PATH --comet-python PY] [--bleurt-model PATH --bleurt-python PY]
+
+How to score is read from the "eval" section the data recipe wrote into
+stats.json: the target language, how to detokenize (``moses`` after
+``--remove-bpe``, or ``none`` after ``--post-process sentencepiece``), the
+sacreBLEU tokenizer (13a, or zh for Chinese), lowercasing (IWSLT De-En),
+whether to add compound-split BLEU (En-De), whether tokenized BLEU means
+anything (not for SentencePiece Chinese: ``tokenized_bleu: false``), and per test split the raw
+source/reference files and the tokenized reference (what fairseq's T- lines
+hold, but without <unk>). Reported, each with its signature:
+
+* ``sacrebleu``: detokenized hypotheses against the raw references (real sacreBLEU);
+* ``bleu_tok``: tokenized BLEU, hypotheses after BPE removal against the
+  tokenized reference, no smoothing (= multi-bleu.perl / fairseq-generate BLEU4);
+* ``bleu_compound_split``: tokenized BLEU after ##AT##-##AT## splitting of
+  hyphenated compounds (fairseq's compound_split_bleu.sh; AIAYN-style En-De);
+* ``chrf``: chrF2 on detokenized text;
+* ``comet`` / ``bleurt``: optional, see :mod:`.hooks`;
+* ``significance``: paired bootstrap against a baseline's output directory.
+
+Sentences fairseq-generate skipped (longer than the model allows) count as
+empty hypotheses and are reported as ``missing``. Writes DIR/result.json and
+DIR/hyp.{detok,tok}.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+from . import bootstrap, hooks
+
+_LINE = re.compile(r"^([HD])-(\d+)\t[^\t]*\t(.*)$")
+_COMPOUND = re.compile(r"(\S)-(\S)")
+
+
+def read_hypotheses(path, kind="H"):
+    """{sentence id: text} of the H- (or D-) lines of a fairseq-generate output."""
+    hyps = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = _LINE.match(line.rstrip("\n"))
+            if m and m.group(1) == kind:
+                hyps.setdefault(int(m.group(2)), m.group(3))  # the first (best) hypothesis of an nbest list
+    return hyps
+
+
+def compound_split(line):
+    """perl -ple 's{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g', as fairseq's compound_split_bleu.sh."""
+    return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", line)
+
+
+def detokenize(lines, lang, method):
+    if method == "none":
+        return list(lines)
+    if method != "moses":
+        raise ValueError(f"detok {method!r}: expected moses or none")
+    from sacremoses import MosesDetokenizer
+
+    detok = MosesDetokenizer(lang=lang)
+    return [detok.detokenize(line.split()) for line in lines]
+
+
+def count_parameters(checkpoint):
+    """Parameters of the checkpoint's model, each shared tensor (tied embeddings) counted once."""
+    import torch
+
+    from ..compat import allow_fairseq_checkpoint_classes
+
+    allow_fairseq_checkpoint_classes()
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    seen, total = set(), 0
+    for tensor in state["model"].values():
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+        if key not in seen:
+            seen.add(key)
+            total += tensor.numel()
+    return total
+
+
+def _read(path):
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def _write(path, lines):
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in lines)
+
+
+def score(hyp_tok, hyp_detok, ref_tok, ref_raw, conf):
+    from sacrebleu.metrics import BLEU, CHRF
+
+    lowercase = bool(conf.get("lowercase", False))
+    result = {}
+    sacre = BLEU(tokenize=conf.get("sacrebleu_tokenize", "13a"), lowercase=lowercase)
+    s = sacre.corpus_score(hyp_detok, [ref_raw])
+    result["sacrebleu"] = {"score": round(s.score, 2), "signature": str(sacre.get_signature()),
+                           "text": str(s)}
+    tok = bootstrap.make_metric("bleu-nosmooth", "none", lowercase)
+    if conf.get("tokenized_bleu", True):
+        s = tok.corpus_score(hyp_tok, [ref_tok])
+        result["bleu_tok"] = {"score": round(s.score, 2), "text": str(s),
+                              "signature": "tokenized BLEU (multi-bleu.perl equivalent): " + str(tok.get_signature())}
+    if conf.get("compound_split"):
+        s = tok.corpus_score([compound_split(h) for h in hyp_tok], [[compound_split(r) for r in ref_tok]])
+        result["bleu_compound_split"] = {"score": round(s.score, 2), "text": str(s),
+                                         "signature": "compound-split tokenized BLEU: " + str(tok.get_signature())}
+    chrf = CHRF(lowercase=lowercase)
+    s = chrf.corpus_score(hyp_detok, [ref_raw])
+    result["chrf"] = {"score": round(s.score, 2), "signature": str(chrf.get_signature()), "text": str(s)}
+    return result
+
+
+def significance(out_dir, baseline_dir, hyp_tok, hyp_detok, ref_tok, ref_raw, conf, samples, seed):
+    lowercase = bool(conf.get("lowercase", False))
+    base_tok, base_detok = _read(os.path.join(baseline_dir, "hyp.tok")), _read(os.path.join(baseline_dir, "hyp.detok"))
+    sacre = bootstrap.make_metric("bleu", conf.get("sacrebleu_tokenize", "13a"), lowercase)
+    tok = bootstrap.make_metric("bleu-nosmooth", "none", lowercase)
+    sig = {"baseline": os.path.relpath(baseline_dir, out_dir), "threshold": 0.05}
+    tests = [("sacrebleu", sacre, hyp_detok, base_detok, ref_raw)]
+    if conf.get("tokenized_bleu", True):
+        tests.append(("bleu_tok", tok, hyp_tok, base_tok, ref_tok))
+    for name, metric, hyps, base, refs in tests:
+        res = bootstrap.paired_bootstrap(metric, hyps, base, refs, samples, seed)
+        res["significant"] = res["p_value"] <= 0.05 and res["system"] > res["baseline"]
+        sig[name] = res
+    return sig
+
+
+def evaluate(args):
+    with open(args.stats, encoding="utf-8") as f:
+        stats = json.load(f)
+    conf = stats.get("eval")
+    if conf is None:
+        raise ValueError(f"{args.stats} has no 'eval' section: re-run the data recipe")
+    if args.split not in conf["test_sets"]:
+        raise ValueError(f"--split {args.split}: {args.stats} describes {sorted(conf['test_sets'])}")
+    test = conf["test_sets"][args.split]
+    base = os.path.dirname(os.path.abspath(args.stats))
+    ref_raw = _read(os.path.join(base, test["raw_ref"]))
+    ref_tok = _read(os.path.join(base, test["tok_ref"]))
+    src_raw = _read(os.path.join(base, test["raw_source"]))
+    if not (len(ref_raw) == len(ref_tok) == len(src_raw)):
+        raise ValueError(f"test set {args.split}: raw ref {len(ref_raw)}, tokenized ref {len(ref_tok)} and "
+                         f"source {len(src_raw)} lines differ")
+    hyps = read_hypotheses(args.generate_output)
+    if not hyps:
+        raise ValueError(f"{args.generate_output}: no H- lines (is it fairseq-generate output?)")
+    bad = [i for i in hyps if i >= len(ref_raw)]
+    if bad:
+        raise ValueError(f"{args.generate_output}: sentence id {bad[0]} but the test set has {len(ref_raw)} lines")
+    hyp_tok = [hyps.get(i, "") for i in range(len(ref_raw))]
+    hyp_detok = detokenize(hyp_tok, conf["target_lang"], conf.get("detok", "moses"))
+    os.makedirs(args.out_dir, exist_ok=True)
+    _write(os.path.join(args.out_dir, "hyp.tok"), hyp_tok)
+    _write(os.path.join(args.out_dir, "hyp.detok"), hyp_detok)
+
+    result = {"row": args.row, "split": args.split, "test_set": test.get("name", args.split),
+              "sentences": len(ref_raw), "missing": len(ref_raw) - len(hyps)}
+    result.update(score(hyp_tok, hyp_detok, ref_tok, ref_raw, conf))
+    if args.checkpoint:
+        result["params"] = count_parameters(args.checkpoint)
+    if args.baseline and not os.path.exists(os.path.join(args.baseline, "hyp.detok")):
+        print(f"note: baseline {args.baseline} has no output yet: significance not computed")
+        result["significance_skipped"] = f"baseline {args.baseline} had no output"
+    elif args.baseline:
+        result["significance"] = significance(args.out_dir, args.baseline, hyp_tok, hyp_detok, ref_tok, ref_raw,
+                                              conf, args.bootstrap_samples, args.seed)
+    hyp_path = os.path.join(args.out_dir, "hyp.detok")
+    ref_path, src_path = os.path.join(base, test["raw_ref"]), os.path.join(base, test["raw_source"])
+    if args.comet_model or args.comet_python:
+        result["comet"] = hooks.comet(args.comet_model, args.comet_python, src_path, hyp_path, ref_path)
+    if args.bleurt_model or args.bleurt_python:
+        result["bleurt"] = hooks.bleurt(args.bleurt_model, args.bleurt_python, hyp_path, ref_path)
+    with open(os.path.join(args.out_dir, "result.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2, sort_keys=True)
+        f.write("\n")
+    return result
+
+
+def summary(result):
+    lines = [f"{result.get('row') or ''} {result['test_set']}: {result['sentences']} sentences"
+             + (f", {result['missing']} skipped by fairseq-generate (scored as empty)" if result["missing"] else "")]
+    for key in ("sacrebleu", "bleu_tok", "bleu_compound_split", "chrf"):
+        if key in result:
+            lines.append(f"  {key:20s} {result[key]['score']:6.2f}  {result[key]['signature']}")
+    for key in ("comet", "bleurt"):
+        if key in result:
+            r = result[key]
+            lines.append(f"  {key:20s} " + (f"{r['score']:.4f}" if r["available"] else f"unavailable ({r['reason']})"))
+    if "params" in result:
+        lines.append(f"  params               {result['params']:,}")
+    if "significance" in result:
+        sig = result["significance"]
+        for key in ("sacrebleu", "bleu_tok"):
+            if key not in sig:
+                continue
+            s = sig[key]
+            lines.append(f"  vs {sig['baseline']} ({key}): {s['system']:.2f} vs {s['baseline']:.2f}, "
+                         f"p = {s['p_value']:.4f}" + (" (significant, p <= 0.05)" if s["significant"] else ""))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--generate-output", required=True, help="stdout of fairseq-generate")
+    parser.add_argument("--stats", required=True, help="stats.json written by the data recipe")
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--out-dir", required=True)
+    parser.add_argument("--row", default=None, help="row name recorded in result.json")
+    parser.add_argument("--checkpoint", help="count the model's parameters")
+    parser.add_argument("--baseline", help="output directory of the baseline's evaluation (paired bootstrap)")
+    parser.add_argument("--bootstrap-samples", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--comet-model")
+    parser.add_argument("--comet-python")
+    parser.add_argument("--bleurt-model")
+    parser.add_argument("--bleurt-python")
+    args = parser.parse_args(argv)
+    try:
+        result = evaluate(args)
+    except (ValueError, FileNotFoundError, KeyError) as err:
+        parser.error(str(err))
+    print(summary(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""Check a recipe's command plan before any work starts: every architecture, mixer and flag must exist.
+
+    python -m posnet_fairseq.recipes_support.plancheck PLAN.sh
+
+A plan is the shell script a table recipe prints with --dry-run: ``# row
+NAME`` comments followed by commands, one per line. Each fairseq-train
+command (``fairseq-train ...``, ``torchrun ... -m fairseq_cli.train ...`` or
+after ``launch ... --``) is parsed in-process with fairseq's own parser
+(``options.parse_args_and_arch``) with the plugin imported, so an unknown
+architecture or flag fails here, naming the row, instead of hours into a run.
+Mixer names in ``--encoder-self-mixer`` / ``--decoder-self-mixer`` /
+``--cross-mixer`` are checked against the mixer registry for that site.
+"""
+import argparse
+import contextlib
+import io
+import shlex
+import sys
+
+_MIXER_FLAGS = {"--encoder-self-mixer": "encoder_self", "--decoder-self-mixer": "decoder_self",
+                "--cross-mixer": "cross"}
+
+
+def train_commands(plan_text):
+    """[(row, argv after the train program)] for every training command of a plan."""
+    row, found = None, []
+    for line in plan_text.splitlines():
+        line = line.strip()
+        if line.startswith("# row "):
+            row = line[len("# row "):].split()[0]
+            continue
+        if not line or line.startswith("#"):
+            continue
+        words = shlex.split(line, comments=True)
+        for i, word in enumerate(words):
+            if word.rsplit("/", 1)[-1] == "fairseq-train" or (word == "fairseq_cli.train" and words[i - 1] == "-m"):
+                found.append((row, words[i + 1:]))
+                break
+    return found
+
+
+def _value(argv, flag):
+    for i, word in enumerate(argv):
+        if word == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if word.startswith(flag + "="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def check_command(argv):
+    """Problems with one fairseq-train argv (empty list when it parses)."""
+    from fairseq import options, utils
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    user_dir = _value(argv, "--user-dir")
+    if user_dir is None:
+        return ["no --user-dir: fairseq cannot find the plugin's architectures"]
+    utils.import_user_module(argparse.Namespace(user_dir=user_dir))
+    from ..mixers.base import mixers_for_site
+
+    problems = []
+    arch = _value(argv, "--arch") or _value(argv, "-a")
+    if arch is None:
+        problems.append("no --arch")
+    elif arch not in ARCH_MODEL_REGISTRY:
+        problems.append(f"architecture {arch} is not registered")
+    for flag, site in _MIXER_FLAGS.items():
+        spec = _value(argv, flag)
+        for name in (spec.split(",") if spec else []):
+            if name.strip() not in mixers_for_site(site):
+                problems.append(f"{flag} {spec}: mixer {name.strip()} is not registered for {site}")
+    if problems:
+        return problems
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            options.parse_args_and_arch(options.get_training_parser(), argv)
+    except SystemExit:
+        lines = err.getvalue().strip().splitlines()
+        problems.append("fairseq-train rejects the command: " + (lines[-1] if lines else "parse error"))
+    return problems
+
+
+def check_plan(plan_text):
+    """{row: [problems]} for the rows whose training command does not parse; raises if there is none."""
+    commands = train_commands(plan_text)
+    if not commands:
+        raise ValueError("the plan has no fairseq-train command")
+    bad = {}
+    for row, argv in commands:
+        problems = check_command(argv)
+        if problems:
+            bad.setdefault(row, []).extend(p for p in problems if p not in bad.get(row, []))
+    return bad
+
+
+def report(bad):
+    missing = sorted({p.split()[1] for ps in bad.values() for p in ps if p.startswith("architecture ")})
+    lines = []
+    if missing:
+        lines.append("missing architecture(s): " + ", ".join(missing))
+    for row, problems in bad.items():
+        lines.extend(f"row {row}: {p}" for p in problems)
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("plan", help="plan file ('-' for stdin)")
+    args = parser.parse_args(argv)
+    text = sys.stdin.read() if args.plan == "-" else open(args.plan, encoding="utf-8").read()
+    try:
+        bad = check_plan(text)
+    except ValueError as err:
+        parser.error(str(err))
+    if bad:
+        print("plancheck: the plan cannot run, nothing was started:\n" + report(bad), file=sys.stderr)
+        return 1
+    print(f"plancheck: {len(train_commands(text))} training commands parse", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+"""Raw-text steps of the data recipes, replacing the Moses perl scripts and sed lines of fairseq's prepare-*.sh.
+
+    python -m posnet_fairseq.recipes_support.text iwslt-train IN OUT
+        drop IWSLT metadata lines (<url>, <talkid>, <keywords>) and strip
+        <title>/<description> tags, as prepare-iwslt14.sh does
+    python -m posnet_fairseq.recipes_support.text segs IN OUT
+        the text of every <seg id=...> line of an IWSLT .xml or WMT .sgm file,
+        with the right single quote turned into an apostrophe (as fairseq's scripts)
+    python -m posnet_fairseq.recipes_support.text tokenize -l LANG [-a] [--normalize]
+            [--remove-non-printing] [--lowercase] [--workers N] IN OUT
+        sacremoses: normalize-punctuation.perl, remove-non-printing-char.perl,
+        tokenizer.perl [-a] (escaping on, as tokenizer.perl), lowercase.perl
+    python -m posnet_fairseq.recipes_support.text holdout --every N CORPUS L1 L2 TRAIN VALID
+        every N-th pair (1-based line numbers divisible by N) to VALID, the rest to TRAIN
+"""
+import argparse
+import functools
+import multiprocessing
+import re
+import sys
+import unicodedata
+
+_IWSLT_DROP = ("<url>", "<talkid>", "<keywords>")
+_IWSLT_STRIP = re.compile(r"</?(title|description)>")
+_SEG = re.compile(r'<seg id="?\d+"?>\s*(.*?)\s*</seg>\s*$')
+
+
+def iwslt_train_lines(lines):
+    for line in lines:
+        if any(tag in line for tag in _IWSLT_DROP):
+            continue
+        yield _IWSLT_STRIP.sub("", line.rstrip("\n"))
+
+
+def seg_lines(lines):
+    for line in lines:
+        if "<seg id" not in line:
+            continue
+        m = _SEG.search(line.rstrip("\n"))
+        if m is None:
+            raise ValueError(f"malformed <seg> line: {line.strip()[:120]!r}")
+        yield m.group(1).replace("\u2019", "'")
+
+
+def remove_non_printing(line):
+    """Control, format, unassigned and private-use characters become spaces (remove-non-printing-char.perl)."""
+    return "".join(" " if unicodedata.category(c).startswith("C") else c for c in line)
+
+
+@functools.lru_cache(maxsize=None)
+def _moses(lang):
+    from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+    return MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
+
+
+def tokenize_line(line, lang, aggressive=False, normalize=False, non_printing=False, lowercase=False):
+    normalizer, tokenizer = _moses(lang)
+    line = line.rstrip("\n")
+    if normalize:
+        line = normalizer.normalize(line)
+    if non_printing:
+        line = remove_non_printing(line)
+    line = tokenizer.tokenize(line, aggressive_dash_splits=aggressive, return_str=True, escape=True)
+    return line.lower() if lowercase else line
+
+
+def _tokenize_chunk(chunk, **kwargs):
+    return [tokenize_line(line, **kwargs) for line in chunk]
+
+
+def _chunks(lines, size=2000):
+    chunk = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def tokenize_file(src, dst, workers=1, **kwargs):
+    work = functools.partial(_tokenize_chunk, **kwargs)
+    with open(src, encoding="utf-8") as fin, open(dst, "w", encoding="utf-8") as fout:
+        if workers <= 1:
+            results = map(work, _chunks(fin))
+            for chunk in results:
+                fout.writelines(line + "\n" for line in chunk)
+        else:
+            with multiprocessing.Pool(workers) as pool:
+                for chunk in pool.imap(work, _chunks(fin)):
+                    fout.writelines(line + "\n" for line in chunk)
+
+
+def holdout(corpus, l1, l2, train, valid, every):
+    """Pair n (1-based) goes to ``valid`` when n % every == 0 (fairseq's awk NR%N==0); returns (train, valid) counts."""
+    counts = [0, 0]
+    outs = {(name, lang): open(f"{prefix}.{lang}", "w", encoding="utf-8")
+            for name, prefix in (("train", train), ("valid", valid)) for lang in (l1, l2)}
+    try:
+        with open(f"{corpus}.{l1}", encoding="utf-8") as f1, open(f"{corpus}.{l2}", encoding="utf-8") as f2:
+            for n, (a, b) in enumerate(zip(f1, f2, strict=True), start=1):
+                name = "valid" if n % every == 0 else "train"
+                counts[name == "valid"] += 1
+                outs[name, l1].write(a)
+                outs[name, l2].write(b)
+    finally:
+        for f in outs.values():
+            f.close()
+    return tuple(counts)
+
+
+def _map_file(fn, src, dst):
+    with open(src, encoding="utf-8", errors="replace") as fin, open(dst, "w", encoding="utf-8") as fout:
+        for line in fn(fin):
+            fout.write(line + "\n")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("iwslt-train", "segs"):
+        p = sub.add_parser(name)
+        p.add_argument("input")
+        p.add_argument("output")
+    tok = sub.add_parser("tokenize")
+    tok.add_argument("-l", "--lang", required=True)
+    tok.add_argument("-a", "--aggressive", action="store_true", help="split hyphens (@-@), tokenizer.perl -a")
+    tok.add_argument("--normalize", action="store_true", help="normalize-punctuation.perl first")
+    tok.add_argument("--remove-non-printing", action="store_true")
+    tok.add_argument("--lowercase", action="store_true")
+    tok.add_argument("--workers", type=int, default=1)
+    tok.add_argument("input")
+    tok.add_argument("output")
+    hold = sub.add_parser("holdout")
+    hold.add_argument("--every", type=int, required=True)
+    for name in ("corpus", "l1", "l2", "train", "valid"):
+        hold.add_argument(name)
+    args = parser.parse_args(argv)
+
+    if args.command == "iwslt-train":
+        _map_file(iwslt_train_lines, args.input, args.output)
+    elif args.command == "segs":
+        _map_file(seg_lines, args.input, args.output)
+    elif args.command == "tokenize":
+        tokenize_file(args.input, args.output, workers=args.workers, lang=args.lang, aggressive=args.aggressive,
+                      normalize=args.normalize, non_printing=args.remove_non_printing, lowercase=args.lowercase)
+    elif args.command == "holdout":
+        if args.every < 2:
+            parser.error(f"--every {args.every}: must be at least 2")
+        n_train, n_valid = holdout(args.corpus, args.l1, args.l2, args.train, args.valid, args.every)
+        print(f"holdout: {n_train} train, {n_valid} valid pairs", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# WMT'14 English-German (~4.5M pairs: Europarl v7 + Common Crawl + News Commentary v9),
+# following fairseq's prepare-wmt14en2de.sh --icml17: Moses punctuation normalisation,
+# non-printing character removal and aggressive-hyphen tokenisation (sacremoses), joint BPE,
+# clean-corpus ratio 1.5 and 1-250 tokens after BPE (train and valid), valid = every 100th
+# training pair, test = newstest2014 full (3003 sentences), joined dictionary.
+#
+#   bash recipes/data/prepare-wmt14-en-de.sh [--out data/wmt14_en_de] [--archives DIR] [--workers N]
+#        [--paper posnet|aan] [--bpe-merges N]
+#
+# --paper posnet (default): 44000 merges (the PosNet paper reports a ~44k joint vocabulary);
+# --paper aan: 32000 merges (the AAN+ paper). --bpe-merges overrides both; the resulting
+# vocabulary size is written to stats.json.
+source "$(dirname "$0")/../lib/data.sh"
+data_init wmt14_en_de "$@"
+PAPER=posnet; MERGES=""
+set -- "${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --paper) PAPER="$2"; shift ;;
+    --bpe-merges) MERGES="$2"; shift ;;
+    *) die "unknown option $1" ;;
+  esac
+  shift
+done
+case "$PAPER" in posnet) MERGES="${MERGES:-44000}" ;; aan) MERGES="${MERGES:-32000}" ;; *) die "--paper $PAPER: posnet or aan" ;; esac
+src=en; tgt=de
+
+fetch http://statmt.org/wmt13/training-parallel-europarl-v7.tgz
+fetch http://statmt.org/wmt13/training-parallel-commoncrawl.tgz
+fetch http://statmt.org/wmt14/training-parallel-nc-v9.tgz
+fetch http://statmt.org/wmt14/test-full.tgz
+for a in training-parallel-europarl-v7.tgz training-parallel-commoncrawl.tgz training-parallel-nc-v9.tgz test-full.tgz; do
+  unpack "$a"
+done
+corpora=("$TMP/orig/training/europarl-v7.de-en" "$TMP/orig/commoncrawl.de-en" "$TMP/orig/training/news-commentary-v9.de-en")
+
+log "train"
+for l in $src $tgt; do
+  cat "${corpora[@]/%/.$l}" > "$TMP/train.raw.$l"
+  tokenize -l $l -a --normalize --remove-non-printing "$TMP/train.raw.$l" "$TMP/train.tok.$l"
+done
+text holdout --every 100 "$TMP/train.tok" $src $tgt "$TOK/train" "$TOK/valid"
+
+log "test (newstest2014 full)"
+text segs "$TMP/orig/test-full/newstest2014-deen-src.$src.sgm" "$RAW/test.$src"
+text segs "$TMP/orig/test-full/newstest2014-deen-ref.$tgt.sgm" "$RAW/test.$tgt"
+for l in $src $tgt; do tokenize -l $l -a "$RAW/test.$l" "$TOK/test.$l"; done
+
+learn_bpe "$MERGES" "$BPE/code" "$TOK/train.$src" "$TOK/train.$tgt"
+for split in train valid test; do
+  for l in $src $tgt; do apply_bpe "$BPE/code" "$TOK/$split.$l" "$TMP/$split.bpe.$l"; done
+done
+for split in train valid; do clean "$TMP/$split.bpe" $src $tgt "$BPE/$split" 1 250 --ratio 1.5; done
+for l in $src $tgt; do cp "$TMP/test.bpe.$l" "$BPE/test.$l"; done
+binarize $src $tgt --joined-dictionary
+write_stats $src $tgt '{
+  "target_lang": "de", "detok": "moses", "sacrebleu_tokenize": "13a", "lowercase": false,
+  "compound_split": true,
+  "test_sets": {"test": {"name": "newstest2014 (full, 3003)", "raw_source": "raw/test.en",
+                          "raw_ref": "raw/test.de", "tok_ref": "tok/test.de"}}
+}' --set "bpe=subword-nmt joint $MERGES merges ($PAPER)" --set "dictionaries=joined"

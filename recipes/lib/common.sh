@@ -1,0 +1,210 @@
+# Shared machinery of the table recipes (recipes/<paper>/*.sh): sourced, not run.
+#
+# A table script declares its rows with `row NAME DATASET FAIRSEQ-TRAIN-FLAGS...`
+# (hyperparameters written out in the script), then calls `run_table`. This
+# file turns the rows into a plan, a plain shell script with one command per
+# line (train -> average -> generate -> evaluate per row, then the table),
+# checks that every training command parses with fairseq and the plugin
+# (architecture, mixers, flags) before anything starts, and runs it.
+#
+# Options every table script takes (see docs/recipes.md):
+#   --dry-run             print the plan and exit
+#   --check               check the plan (every arch/flag exists) and exit
+#   --micro               run on the synthetic corpus with tiny dims and 4 updates
+#   --rows A,B            only these rows (default: all)
+#   --data-root DIR       prepared datasets: DIR/<dataset>/{data-bin,stats.json} (default: data)
+#   --work DIR            checkpoints, outputs and the table (default: work/<table>)
+#   --gpus N              GPUs per node (default 1)
+#   --nodes N --node-rank R --master-addr HOST --master-port PORT
+#                         multi-node training through torchrun
+#   --cpu-procs N         N data-parallel CPU processes (gloo), for testing
+#   --comet-model PATH --comet-python PY --bleurt-model PATH --bleurt-python PY
+#                         optional learned metrics (separate environment)
+
+RECIPES_LIB="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$RECIPES_LIB/../.." && pwd)"
+PLUGIN_DIR="$REPO_ROOT/posnet_fairseq"
+PYTHON="${PYTHON:-python}"
+
+ROW_NAMES=()
+ROW_DATA=()
+ROW_ARGS=()
+ROW_GEN=()
+ROW_AVG=()
+ROW_TOKENS=()
+
+die() { echo "$(basename "$0"): $*" >&2; exit 1; }
+
+q() { printf '%q' "$1"; }
+
+recipe_init() {
+  TABLE="$1"; shift
+  DRY_RUN=0; CHECK_ONLY=0; MICRO=0; ONLY_ROWS=""
+  DATA_ROOT="${DATA_ROOT:-data}"; WORK=""
+  GPUS=1; NODES=1; NODE_RANK=0; MASTER_ADDR=127.0.0.1; MASTER_PORT=29500; CPU_PROCS=0
+  COMET_MODEL=""; COMET_PYTHON=""; BLEURT_MODEL=""; BLEURT_PYTHON=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --dry-run) DRY_RUN=1 ;;
+      --check) CHECK_ONLY=1 ;;
+      --micro) MICRO=1 ;;
+      --rows) ONLY_ROWS="$2"; shift ;;
+      --data-root) DATA_ROOT="$2"; shift ;;
+      --work) WORK="$2"; shift ;;
+      --gpus) GPUS="$2"; shift ;;
+      --nodes) NODES="$2"; shift ;;
+      --node-rank) NODE_RANK="$2"; shift ;;
+      --master-addr) MASTER_ADDR="$2"; shift ;;
+      --master-port) MASTER_PORT="$2"; shift ;;
+      --cpu-procs) CPU_PROCS="$2"; shift ;;
+      --comet-model) COMET_MODEL="$2"; shift ;;
+      --comet-python) COMET_PYTHON="$2"; shift ;;
+      --bleurt-model) BLEURT_MODEL="$2"; shift ;;
+      --bleurt-python) BLEURT_PYTHON="$2"; shift ;;
+      -h|--help) sed -n '2,/^set /p' "$0" | sed 's/^# \{0,1\}//'; sed -n '/^# Options/,/^$/p' "$RECIPES_LIB/common.sh" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      *) die "unknown option $1 (see --help)" ;;
+    esac
+    shift
+  done
+  for n in GPUS NODES NODE_RANK CPU_PROCS; do
+    [[ "${!n}" =~ ^[0-9]+$ ]] || die "--$(echo "$n" | tr 'A-Z_' 'a-z-') ${!n}: expected a number"
+  done
+  [ "$GPUS" -ge 1 ] || die "--gpus $GPUS: at least 1"
+  [ "$NODES" -ge 1 ] || die "--nodes $NODES: at least 1"
+  if [ "$CPU_PROCS" -gt 0 ] && [ "$NODES" -gt 1 ]; then die "--cpu-procs and --nodes cannot be combined"; fi
+  WORK="${WORK:-work/$TABLE}"
+  mkdir -p "$WORK"
+  WORK="$(cd "$WORK" && pwd)"
+  if [ "$MICRO" = 1 ]; then DATA_ROOT="$WORK/data"; fi
+  case "$DATA_ROOT" in /*) ;; *) DATA_ROOT="$PWD/$DATA_ROOT" ;; esac
+  # Settings a table script may change between rows (captured by `row`).
+  GEN=(--beam 5 --lenpen 1.0)
+  AVG="last 5"
+  TOKENS=0
+}
+
+world_size() {
+  if [ "$CPU_PROCS" -gt 0 ]; then echo "$CPU_PROCS"; else echo $((GPUS * NODES)); fi
+}
+
+# row NAME DATASET FLAGS...: one model of the table. GEN (generation flags),
+# AVG ("best N" = N checkpoints around the best-perplexity one, "last N")
+# and TOKENS (tokens per update, reached with --update-freq) are taken as
+# they are set when the row is declared.
+row() {
+  local name="$1" dataset="$2"; shift 2
+  ROW_NAMES+=("$name"); ROW_DATA+=("$dataset")
+  ROW_ARGS+=("$(printf '%q ' "$@")")
+  ROW_GEN+=("$(printf '%q ' "${GEN[@]}")")
+  ROW_AVG+=("$AVG"); ROW_TOKENS+=("$TOKENS")
+}
+
+# Dataset conventions that the plan needs before the data exist.
+dataset_splits() { case "$1" in wmt18_en_zh) echo "test test1" ;; *) echo "test" ;; esac; }
+dataset_post_process() { case "$1" in wmt18_en_zh) echo "--post-process sentencepiece" ;; *) echo "--remove-bpe" ;; esac; }
+
+# Flags appended in --micro mode: tiny dims, a few updates, CPU.
+MICRO_FLAGS=(--encoder-embed-dim 16 --decoder-embed-dim 16 --encoder-ffn-embed-dim 32 --decoder-ffn-embed-dim 32
+  --encoder-attention-heads 2 --decoder-attention-heads 2 --max-update 4 --save-interval-updates 2
+  --warmup-updates 2 --max-tokens 1000 --cpu --num-workers 0 --no-epoch-checkpoints)
+
+_selected() {
+  local name="$1"
+  [ -z "$ONLY_ROWS" ] && return 0
+  [[ ",$ONLY_ROWS," == *",$name,"* ]]
+}
+
+_update_freq() {
+  # ceil(tokens per update / (max tokens per GPU * world size)); 1 when the row sets no TOKENS
+  local tokens="$1" args="$2" max_tokens
+  max_tokens="$(echo "$args" | sed -n 's/.*--max-tokens \([0-9]*\).*/\1/p')"
+  if [ "$tokens" = 0 ] || [ -z "$max_tokens" ]; then echo 1; return; fi
+  local per_step=$((max_tokens * $(world_size)))
+  echo $(((tokens + per_step - 1) / per_step))
+}
+
+_train_prefix() {
+  if [ "$CPU_PROCS" -gt 0 ]; then
+    echo "$PYTHON -m posnet_fairseq.recipes_support.launch --procs $CPU_PROCS -- fairseq-train"
+  elif [ "$NODES" -gt 1 ]; then
+    echo "torchrun --nnodes $NODES --node-rank $NODE_RANK --nproc-per-node $GPUS --master-addr $MASTER_ADDR --master-port $MASTER_PORT -m fairseq_cli.train"
+  else
+    echo "fairseq-train"
+  fi
+}
+
+_distributed_flags() {
+  if [ "$CPU_PROCS" -gt 0 ]; then
+    local port=$((20000 + RANDOM % 20000))
+    echo "--cpu --distributed-world-size $CPU_PROCS --distributed-backend gloo --distributed-init-method tcp://127.0.0.1:$port --distributed-no-spawn --ddp-backend legacy_ddp"
+  elif [ "$NODES" -eq 1 ] && [ "$GPUS" -gt 1 ]; then
+    echo "--distributed-world-size $GPUS"
+  fi
+}
+
+emit_plan() {
+  local baseline="${BASELINE:-}" i name ds data save res split avg count freq micro=""
+  echo "#!/usr/bin/env bash"
+  echo "# plan of $TABLE ($(date -u +%Y-%m-%dT%H:%M:%SZ)); world size $(world_size)"
+  echo "set -euo pipefail"
+  echo "export PYTHONPATH=$(q "$REPO_ROOT")\${PYTHONPATH:+:\$PYTHONPATH}"
+  if [ "$MICRO" = 1 ]; then
+    micro="$(printf '%q ' "${MICRO_FLAGS[@]}")"
+    echo "bash $(q "$REPO_ROOT/recipes/data/prepare-synth.sh") --out $(q "$DATA_ROOT/synth")"
+  fi
+  for i in "${!ROW_NAMES[@]}"; do
+    name="${ROW_NAMES[$i]}"; ds="${ROW_DATA[$i]}"
+    _selected "$name" || continue
+    data="$DATA_ROOT/$ds"
+    [ "$MICRO" = 1 ] && data="$DATA_ROOT/synth"
+    save="$WORK/$name/$ds/checkpoints"; res="$WORK/results/$name/$ds"
+    freq="$(_update_freq "${ROW_TOKENS[$i]}" "${ROW_ARGS[$i]}")"
+    [ "$MICRO" = 1 ] && freq=1
+    echo ""
+    echo "# row $name $ds"
+    echo "mkdir -p $(q "$save")"
+    echo "$(_train_prefix) $(q "$data/data-bin") --user-dir $(q "$PLUGIN_DIR") --save-dir $(q "$save") ${ROW_ARGS[$i]}--update-freq $freq --log-format simple --log-file $(q "$save/train.log") $micro$(_distributed_flags)"
+    # Only the first node averages, decodes and scores.
+    [ "$NODE_RANK" = 0 ] || continue
+    read -r avg count <<<"${ROW_AVG[$i]}"
+    [ "$MICRO" = 1 ] && count=2
+    if [ "$avg" = best ]; then
+      echo "posnet-average-checkpoints --inputs $(q "$save") --output $(q "$save/averaged.pt") \$($PYTHON -m posnet_fairseq.recipes_support.avgrule --save-dir $(q "$save") --count $count)"
+    else
+      echo "posnet-average-checkpoints --inputs $(q "$save") --output $(q "$save/averaged.pt") --num-update-checkpoints $count"
+    fi
+    for split in $(dataset_splits "$ds"); do
+      echo "mkdir -p $(q "$res/$split")"
+      echo "fairseq-generate $(q "$data/data-bin") --user-dir $(q "$PLUGIN_DIR") --path $(q "$save/averaged.pt") --gen-subset $split ${ROW_GEN[$i]}--batch-size 64 --skip-invalid-size-inputs-valid-test $(dataset_post_process "$ds")$([ "$MICRO" = 1 ] && echo " --cpu") > $(q "$res/$split/generate.txt")"
+      local extra=""
+      if [ -n "$baseline" ] && [ "$name" != "$baseline" ]; then
+        extra=" --baseline $(q "$WORK/results/$baseline/$ds/$split")"
+      fi
+      [ -n "$COMET_MODEL$COMET_PYTHON" ] && extra+=" --comet-model $(q "$COMET_MODEL") --comet-python $(q "$COMET_PYTHON")"
+      [ -n "$BLEURT_MODEL$BLEURT_PYTHON" ] && extra+=" --bleurt-model $(q "$BLEURT_MODEL") --bleurt-python $(q "$BLEURT_PYTHON")"
+      echo "$PYTHON -m posnet_fairseq.recipes_support.evaluate --generate-output $(q "$res/$split/generate.txt") --stats $(q "$data/stats.json") --split $split --out-dir $(q "$res/$split") --row $name --checkpoint $(q "$save/averaged.pt")$extra"
+    done
+  done
+  [ "$NODE_RANK" = 0 ] || return 0
+  echo ""
+  echo "# table"
+  echo "$PYTHON -m posnet_fairseq.recipes_support.tables collect $TABLE --results $(q "$WORK/results") --out $(q "$WORK/$TABLE")"
+}
+
+run_table() {
+  [ "${#ROW_NAMES[@]}" -gt 0 ] || die "no rows declared"
+  if [ -n "$ONLY_ROWS" ]; then
+    local r
+    for r in ${ONLY_ROWS//,/ }; do
+      [[ " ${ROW_NAMES[*]} " == *" $r "* ]] || die "--rows: no row $r in $TABLE (rows: $(printf '%s ' "${ROW_NAMES[@]}" | tr ' ' '\n' | sort -u | tr '\n' ' '))"
+    done
+  fi
+  local plan="$WORK/plan.sh"
+  emit_plan > "$plan"
+  if [ "$DRY_RUN" = 1 ]; then cat "$plan"; return 0; fi
+  PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m posnet_fairseq.recipes_support.plancheck "$plan" \
+    || die "not started: the plan $plan names something that does not exist (see above)"
+  [ "$CHECK_ONLY" = 1 ] && return 0
+  echo "running $plan" >&2
+  bash "$plan"
+}

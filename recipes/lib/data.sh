@@ -1,0 +1,116 @@
+# Shared steps of the data recipes (recipes/data/prepare-*.sh): sourced, not run.
+#
+# Every data script takes:
+#   --out DIR        output (default data/<dataset>): data-bin/, raw/, tok/, stats.json
+#   --archives DIR   read archives from DIR instead of downloading (same file names as the
+#                    official ones; also $POSNET_ARCHIVES)
+#   --workers N      tokenizer / fairseq-preprocess processes (default 4)
+# and writes OUT/stats.json (pairs per split, vocab sizes, mean lengths, gamma)
+# with an "eval" section that tells the evaluation how to score the test sets.
+
+set -euo pipefail
+DATA_LIB="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$DATA_LIB/../.." && pwd)"
+PYTHON="${PYTHON:-python}"
+export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
+
+die() { echo "$(basename "$0"): $*" >&2; exit 1; }
+log() { echo "[$(basename "$0" .sh)] $*" >&2; }
+
+# data_init NAME "$@": parses the common flags; the caller's own flags are left in EXTRA_ARGS.
+data_init() {
+  DATASET="$1"; shift
+  OUT="data/$DATASET"; ARCHIVES="${POSNET_ARCHIVES:-}"; WORKERS=4; EXTRA_ARGS=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --out) OUT="$2"; shift ;;
+      --archives) ARCHIVES="$2"; shift ;;
+      --workers) WORKERS="$2"; shift ;;
+      *) EXTRA_ARGS+=("$1") ;;
+    esac
+    shift
+  done
+  mkdir -p "$OUT"/{orig,raw,tok,bpe,tmp}
+  OUT="$(cd "$OUT" && pwd)"
+  ORIG="$OUT/orig"; RAW="$OUT/raw"; TOK="$OUT/tok"; BPE="$OUT/bpe"; TMP="$OUT/tmp"
+}
+
+# fetch URL [LOCAL_NAME]: the archive at ORIG/LOCAL_NAME (default: the URL's file name), taken
+# from --archives when it is there, otherwise downloaded with resume (curl -C -). Its
+# sha256 is checked against recipes/data/SHA256SUMS when that file lists it, and recorded
+# in ORIG/SHA256SUMS either way.
+fetch() {
+  local url="$1" name="${2:-$(basename "$1")}"
+  local dest="$ORIG/$name"
+  mkdir -p "$(dirname "$dest")"
+  if [ -n "$ARCHIVES" ] && [ -f "$ARCHIVES/$name" ]; then
+    log "using local archive $ARCHIVES/$name"
+    ln -sf "$(cd "$(dirname "$ARCHIVES/$name")" && pwd)/$(basename "$name")" "$dest"
+  elif [ -n "$ARCHIVES" ]; then
+    die "--archives $ARCHIVES: no $name there (download it from $url)"
+  else
+    log "downloading $url"
+    curl -fL --retry 3 -C - -o "$dest" "$url" || die "download of $url failed (re-run to resume)"
+  fi
+  local sum known
+  sum="$(sha256sum "$dest" | cut -d' ' -f1)"
+  echo "$sum  $name" >> "$ORIG/SHA256SUMS"
+  known="$(awk -v n="$name" '$2 == n {print $1}' "$REPO_ROOT/recipes/data/SHA256SUMS" 2>/dev/null || true)"
+  if [ -n "$known" ] && [ "$known" != "$sum" ]; then
+    die "$name: sha256 $sum differs from the recorded $known (corrupt or changed archive; delete it and re-run)"
+  fi
+}
+
+# manual NAME HOW: an archive that cannot be downloaded by a script (registration needed).
+manual() {
+  local name="$1" how="$2"
+  if [ -n "$ARCHIVES" ] && [ -e "$ARCHIVES/$name" ]; then
+    ln -sfn "$(cd "$ARCHIVES" && pwd)/$name" "$ORIG/$name"
+  elif [ ! -e "$ORIG/$name" ]; then
+    die "$name must be downloaded by hand: $how; put it in --archives DIR"
+  fi
+}
+
+unpack() {  # unpack ARCHIVE: extracts into TMP/orig once
+  local archive="$ORIG/$1" stamp
+  stamp="$TMP/orig/.$(echo "$1" | tr '/' '_').done"
+  mkdir -p "$TMP/orig"
+  [ -f "$stamp" ] && return 0
+  case "$archive" in
+    *.tgz|*.tar.gz) tar -xzf "$archive" -C "$TMP/orig" ;;
+    *.tar) tar -xf "$archive" -C "$TMP/orig" ;;
+    *) die "unpack: unknown archive type $archive" ;;
+  esac
+  touch "$stamp"
+}
+
+text() { "$PYTHON" -m posnet_fairseq.recipes_support.text "$@"; }
+tokenize() { text tokenize --workers "$WORKERS" "$@"; }
+clean() { "$PYTHON" -m posnet_fairseq.recipes_support.clean_corpus "$@"; }
+
+# learn_bpe MERGES CODES FILE...: joint subword-nmt codes over the concatenation of FILEs.
+learn_bpe() {
+  local merges="$1" codes="$2"; shift 2
+  log "learning $merges BPE merges on $*"
+  cat "$@" | subword-nmt learn-bpe -s "$merges" > "$codes"
+}
+apply_bpe() { subword-nmt apply-bpe -c "$1" < "$2" > "$3"; }
+
+# binarize SRC TGT [fairseq-preprocess flags...]: BPE/{train,valid,test*} -> OUT/data-bin
+binarize() {
+  local src="$1" tgt="$2"; shift 2
+  local tests=() s
+  for s in test test1 test2; do [ -f "$BPE/$s.$src" ] && tests+=("$BPE/$s"); done
+  rm -rf "$OUT/data-bin"
+  fairseq-preprocess --source-lang "$src" --target-lang "$tgt" --trainpref "$BPE/train" --validpref "$BPE/valid" \
+    --testpref "$(IFS=,; echo "${tests[*]}")" --destdir "$OUT/data-bin" --workers "$WORKERS" "$@" >&2
+}
+
+# write_stats SRC TGT EVAL_JSON_TEXT [--set k=v ...]
+write_stats() {
+  local src="$1" tgt="$2" eval_json="$3"; shift 3
+  printf '%s\n' "$eval_json" > "$TMP/eval.json"
+  "$PYTHON" -m posnet_fairseq.recipes_support.stats "$OUT/data-bin" -s "$src" -t "$tgt" --out "$OUT/stats.json" \
+    --eval-json "$TMP/eval.json" "$@"
+  log "wrote $OUT/stats.json"
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# PosNet paper, Table 4: which attention sites use rPosNet (gated), the rest fairseq's
+# multi-head attention. Base models on WMT14 En-De (the dataset is an assumption: the
+# project's notes do not name it).
+# Hyperparameters as Table 2 (base): 150k updates of ~27k tokens, Adam (0.9, 0.98), 4000
+# warm-up, dropout 0.1, label smoothing 0.1, lengths <= 128, 7 checkpoints (every 1000) around
+# the best averaged, beam 12, lenpen 1.
+#
+#   bash recipes/posnet/table4.sh [--dry-run|--check|--micro] [--rows a,b] [--data-root data] [--gpus N] ...
+source "$(dirname "$0")/../lib/common.sh"
+recipe_init posnet-table4 "$@"
+BASELINE=transformer
+DS=wmt14_en_de
+OPT=(--share-all-embeddings --optimizer adam --adam-betas "(0.9,0.98)" --clip-norm 0.0 --lr 0.0007
+     --lr-scheduler inverse_sqrt --warmup-updates 4000 --warmup-init-lr 1e-07 --dropout 0.1
+     --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --max-update 150000 --max-tokens 4500
+     --max-source-positions 128 --max-target-positions 128 --save-interval-updates 1000
+     --keep-interval-updates 21 --no-epoch-checkpoints --seed 1)
+TOKENS=27000; AVG="best 7"
+GEN=(--beam 12 --lenpen 1.0 --max-len-a 1.2 --max-len-b 10)
+R=rposnet; M=mha
+row transformer  $DS --arch posnet_transformer_base "${OPT[@]}"
+row enc          $DS --arch posnet_transformer_base --encoder-self-mixer $R --encoder-self-gating on "${OPT[@]}"
+row dec          $DS --arch posnet_transformer_base --decoder-self-mixer $R --decoder-self-gating on "${OPT[@]}"
+row encdec       $DS --arch rposnet_transformer_base "${OPT[@]}"
+row encdec_cross $DS --arch rposnet_transformer_base --cross-mixer $R --cross-gating on "${OPT[@]}"
+row lower        $DS --arch posnet_transformer_base --encoder-self-mixer $R,$R,$R,$M,$M,$M \
+                     --decoder-self-mixer $R,$R,$R,$M,$M,$M --encoder-self-gating on,on,on,off,off,off \
+                     --decoder-self-gating on,on,on,off,off,off "${OPT[@]}"
+row upper        $DS --arch posnet_transformer_base --encoder-self-mixer $M,$M,$M,$R,$R,$R \
+                     --decoder-self-mixer $M,$M,$M,$R,$R,$R --encoder-self-gating off,off,off,on,on,on \
+                     --decoder-self-gating off,off,off,on,on,on "${OPT[@]}"
+run_table

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# PosNet paper, Table 6: the GeLU gating (Eq. 4) with and without each mixer. Base models
+# on WMT14 En-De (the Table 6 parameter counts are of the base En-De models); hyperparameters
+# as Table 2 (base): 150k updates of ~27k tokens, Adam (0.9, 0.98), 4000 warm-up, dropout
+# 0.1, label smoothing 0.1, lengths <= 128, 7 checkpoints (every 1000) around the best
+# averaged, beam 12, lenpen 1.
+#
+#   bash recipes/posnet/table6.sh [--dry-run|--check|--micro] [--rows a,b] [--data-root data] [--gpus N] ...
+source "$(dirname "$0")/../lib/common.sh"
+recipe_init posnet-table6 "$@"
+BASELINE=transformer
+DS=wmt14_en_de
+OPT=(--share-all-embeddings --optimizer adam --adam-betas "(0.9,0.98)" --clip-norm 0.0 --lr 0.0007
+     --lr-scheduler inverse_sqrt --warmup-updates 4000 --warmup-init-lr 1e-07 --dropout 0.1
+     --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --max-update 150000 --max-tokens 4500
+     --max-source-positions 128 --max-target-positions 128 --save-interval-updates 1000
+     --keep-interval-updates 21 --no-epoch-checkpoints --seed 1)
+TOKENS=27000; AVG="best 7"
+GEN=(--beam 12 --lenpen 1.0 --max-len-a 1.2 --max-len-b 10)
+GATE_ON=(--encoder-self-gating on --decoder-self-gating on)
+GATE_OFF=(--encoder-self-gating off --decoder-self-gating off)
+row transformer       $DS --arch posnet_transformer_base "${OPT[@]}"
+row transformer_gated $DS --arch posnet_transformer_base "${GATE_ON[@]}" "${OPT[@]}"
+row linearnet         $DS --arch linearnet_transformer_base "${OPT[@]}"
+row glinearnet        $DS --arch glinearnet_transformer_base "${OPT[@]}"
+row aposnet_nogate    $DS --arch aposnet_transformer_base "${GATE_OFF[@]}" "${OPT[@]}"
+row aposnet           $DS --arch aposnet_transformer_base "${OPT[@]}"
+row rposnet_nogate    $DS --arch rposnet_transformer_base "${GATE_OFF[@]}" "${OPT[@]}"
+row rposnet           $DS --arch rposnet_transformer_base "${OPT[@]}"
+run_table

@@ -1,0 +1,304 @@
+"""Unit tests of posnet_fairseq.recipes_support: the Python pieces of the recipes (no training)."""
+import json
+import os
+import sys
+
+import pytest
+
+from posnet_fairseq.recipes_support import avgrule, bootstrap, clean_corpus, evaluate, hooks, plancheck, tables, text
+
+
+def _write(path, lines):
+    with open(path, "w", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in lines)
+
+
+def _read(path):
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+# --- clean corpus -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("src,tgt,keep", [
+    ("a b c", "x y z", True),
+    ("a b c", "x", False),             # ratio 3 > 1.5
+    ("a b", "x y z", True),            # ratio exactly 1.5
+    ("", "x", False),                  # empty side
+    ("a " * 6, "x " * 6, False),       # 6 > max 5
+    ("a", "x", False),                 # 1 < min 2
+])
+def test_keep_pair(src, tgt, keep):
+    assert clean_corpus.keep_pair(src.strip(), tgt.strip(), 2, 5, ratio=1.5) is keep
+
+
+def test_clean_corpus_files_normalise_whitespace(tmp_path):
+    _write(tmp_path / "c.de", ["  ein   haus ", "zu lang zu lang zu lang", "kurz"])
+    _write(tmp_path / "c.en", ["a  house", "too long", "this is far too long"])
+    kept, total = clean_corpus.clean_corpus(str(tmp_path / "c"), "de", "en", str(tmp_path / "o"), 1, 10, 1.5)
+    assert (kept, total) == (1, 3)
+    assert _read(tmp_path / "o.de") == ["ein haus"] and _read(tmp_path / "o.en") == ["a house"]
+
+
+def test_clean_corpus_rejects_unequal_sides(tmp_path):
+    _write(tmp_path / "c.de", ["a", "b"])
+    _write(tmp_path / "c.en", ["a"])
+    with pytest.raises(SystemExit):
+        clean_corpus.main([str(tmp_path / "c"), "de", "en", str(tmp_path / "o"), "1", "10"])
+
+
+# --- text ---------------------------------------------------------------------------------------
+
+def test_iwslt_train_filter():
+    lines = ["<url>http://x</url>\n", "<talkid>1</talkid>\n", "<keywords>a</keywords>\n",
+             "<title>Der Titel</title>\n", "<description>Eine Rede</description>\n", "Hallo Welt.\n"]
+    assert list(text.iwslt_train_lines(lines)) == ["Der Titel", "Eine Rede", "Hallo Welt."]
+
+
+def test_seg_lines_xml_and_sgm():
+    lines = ['<doc docid="1">\n', '<seg id="1"> It\u2019s here. </seg>\n', '<seg id=2>Two</seg>\n', "</doc>\n"]
+    assert list(text.seg_lines(lines)) == ["It's here.", "Two"]
+
+
+def test_holdout_every_nth(tmp_path):
+    _write(tmp_path / "c.a", [str(i) for i in range(1, 8)])
+    _write(tmp_path / "c.b", [str(i) for i in range(1, 8)])
+    counts = text.holdout(str(tmp_path / "c"), "a", "b", str(tmp_path / "t"), str(tmp_path / "v"), 3)
+    assert counts == (5, 2)
+    assert _read(tmp_path / "v.a") == ["3", "6"] and _read(tmp_path / "t.b") == ["1", "2", "4", "5", "7"]
+
+
+def test_moses_tokenisation_matches_tokenizer_perl_conventions():
+    line = "It's a well-known fact & \u201cquoted\u201d."
+    assert text.tokenize_line(line, "en") == "It &apos;s a well-known fact &amp; \u201c quoted \u201d ."
+    assert "well @-@ known" in text.tokenize_line(line, "en", aggressive=True)
+    assert text.tokenize_line(line, "en", normalize=True, lowercase=True).startswith("it &apos;s")
+    assert text.remove_non_printing("a\u200bb\x07c") == "a b c"
+
+
+# --- bootstrap ----------------------------------------------------------------------------------
+
+REFS = [f"the cat number {i} sat on the mat today" for i in range(40)]
+GOOD = list(REFS)
+BAD = [f"a dog number {i} stood near a rug" for i in range(40)]
+
+
+def test_bootstrap_identical_systems_are_not_significant():
+    res = bootstrap.paired_bootstrap(bootstrap.make_metric("bleu"), GOOD, GOOD, REFS, samples=200)
+    assert res["p_value"] == 1.0 and res["mean_delta"] == 0.0
+
+
+def test_bootstrap_clearly_better_system():
+    metric = bootstrap.make_metric("bleu")
+    res = bootstrap.paired_bootstrap(metric, GOOD, BAD, REFS, samples=200)
+    assert res["p_value"] == 0.0 and res["system"] == 100.0 and res["baseline"] < 30
+    reverse = bootstrap.paired_bootstrap(metric, BAD, GOOD, REFS, samples=200)
+    assert reverse["p_value"] == 1.0
+
+
+def test_bootstrap_mixed_system_is_seed_deterministic_and_matches_corpus_score():
+    mixed = GOOD[:20] + BAD[20:]
+    metric = bootstrap.make_metric("chrf")
+    a = bootstrap.paired_bootstrap(metric, mixed, BAD, REFS, samples=100, seed=7)
+    b = bootstrap.paired_bootstrap(metric, mixed, BAD, REFS, samples=100, seed=7)
+    assert a == b
+    assert a["system"] == pytest.approx(metric.corpus_score(mixed, [REFS]).score, abs=1e-3)
+    assert 0.0 <= a["p_value"] < 0.05
+
+
+def test_bootstrap_unequal_sizes():
+    with pytest.raises(ValueError, match="equal sizes"):
+        bootstrap.paired_bootstrap(bootstrap.make_metric("bleu"), GOOD[:3], GOOD, REFS)
+
+
+# --- evaluate -----------------------------------------------------------------------------------
+
+def test_compound_split_as_fairseq_perl():
+    assert evaluate.compound_split("a well-known x-y-z") == "a well ##AT##-##AT## known x ##AT##-##AT## y-z"
+    # on -a tokenised text the perl rule also splits the @-@ token, exactly as fairseq's script does
+    assert evaluate.compound_split("well @-@ known") == "well @ ##AT##-##AT## @ known"
+
+
+def _dataset(tmp_path, conf_extra=None, n=6):
+    raw_src = [f"Quelle {i}." for i in range(n)]
+    raw_ref = [f"The well-known cat {i} sat on the mat, didn't it?" for i in range(n)]
+    from sacremoses import MosesTokenizer
+
+    tok = MosesTokenizer(lang="en")
+    tok_ref = [tok.tokenize(r, aggressive_dash_splits=True, return_str=True, escape=True) for r in raw_ref]
+    os.makedirs(tmp_path / "data" / "raw")
+    _write(tmp_path / "data" / "raw" / "test.de", raw_src)
+    _write(tmp_path / "data" / "raw" / "test.en", raw_ref)
+    _write(tmp_path / "data" / "raw" / "test.tok.en", tok_ref)
+    conf = {"target_lang": "en", "detok": "moses", "sacrebleu_tokenize": "13a", "lowercase": False,
+            "compound_split": True,
+            "test_sets": {"test": {"name": "fixture", "raw_source": "raw/test.de", "raw_ref": "raw/test.en",
+                                   "tok_ref": "raw/test.tok.en"}}}
+    conf.update(conf_extra or {})
+    with open(tmp_path / "data" / "stats.json", "w") as f:
+        json.dump({"eval": conf}, f)
+    return tok_ref
+
+
+def _generate_output(path, hyps):
+    lines = []
+    for i, h in hyps:
+        lines += [f"S-{i}\tquelle", f"T-{i}\tref", f"H-{i}\t-0.5\t{h}", f"D-{i}\t-0.5\t{h}", f"P-{i}\t-0.1"]
+    _write(path, lines + ["Generate test with beam=4: BLEU4 = 1.00"])
+
+
+def _args(tmp_path, out, **kw):
+    argv = ["--generate-output", str(tmp_path / f"{out}.gen"), "--stats", str(tmp_path / "data" / "stats.json"),
+            "--out-dir", str(tmp_path / out), "--row", out]
+    for k, v in kw.items():
+        argv += [f"--{k.replace('_', '-')}", str(v)]
+    return argv
+
+
+def test_evaluate_perfect_output_scores_100_everywhere(tmp_path, capsys):
+    tok_ref = _dataset(tmp_path)
+    _generate_output(tmp_path / "sys.gen", list(enumerate(tok_ref))[::-1])  # order of ids must not matter
+    assert evaluate.main(_args(tmp_path, "sys")) == 0
+    result = json.load(open(tmp_path / "sys" / "result.json"))
+    for key in ("sacrebleu", "bleu_tok", "bleu_compound_split", "chrf"):
+        assert result[key]["score"] == 100.0, key
+    assert result["sacrebleu"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp")
+    assert result["missing"] == 0
+    # detokenized output is the raw reference again (escaping undone, hyphens rejoined)
+    assert _read(tmp_path / "sys" / "hyp.detok") == _read(tmp_path / "data" / "raw" / "test.en")
+    assert "tok:13a" in capsys.readouterr().out
+
+
+def test_evaluate_missing_sentences_and_significance(tmp_path):
+    tok_ref = _dataset(tmp_path, n=30)
+    _generate_output(tmp_path / "base.gen", [(i, "the dog") for i in range(30)])
+    _generate_output(tmp_path / "sys.gen", [(i, t) for i, t in enumerate(tok_ref) if i != 3])
+    evaluate.main(_args(tmp_path, "base"))
+    evaluate.main(_args(tmp_path, "sys", baseline=tmp_path / "base", bootstrap_samples=100))
+    result = json.load(open(tmp_path / "sys" / "result.json"))
+    assert result["missing"] == 1 and _read(tmp_path / "sys" / "hyp.tok")[3] == ""
+    assert result["sacrebleu"]["score"] < 100.0
+    sig = result["significance"]
+    assert sig["sacrebleu"]["significant"] and sig["bleu_tok"]["p_value"] == 0.0
+    assert sig["baseline"] == os.path.join("..", "base")
+
+
+def test_evaluate_lowercase_and_zh_conventions(tmp_path):
+    _dataset(tmp_path, {"lowercase": True, "sacrebleu_tokenize": "zh", "detok": "none", "tokenized_bleu": False})
+    refs = _read(tmp_path / "data" / "raw" / "test.en")
+    _generate_output(tmp_path / "sys.gen", [(i, r.upper()) for i, r in enumerate(refs)])
+    evaluate.main(_args(tmp_path, "sys"))
+    result = json.load(open(tmp_path / "sys" / "result.json"))
+    assert result["sacrebleu"]["score"] == 100.0
+    assert "case:lc" in result["sacrebleu"]["signature"] and "tok:zh" in result["sacrebleu"]["signature"]
+    assert "bleu_tok" not in result
+
+
+def test_evaluate_rejects_foreign_output(tmp_path):
+    _dataset(tmp_path)
+    _write(tmp_path / "sys.gen", ["not a generate output"])
+    with pytest.raises(SystemExit):
+        evaluate.main(_args(tmp_path, "sys"))
+
+
+# --- COMET / BLEURT hooks -----------------------------------------------------------------------
+
+def test_hooks_report_unavailable(tmp_path, capsys):
+    res = hooks.comet(str(tmp_path / "nope.ckpt"), sys.executable, "s", "h", "r")
+    assert res == {"available": False, "reason": f"model path {tmp_path / 'nope.ckpt'} does not exist"}
+    (tmp_path / "model").mkdir()
+    res = hooks.bleurt(str(tmp_path / "model"), "no-such-python-xyz", "h", "r")
+    assert not res["available"] and "not found" in res["reason"]
+    res = hooks.comet(str(tmp_path / "model"), sys.executable, "s", "h", "r")  # comet not installed here
+    assert not res["available"] and "comet" in res["reason"].lower()
+    assert "COMET: unavailable" in capsys.readouterr().out
+
+
+def test_comet_hook_runs_in_another_environment(tmp_path, monkeypatch):
+    """A stand-in ``comet`` package in a separate path plays the metric's environment."""
+    pkg = tmp_path / "env" / "comet"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text(
+        "class _Out:\n    def __init__(self, s): self.system_score = s\n"
+        "class _Model:\n    def predict(self, data, batch_size, gpus):\n"
+        "        return _Out(sum(d['mt'] == d['ref'] for d in data) / len(data))\n"
+        "def load_from_checkpoint(path):\n    assert path.endswith('model.ckpt')\n    return _Model()\n")
+    (tmp_path / "model.ckpt").write_text("x")
+    for name, lines in (("s", ["a", "b"]), ("h", ["x", "y"]), ("r", ["x", "z"])):
+        _write(tmp_path / name, lines)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "env"))
+    res = hooks.comet(str(tmp_path / "model.ckpt"), sys.executable, *(str(tmp_path / n) for n in "shr"))
+    assert res["available"] and res["score"] == 0.5
+
+
+# --- averaging window, plan parsing, tables -----------------------------------------------------
+
+def test_average_window_is_centred_on_best_and_clipped():
+    updates = list(range(300, 3301, 300))  # 11 checkpoints
+    assert avgrule.window(updates, 1500, 5) == 2100    # 900..2100 around 1500
+    assert avgrule.window(updates, 3300, 5) == 3300    # best is last: the last 5
+    assert avgrule.window(updates, 300, 5) == 1500     # best is first: the first 5
+    assert avgrule.window(updates, 1600, 4) == 1800    # between checkpoints: centre on 1500 (900..1800)
+    with pytest.raises(ValueError):
+        avgrule.window(updates[:3], 600, 5)
+
+
+def test_train_commands_found_in_plans():
+    plan = "\n".join([
+        "# row a ds", "fairseq-train /d --arch x --lr 1 --log-file /x",
+        "# row b ds", "python -m posnet_fairseq.recipes_support.launch --procs 2 -- fairseq-train /d --arch y",
+        "# row c ds", "torchrun --nnodes 2 -m fairseq_cli.train /d --arch z",
+        "fairseq-generate /d --path p > out",
+    ])
+    found = plancheck.train_commands(plan)
+    assert [(r, a[:3]) for r, a in found] == [("a", ["/d", "--arch", "x"]), ("b", ["/d", "--arch", "y"]),
+                                               ("c", ["/d", "--arch", "z"])]
+
+
+def test_plancheck_names_missing_arch_mixer_and_bad_flag():
+    user = ["--user-dir", os.path.dirname(plancheck.__file__).rsplit(os.sep, 1)[0]]
+    assert plancheck.check_command(["/d", "--arch", "posnet_transformer_tiny"] + user) == []
+    assert plancheck.check_command(["/d", "--arch", "no_such_arch_xyz"] + user) == [
+        "architecture no_such_arch_xyz is not registered"]
+    assert "mixer nosuchmixer is not registered" in plancheck.check_command(
+        ["/d", "--arch", "posnet_transformer_tiny", "--encoder-self-mixer", "mha,nosuchmixer"] + user)[0]
+    problems = plancheck.check_command(["/d", "--arch", "posnet_transformer_tiny", "--no-such-flag"] + user)
+    assert problems and "--no-such-flag" in problems[0]
+    bad = plancheck.check_plan("# row r x\nfairseq-train /d --arch no_such_arch_xyz " + " ".join(user))
+    assert plancheck.report(bad).startswith("missing architecture(s): no_such_arch_xyz")
+
+
+def _result(path, **scores):
+    os.makedirs(path, exist_ok=True)
+    data = {k: {"score": v, "signature": f"sig-{k}"} for k, v in scores.items() if k != "params"}
+    if "params" in scores:
+        data["params"] = scores["params"]
+    if path.endswith("rposnet/wmt14_en_de/test"):
+        data["significance"] = {"sacrebleu": {"significant": True}, "bleu_tok": {"significant": False}}
+    with open(os.path.join(path, "result.json"), "w") as f:
+        json.dump(data, f)
+
+
+def test_table_collect_markdown_and_csv(tmp_path):
+    res = str(tmp_path / "results")
+    _result(f"{res}/transformer/wmt14_en_de/test", sacrebleu=27.1, bleu_tok=27.9, params=66_512_384)
+    _result(f"{res}/rposnet/wmt14_en_de/test", sacrebleu=27.6, bleu_tok=28.0, params=63_000_000)
+    md, csv_path = tables.write("posnet-table2", res, str(tmp_path / "t2"))
+    text_md = open(md).read()
+    assert "| rPosNet | 27.60* |  | 28.00 |  |" in text_md
+    assert "| Transformer | 27.10 |  | 27.90 |  | - |  | - |  | - |  | 66.5M | 66.5M |" in text_md
+    assert "sig-sacrebleu" in text_md and "copy them from the paper" in text_md
+    import csv
+
+    rows = list(csv.reader(open(csv_path)))
+    assert rows[0][:3] == ["Model", "En-De sacreBLEU (ours)", "En-De sacreBLEU (paper)"]
+    assert rows[-1][-2:] == ["63.0M", "63.9M"] and len(rows) == 1 + len(tables.TABLES["posnet-table2"].rows)
+
+
+def test_paper_numbers_only_for_rows_and_columns_that_exist():
+    for name, rows in tables.PAPER.items():
+        table = tables.TABLES[name]
+        keys = {k for k, _ in table.rows}
+        cols = {c.key for c in table.columns}
+        for row, cells in rows.items():
+            assert row in keys and set(cells) <= cols, (name, row)
