@@ -56,7 +56,7 @@ def main(argv=None):
         if not args.no_plots:
             side = name.split(".")[0]
             path = os.path.join(args.out_dir, f"{side}_position_gram.png")
-            analysis.plot_gram(gram, path, f"{name} ({kind}): P = E E^T, Toeplitz R^2 = {r2:.3f}")
+            analysis.plot_gram(gram, path, f"{name} ({kind})\nP = E E^T, Toeplitz R^2 = {r2:.3f}")
             print(f"wrote {path}")
 
     profiles = analysis.kernel_profiles(model_state, args.max_distance)
