@@ -1,0 +1,226 @@
+"""The data recipes end to end on tiny fixture archives with the official names and internal paths.
+
+Each test writes a handful of sentences into archives laid out like the real
+downloads (same archive names, same paths inside), runs the recipe with
+``--archives`` (no network), and checks the binarized data and stats.json.
+"""
+import gzip
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from posnet_fairseq.synth import generate_pairs
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.dirname(sys.executable)
+
+
+def _env():
+    env = dict(os.environ)
+    env["PATH"] = BIN + os.pathsep + env.get("PATH", "")
+    env["PYTHON"] = sys.executable
+    env.pop("POSNET_ARCHIVES", None)
+    return env
+
+
+def run_recipe(script, *args, check=True):
+    proc = subprocess.run(["bash", os.path.join(REPO, "recipes", "data", script), "--workers", "1", *args],
+                          env=_env(), capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{script} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def _tar(path, files, mode="w:gz"):
+    """files: {internal path: list of lines or bytes}."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with tarfile.open(path, mode) as tar:
+        for name, content in files.items():
+            data = content if isinstance(content, bytes) else "".join(l + "\n" for l in content).encode("utf-8")
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def _sgm(lines, setid, lang):
+    return ([f'<refset setid="{setid}" srclang="any" trglang="{lang}">', f'<doc sysid="ref" docid="d1" genre="news">']
+            + [f'<seg id="{i + 1}">{l}</seg>' for i, l in enumerate(lines)] + ["</doc>", "</refset>"])
+
+
+def _pairs(n, seed):
+    """Sentence pairs with some casing, punctuation and hyphens, so tokenisation has work to do."""
+    out = []
+    for i, (a, b) in enumerate(generate_pairs(n, seed=seed, max_len=24)):
+        a, b = a.capitalize().replace(" .", "."), b.capitalize().replace(" .", ".")
+        if i % 5 == 0:
+            a, b = a[:-1] + ", isn't it well-known?", b[:-1] + " \u201cgut\u201d!"
+        out.append((a, b))
+    return out
+
+
+def _stats(out):
+    with open(os.path.join(out, "stats.json")) as f:
+        return json.load(f)
+
+
+def _check_binarized(out, src, tgt, splits=("train", "valid", "test")):
+    for split in splits:
+        for lang in (src, tgt):
+            for ext in ("bin", "idx"):
+                assert os.path.getsize(os.path.join(out, "data-bin", f"{split}.{src}-{tgt}.{lang}.{ext}")) > 0
+
+
+def _check_gamma(out, src, tgt, stats):
+    from posnet_fairseq.recipes_support.stats import _datasets_kept_open
+    from posnet_fairseq.data_stats import length_ratio
+
+    with _datasets_kept_open():
+        assert stats["length_ratio"] == pytest.approx(length_ratio(os.path.join(out, "data-bin"), src, tgt), abs=1e-6)
+    assert stats["length_ratio"] == pytest.approx(stats["mean_source_length"] / stats["mean_target_length"], rel=1e-3)
+
+
+def test_prepare_iwslt14(tmp_path):
+    pairs = _pairs(120, seed=3)
+    files = {}
+    for side, lang in ((0, "de"), (1, "en")):
+        lines = []
+        for i, p in enumerate(pairs[:80]):
+            if i % 20 == 0:
+                lines += ["<url>http://www.ted.com/talks/x.html</url>", "<keywords>talks</keywords>",
+                          f"<talkid>{i}</talkid>", f"<title>Talk {i}</title>", f"<description>About {i}</description>"]
+            lines.append(p[side])
+        files[f"de-en/train.tags.de-en.{lang}"] = lines
+        for k, name in enumerate(["IWSLT14.TED.dev2010", "IWSLT14.TEDX.dev2012", "IWSLT14.TED.tst2010",
+                                  "IWSLT14.TED.tst2011", "IWSLT14.TED.tst2012"]):
+            segs = [p[side] for p in pairs[80 + 8 * k: 88 + 8 * k]]
+            files[f"de-en/{name}.de-en.{lang}.xml"] = (
+                ['<?xml version="1.0" encoding="UTF-8"?>', "<mteval>", f'<srcset setid="{name}">', '<doc docid="1">']
+                + [f'<seg id="{j + 1}"> {s} </seg>' for j, s in enumerate(segs)] + ["</doc>", "</srcset>", "</mteval>"])
+    _tar(str(tmp_path / "archives" / "de-en.tgz"), files)
+    out = str(tmp_path / "iwslt")
+    run_recipe("prepare-iwslt14.sh", "--out", out, "--archives", str(tmp_path / "archives"))
+    stats = _stats(out)
+    # 80 training sentences + 4 * 5 metadata lines; titles and descriptions are kept as text
+    assert stats["pairs"]["test"] == 40
+    assert stats["pairs"]["train"] + stats["pairs"]["valid"] == 80 + 4 * 2
+    assert stats["pairs"]["valid"] == (80 + 8) // 23
+    assert not stats["joined_dictionary"] and set(stats["vocab"]) == {"de", "en"}
+    _check_binarized(out, "de", "en")
+    _check_gamma(out, "de", "en", stats)
+    ev = stats["eval"]
+    assert ev["lowercase"] and ev["sacrebleu_tokenize"] == "13a" and ev["target_lang"] == "en"
+    tok_ref = open(os.path.join(out, ev["test_sets"]["test"]["tok_ref"])).read().splitlines()
+    raw_ref = open(os.path.join(out, ev["test_sets"]["test"]["raw_ref"])).read().splitlines()
+    assert len(tok_ref) == len(raw_ref) == 40 and tok_ref[0] == tok_ref[0].lower() and raw_ref[0] != raw_ref[0].lower()
+    assert "&apos;" in open(os.path.join(out, "tok", "train.de")).read()  # Moses escaping, as tokenizer.perl
+
+
+def _wmt_train(tmp_path, pair, corpora, n, seed, src, tgt):
+    """corpora: {archive: internal prefix}; each archive holds n pairs."""
+    pairs = _pairs(n * len(corpora), seed)
+    for k, (archive, prefix) in enumerate(corpora.items()):
+        chunk = pairs[k * n:(k + 1) * n]
+        files = {f"{prefix}.{src}": [p[0] for p in chunk], f"{prefix}.{tgt}": [p[1] for p in chunk]}
+        _tar(str(tmp_path / "archives" / archive), files)
+
+
+def test_prepare_wmt14_en_de(tmp_path):
+    _wmt_train(tmp_path, "de-en", {
+        "training-parallel-europarl-v7.tgz": "training/europarl-v7.de-en",
+        "training-parallel-commoncrawl.tgz": "commoncrawl.de-en",
+        "training-parallel-nc-v9.tgz": "training/news-commentary-v9.de-en"}, 70, 5, "en", "de")
+    test = _pairs(12, seed=99)
+    _tar(str(tmp_path / "archives" / "test-full.tgz"), {
+        "test-full/newstest2014-deen-src.en.sgm": _sgm([p[0] for p in test], "newstest2014", "en"),
+        "test-full/newstest2014-deen-ref.de.sgm": _sgm([p[1] for p in test], "newstest2014", "de"),
+        "test-full/newstest2014-deen-src.de.sgm": _sgm([p[1] for p in test], "newstest2014", "de")})
+    out = str(tmp_path / "ende")
+    run_recipe("prepare-wmt14-en-de.sh", "--out", out, "--archives", str(tmp_path / "archives"), "--paper", "aan")
+    stats = _stats(out)
+    assert stats["pairs"]["test"] == 12 and stats["pairs"]["valid"] == 2
+    assert 190 <= stats["pairs"]["train"] <= 208  # 210 - 2 valid, a few dropped by the ratio filter
+    assert stats["joined_dictionary"] and stats["bpe"] == "subword-nmt joint 32000 merges (aan)"
+    assert stats["eval"]["compound_split"] and stats["eval"]["sacrebleu_tokenize"] == "13a"
+    _check_binarized(out, "en", "de")
+    _check_gamma(out, "en", "de", stats)
+    assert "@-@" in open(os.path.join(out, "tok", "train.en")).read()  # tokenizer.perl -a
+
+
+def test_prepare_wmt14_en_fr(tmp_path):
+    corpora = {"training-parallel-europarl-v7.tgz": "training/europarl-v7.fr-en",
+               "training-parallel-commoncrawl.tgz": "commoncrawl.fr-en",
+               "training-parallel-un.tgz": "un/undoc.2000.fr-en",
+               "training-parallel-nc-v9.tgz": "training/news-commentary-v9.fr-en"}
+    _wmt_train(tmp_path, "fr-en", corpora, 60, 6, "en", "fr")
+    giga = _pairs(1160, seed=8)  # valid is every 1333rd pair: 1400 pairs give one
+    _tar(str(tmp_path / "archives" / "training-giga-fren.tar"), {
+        "giga-fren.release2.fixed.en.gz": gzip.compress("".join(p[0] + "\n" for p in giga).encode()),
+        "giga-fren.release2.fixed.fr.gz": gzip.compress("".join(p[1] + "\n" for p in giga).encode())}, mode="w")
+    test = _pairs(10, seed=98)
+    _tar(str(tmp_path / "archives" / "test-full.tgz"), {
+        "test-full/newstest2014-fren-src.en.sgm": _sgm([p[0] for p in test], "newstest2014", "en"),
+        "test-full/newstest2014-fren-ref.fr.sgm": _sgm([p[1] for p in test], "newstest2014", "fr")})
+    out = str(tmp_path / "enfr")
+    run_recipe("prepare-wmt14-en-fr.sh", "--out", out, "--archives", str(tmp_path / "archives"), "--bpe-merges", "500")
+    stats = _stats(out)
+    assert stats["pairs"]["test"] == 10 and stats["pairs"]["valid"] == 1
+    assert 1300 <= stats["pairs"]["train"] <= 1399
+    assert stats["bpe"] == "subword-nmt joint 500 merges"
+    _check_binarized(out, "en", "fr")
+    _check_gamma(out, "en", "fr", stats)
+
+
+def _zh(sentence):
+    """A deterministic 'Chinese' side: one CJK character per letter of each word, no spaces."""
+    return "".join(chr(0x4E00 + (ord(c) * 7 + len(w)) % 2000) for w in sentence.lower().split() for c in w[:2]) + "\u3002"
+
+
+def test_prepare_wmt18_en_zh(tmp_path):
+    arch = tmp_path / "archives"
+    pairs = [(a, _zh(b)) for a, b in _pairs(150, seed=11)]
+    nc, un, cw = pairs[:60], pairs[60:110], pairs[110:]
+    _tar(str(arch / "training-parallel-nc-v13.tgz"), {
+        "training-parallel-nc-v13/news-commentary-v13.zh-en.en": [p[0] for p in nc],
+        "training-parallel-nc-v13/news-commentary-v13.zh-en.zh": [p[1] for p in nc]})
+    # the UN corpus comes as a .tar.gz split into two parts
+    _tar(str(tmp_path / "un.tar.gz"), {"en-zh/UNv1.0.en-zh.en": [p[0] for p in un],
+                                       "en-zh/UNv1.0.en-zh.zh": [p[1] for p in un]})
+    blob = open(tmp_path / "un.tar.gz", "rb").read()
+    (arch / "UNv1.0.en-zh.tar.gz.00").write_bytes(blob[: len(blob) // 2])
+    (arch / "UNv1.0.en-zh.tar.gz.01").write_bytes(blob[len(blob) // 2:])
+    os.makedirs(arch / "cwmt")
+    (arch / "cwmt" / "casia2015.en").write_text("".join(p[0] + "\n" for p in cw))
+    (arch / "cwmt" / "casia2015.zh").write_text("".join(p[1] + "\n" for p in cw))
+    dev = [(a, _zh(b)) for a, b in _pairs(8, seed=12)]
+    t17 = [(a, _zh(b)) for a, b in _pairs(9, seed=13)]
+    t18 = [(a, _zh(b)) for a, b in _pairs(7, seed=14)]
+    _tar(str(arch / "wmt17" / "dev.tgz"), {
+        "dev/newsdev2017-enzh-src.en.sgm": _sgm([p[0] for p in dev], "newsdev2017", "en"),
+        "dev/newsdev2017-enzh-ref.zh.sgm": _sgm([p[1] for p in dev], "newsdev2017", "zh")})
+    for year, test in (("2017", t17), ("2018", t18)):
+        _tar(str(arch / f"wmt{year[2:]}" / "test.tgz"), {
+            f"test/newstest{year}-enzh-src.en.sgm": _sgm([p[0] for p in test], f"newstest{year}", "en"),
+            f"test/newstest{year}-enzh-ref.zh.sgm": _sgm([p[1] for p in test], f"newstest{year}", "zh")})
+    out = str(tmp_path / "enzh")
+    # without the UN parts the recipe stops and names them
+    os.rename(arch / "UNv1.0.en-zh.tar.gz.01", tmp_path / "part01")
+    proc = run_recipe("prepare-wmt18-en-zh.sh", "--out", out, "--archives", str(arch), check=False)
+    assert proc.returncode != 0 and "UNv1.0.en-zh.tar.gz.01 must be downloaded by hand" in proc.stderr
+    os.rename(tmp_path / "part01", arch / "UNv1.0.en-zh.tar.gz.01")
+    run_recipe("prepare-wmt18-en-zh.sh", "--out", out, "--archives", str(arch), "--en-bpe-merges", "300",
+               "--zh-spm-vocab", "120")
+    stats = _stats(out)
+    assert stats["pairs"]["valid"] == 8 and stats["pairs"]["test"] == 9 and stats["pairs"]["test1"] == 7
+    assert 100 <= stats["pairs"]["train"] <= 150
+    assert stats["corpora"] == "news-commentary-v13,UNv1.0,cwmt/casia2015"
+    assert not stats["joined_dictionary"]
+    ev = stats["eval"]
+    assert ev["sacrebleu_tokenize"] == "zh" and ev["detok"] == "none" and set(ev["test_sets"]) == {"test", "test1"}
+    _check_binarized(out, "en", "zh", splits=("train", "valid", "test", "test1"))
+    _check_gamma(out, "en", "zh", stats)
+    assert "\u2581" in open(os.path.join(out, "bpe", "train.zh")).read()  # sentencepiece pieces
