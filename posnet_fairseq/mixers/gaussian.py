@@ -1,0 +1,318 @@
+"""Hard-coded Gaussian attention (You, Sun & Iyyer, 2020, "Hard-Coded Gaussian
+Attention for Neural Machine Translation").
+
+Every head of a hard-coded layer attends with a fixed Gaussian instead of
+learned query-key scores (paper §3.1, HC-SA)::
+
+    w_h(i, j) = exp(-(j - mu_h(i))^2 / (2 sigma^2)) / (sigma sqrt(2 pi))
+    out_i     = W_O concat_h( sum_j w_h(i, j) W_V x_j )
+
+with ``mu_h(i) = i + o_h`` for self-attention and
+``mu_h(i) = floor(gamma i + o_h)`` for hard-coded cross attention (paper §3.2,
+HC-ALL), gamma being the mean source / mean target length of the training data.
+The weights are the raw pdf: no softmax and no renormalisation, so mass that
+falls beyond a sentence border, on padding or on future tokens is simply lost
+(paper footnote 5; an encoder head with offset -1 keeps 0.300 of its mass at
+position 0). Only the value and output projections are learned.
+
+Table 5's variants replace the pdf by ``conv`` (the pdf truncated to the 3
+positions nearest the centre: [0.242, 0.399, 0.242] for sigma = 1) or by
+``index`` (weight 1 on the position nearest the centre: each head copies one
+token).
+
+SH-X (§5) keeps hard-coded self-attention and a single learned cross-attention
+head of dimension D in the last decoder layer only: the ``learned_cross``
+mixer is fairseq's MultiheadAttention with ``--learned-cross-heads`` heads.
+
+Offsets are given per site (``--hc-encoder-offsets``, ``--hc-decoder-offsets``,
+``--hc-cross-offsets``) as a comma-separated list of numbers or the paper's
+symbols ``l`` (-1), ``c`` (0), ``r`` (+1). A list shorter than the number of
+heads is repeated cyclically (head h uses ``offsets[h mod len]``), so three
+offsets over eight heads give l,c,r,l,c,r,l,c (and over two heads l,c: the
+default l,c,r of cross attention serves any number of heads). ``;`` separates one list per
+layer (paper appendix A searches settings of the first and last layers)::
+
+    --hc-encoder-offsets "l,c;l,r;l,r;l,r;l,r;l,r"    # first encoder layer (l, c)
+
+A list that starts with ``-`` must be attached with ``=`` (``--hc-cross-offsets=-2,0,2``)
+because argparse reads a leading ``-`` as a flag.
+"""
+import math
+from typing import List
+
+import torch
+from fairseq.modules import MultiheadAttention
+from torch import Tensor, nn
+
+from .. import options
+from .base import Mixer, real_positions, register_mixer
+
+SYMBOLS = {"l": -1.0, "c": 0.0, "r": 1.0}
+KERNELS = ("gaussian", "conv", "index")
+CENTERS = ("floor", "exact")
+OFFSET_FLAGS = {
+    "encoder_self": "--hc-encoder-offsets",
+    "decoder_self": "--hc-decoder-offsets",
+    "cross": "--hc-cross-offsets",
+}
+
+
+def add_args(parser):
+    parser.add_argument("--hc-encoder-offsets", metavar="OFFSETS",
+                        help="hard-coded encoder self-attention centres i+o per head: numbers or l/c/r, "
+                        "cyclic over heads, ';' separates per-layer lists (default: l,r)")
+    parser.add_argument("--hc-decoder-offsets", metavar="OFFSETS",
+                        help="hard-coded decoder self-attention offsets, same syntax (default: l,c)")
+    parser.add_argument("--hc-cross-offsets", metavar="OFFSETS",
+                        help="hard-coded cross-attention offsets around gamma*i, same syntax (default: l,c,r)")
+    parser.add_argument("--hc-sigma", type=float, metavar="SIGMA",
+                        help="standard deviation of the hard-coded Gaussians (default: 1.0)")
+    parser.add_argument("--hc-kernel", choices=KERNELS,
+                        help="gaussian: the full pdf; conv: the pdf on the 3 positions nearest the centre; "
+                        "index: weight 1 on the position nearest the centre (default: gaussian)")
+    parser.add_argument("--hc-cross-center", choices=CENTERS,
+                        help="hard-coded cross-attention centre: floor(gamma*i + o) as in the paper, or the "
+                        "unfloored gamma*i + o of the reference code (default: floor)")
+    parser.add_argument("--hc-bias", action="store_true",
+                        help="give the value and output projections of hard-coded heads a bias")
+    parser.add_argument("--learned-cross-heads", type=int, metavar="N",
+                        help="heads of the learned_cross mixer (SH-X: 1 head of dimension D; default: 1)")
+    parser.add_argument("--learned-cross-layers", metavar="LAYERS",
+                        help="hc_gaussian_shx* architectures: comma-separated 0-based decoder layers that get a "
+                        "learned_cross sub-layer, negative counts from the end; the other layers have no cross "
+                        "attention (default: -1, the last layer)")
+
+
+def set_defaults(args):
+    args.hc_encoder_offsets = getattr(args, "hc_encoder_offsets", "l,r")
+    args.hc_decoder_offsets = getattr(args, "hc_decoder_offsets", "l,c")
+    args.hc_cross_offsets = getattr(args, "hc_cross_offsets", "l,c,r")
+    args.hc_sigma = getattr(args, "hc_sigma", 1.0)
+    args.hc_kernel = getattr(args, "hc_kernel", "gaussian")
+    args.hc_cross_center = getattr(args, "hc_cross_center", "floor")
+    args.hc_bias = getattr(args, "hc_bias", False)
+    args.learned_cross_heads = getattr(args, "learned_cross_heads", 1)
+    args.learned_cross_layers = getattr(args, "learned_cross_layers", "-1")
+
+
+options.register_options(add_args, set_defaults)
+
+
+def parse_offsets(spec, flag: str, num_layers: int, num_heads: int) -> List[List[float]]:
+    """Per-layer, per-head offsets from ``spec`` (see the module docstring)."""
+    groups = str(spec).split(";")
+    if len(groups) == 1:
+        groups = groups * num_layers
+    if len(groups) != num_layers:
+        raise ValueError(
+            f"{flag} {spec}: gives {len(groups)} per-layer offset lists (separated by ';') but there are "
+            f"{num_layers} layers; give one list for all layers or exactly one per layer"
+        )
+    per_layer = []
+    for group in groups:
+        values = []
+        for item in (x.strip() for x in group.split(",")):
+            try:
+                value = SYMBOLS[item] if item in SYMBOLS else float(item)
+            except ValueError:
+                raise ValueError(f"{flag} {spec}: {item!r} is not an offset (a number or one of l, c, r)") from None
+            if not math.isfinite(value):
+                raise ValueError(f"{flag} {spec}: offset {item!r} is not finite")
+            values.append(value)
+        per_layer.append([values[h % len(values)] for h in range(num_heads)])
+    return per_layer
+
+
+def hard_coded_weights(distance: Tensor, sigma: float, kernel: str) -> Tensor:
+    """Head weights from the distance ``j - mu`` between key position and centre, in fp32.
+
+    fp32 whatever the model's dtype: fp16 would round the pdf's tail and its
+    exponent, and the caller casts the finished weights.
+    """
+    d = distance.float()
+    if kernel == "index":
+        return ((d >= -0.5) & (d < 0.5)).float()
+    pdf = torch.exp(-0.5 * (d / sigma) ** 2) / (sigma * math.sqrt(2.0 * math.pi))
+    if kernel == "conv":
+        return pdf * ((d >= -1.5) & (d < 1.5))
+    return pdf
+
+
+def _check_common(args):
+    if not args.hc_sigma > 0 or not math.isfinite(args.hc_sigma):
+        raise ValueError(f"--hc-sigma {args.hc_sigma}: the standard deviation must be a positive number")
+    if args.hc_kernel not in KERNELS:
+        raise ValueError(f"--hc-kernel {args.hc_kernel}: choose from {', '.join(KERNELS)}")
+
+
+class _HardCodedAttention(Mixer):
+    """Value projection, fixed per-head weights, output projection."""
+
+    def __init__(self, embed_dim, num_heads, kdim, offsets, sigma, kernel, bias):
+        super().__init__(embed_dim, num_heads)
+        self.v_proj = nn.Linear(kdim, embed_dim, bias=bias)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        # Not a parameter and not in the state dict: offsets are configuration.
+        self.register_buffer("offsets", torch.tensor(offsets, dtype=torch.float32), persistent=False)
+        self.sigma, self.kernel = float(sigma), kernel
+        for proj in (self.v_proj, self.out_proj):  # as the reference code (Xavier-uniform, zero bias)
+            nn.init.xavier_uniform_(proj.weight)
+            if proj.bias is not None:
+                nn.init.zeros_(proj.bias)
+
+    def extra_repr(self):
+        return f"offsets={self.offsets.tolist()}, sigma={self.sigma}, kernel={self.kernel}"
+
+    def _project_values(self, value: Tensor) -> Tensor:
+        """S x B x kdim -> B x H x S x head_dim."""
+        v = self.v_proj(value)
+        S, B, _ = v.shape
+        return v.view(S, B, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
+
+    def _mix(self, weights: Tensor, v: Tensor, need_weights: bool, need_head_weights: bool):
+        """``weights``: (B or 1) x H x T x S in fp32; ``v``: B x H x S x head_dim."""
+        weights = weights.to(v.dtype)
+        mixed = torch.matmul(weights, v)  # B x H x T x head_dim
+        B, H, T, _ = mixed.shape
+        out = self.out_proj(mixed.permute(2, 0, 1, 3).reshape(T, B, self.embed_dim))
+        if not (need_weights or need_head_weights):
+            return out, None
+        weights = weights.expand(B, H, T, v.size(2))
+        # The same layout fairseq's MultiheadAttention returns.
+        return out, weights.transpose(0, 1) if need_head_weights else weights.mean(dim=1)
+
+
+@register_mixer(
+    "hc_gaussian",
+    sites=("encoder_self", "decoder_self"),
+    variants={
+        "conv": {"hc_kernel": "conv"},
+        "index": {"hc_kernel": "index"},
+        "bias": {"hc_bias": True},
+        "three_offsets_sigma2": {"hc_encoder_offsets": "l,c,r", "hc_decoder_offsets": "0,-2,l", "hc_sigma": 2.0},
+    },
+)
+class HardCodedSelfAttention(_HardCodedAttention):
+    """Hard-coded Gaussian self-attention centred at i + o_h (You et al., 2020, §3.1)."""
+
+    def __init__(self, embed_dim, num_heads, offsets, sigma, kernel, bias, causal):
+        super().__init__(embed_dim, num_heads, embed_dim, offsets, sigma, kernel, bias)
+        self.causal = causal
+
+    def extra_repr(self):
+        return f"{super().extra_repr()}, causal={self.causal}"
+
+    @classmethod
+    def build(cls, ctx):
+        args = ctx.args
+        _check_common(args)
+        flag = OFFSET_FLAGS[ctx.site]
+        spec = getattr(args, flag[2:].replace("-", "_"))
+        offsets = parse_offsets(spec, flag, ctx.num_layers, ctx.num_heads)[ctx.layer_idx]
+        return cls(ctx.embed_dim, ctx.num_heads, offsets, args.hc_sigma, args.hc_kernel, bool(args.hc_bias),
+                   ctx.causal)
+
+    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
+                static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
+        T, B, _ = query.shape
+        v = self._project_values(value)
+        if key_padding_mask is not None:  # pads contribute nothing (their weight is lost, not renormalised)
+            v = v.masked_fill(key_padding_mask.view(B, 1, -1, 1), 0)
+        if incremental_state is not None:
+            buffer = self._get_input_buffer(incremental_state)
+            query_pos = self.decoding_steps(buffer, B, T, query.device)  # B x T
+            if "value" in buffer:
+                v = torch.cat([buffer["value"], v], dim=2)
+            buffer["value"] = v
+            self._set_input_buffer(incremental_state, buffer)
+        else:
+            # Self-attention weights depend only on j - i, which is the same in
+            # column indices as in per-sentence positions: left padding shifts
+            # queries and keys alike, and pad keys carry zeroed values. So one
+            # T x S pattern serves the whole batch (no B x H x T x S tensor).
+            query_pos = torch.arange(T, device=query.device).unsqueeze(0)  # 1 x T
+        key_pos = torch.arange(v.size(2), device=query.device)
+        distance = key_pos.view(1, 1, 1, -1) - query_pos.unsqueeze(1).unsqueeze(-1)  # (B|1) x 1 x T x S
+        weights = hard_coded_weights(distance - self.offsets.float().view(1, -1, 1, 1), self.sigma, self.kernel)
+        if self.causal:
+            weights = weights.masked_fill(distance > 0, 0.0)
+        return self._mix(weights, v, need_weights, need_head_weights)
+
+
+@register_mixer(
+    "hc_gaussian_cross",
+    sites=("cross",),
+    uses_length_ratio=True,
+    variants={
+        "exact": {"hc_cross_center": "exact"},
+        "conv": {"hc_kernel": "conv"},
+        "index": {"hc_kernel": "index"},
+        "bias": {"hc_bias": True},
+    },
+)
+class HardCodedCrossAttention(_HardCodedAttention):
+    """Hard-coded Gaussian cross attention centred at floor(gamma i + o_h) (You et al., 2020, §3.2)."""
+
+    def __init__(self, embed_dim, num_heads, kdim, offsets, sigma, kernel, bias, length_ratio, floor_center):
+        super().__init__(embed_dim, num_heads, kdim, offsets, sigma, kernel, bias)
+        self.length_ratio, self.floor_center = float(length_ratio), floor_center
+
+    def extra_repr(self):
+        return f"{super().extra_repr()}, gamma={self.length_ratio}, floor={self.floor_center}"
+
+    @classmethod
+    def build(cls, ctx):
+        args = ctx.args
+        _check_common(args)
+        gamma = getattr(args, "length_ratio", None)
+        if gamma is None or not math.isfinite(gamma) or gamma <= 0:
+            raise ValueError(f"--length-ratio {gamma}: hard-coded cross attention needs a positive length ratio "
+                             "gamma (mean source / mean target length)")
+        if args.hc_cross_center not in CENTERS:
+            raise ValueError(f"--hc-cross-center {args.hc_cross_center}: choose from {', '.join(CENTERS)}")
+        offsets = parse_offsets(args.hc_cross_offsets, "--hc-cross-offsets", ctx.num_layers,
+                                ctx.num_heads)[ctx.layer_idx]
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, offsets, args.hc_sigma, args.hc_kernel,
+                   bool(args.hc_bias), gamma, args.hc_cross_center == "floor")
+
+    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
+                static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
+        T, B, _ = query.shape
+        buffer = self._get_input_buffer(incremental_state) if incremental_state is not None else None
+        if buffer is not None and "value" in buffer:
+            # The encoder side is static: projected once at the first step.
+            v, key_pos, pads = buffer["value"], buffer["key_positions"], buffer["key_padding_mask"]
+        else:
+            v = self._project_values(value)
+            # Source sentences are left-padded: gamma * i must meet real positions.
+            key_pos = real_positions(key_padding_mask, B, v.size(2), query.device)
+            pads = key_padding_mask if key_padding_mask is not None else key_pos.new_zeros(key_pos.shape).bool()
+        if buffer is not None:
+            query_pos = self.decoding_steps(buffer, B, T, query.device)
+            buffer["value"], buffer["key_positions"], buffer["key_padding_mask"] = v, key_pos, pads
+            self._set_input_buffer(incremental_state, buffer)
+        else:
+            query_pos = torch.arange(T, device=query.device).unsqueeze(0)
+        # The centres (B x H x T) in float64 so that floor(gamma * i) is the
+        # floor of the exact product; the B x H x T x S distances in fp32.
+        center = self.length_ratio * query_pos.double().unsqueeze(1) + self.offsets.double().view(1, -1, 1)
+        if self.floor_center:
+            center = torch.floor(center)
+        distance = key_pos.float().view(key_pos.size(0), 1, 1, -1) - center.float().unsqueeze(-1)
+        # Pads share real position 0: zero their weights (the mass is lost, not renormalised).
+        weights = hard_coded_weights(distance, self.sigma, self.kernel).masked_fill(pads.view(B, 1, 1, -1), 0.0)
+        return self._mix(weights, v, need_weights, need_head_weights)
+
+
+@register_mixer("learned_cross", sites=("cross",), variants={"two_heads": {"learned_cross_heads": 2}})
+class LearnedCrossHeads:
+    """Learned cross attention with --learned-cross-heads heads (SH-X: one head of dimension D, §5)."""
+
+    @classmethod
+    def build(cls, ctx):
+        heads = ctx.args.learned_cross_heads
+        if not isinstance(heads, int) or heads < 1 or ctx.embed_dim % heads:
+            raise ValueError(f"--learned-cross-heads {heads}: must be a positive divisor of the decoder "
+                             f"embedding dimension {ctx.embed_dim}")
+        return MultiheadAttention(ctx.embed_dim, heads, kdim=ctx.kdim, vdim=ctx.kdim, dropout=ctx.dropout,
+                                  encoder_decoder_attention=True)
