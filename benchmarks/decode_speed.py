@@ -1,0 +1,209 @@
+"""Decoding speed of fairseq-generate, Transformer vs position-based decoders, on CPU.
+
+Builds a random-weight checkpoint per architecture (a freshly initialised
+model saved in fairseq's checkpoint format: speed does not depend on the
+weights), then decodes the same source sentences with fairseq-generate
+(in-process, ``fairseq_cli.generate.main``) with beam 4 and batch 32, forcing
+every hypothesis to the same output length (``--min-len L --max-len-a 0
+--max-len-b L``) so every model runs the same number of decoder steps. The
+models alternate within each round; the table gives the median over rounds of
+fairseq's own sentences/s (generation time only, loading excluded) and the
+ratio to the baseline measured in the same run.
+
+    python benchmarks/decode_speed.py                       # transformer vs aan_plus_*, base dims
+    python benchmarks/decode_speed.py --archs posnet_transformer_base,hc_gaussian --lengths 30,80
+    python benchmarks/decode_speed.py --quick               # smoke test
+
+``transformer`` in ``--archs`` stands for ``posnet_transformer_base``. Extra
+fairseq model flags for every arch go after ``--``.
+"""
+import argparse
+import logging
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PLUGIN_DIR = os.path.join(REPO, "posnet_fairseq")
+DEFAULT_ARCHS = "transformer,aan_plus_avg,aan_plus_ner,aan_plus_far,aan_plus_wet"
+ALIASES = {"transformer": "posnet_transformer_base"}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--archs", default=DEFAULT_ARCHS,
+                   help=f"comma-separated architectures; the first is the baseline (default: {DEFAULT_ARCHS})")
+    p.add_argument("--lengths", default="30", help="forced output lengths in tokens, comma-separated (default: 30)")
+    p.add_argument("--sentences", type=int, default=128, help="source sentences decoded per run (default: 128)")
+    p.add_argument("--rounds", type=int, default=5, help="rounds; the models alternate in each (default: 5)")
+    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument("--workdir", default="/tmp/decode_speed", help="corpus, checkpoints and outputs")
+    p.add_argument("--profile", metavar="ARCH", help="after the timing rounds, cProfile one run of ARCH")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke test: 32 sentences, length 8, one round")
+    args, model_flags = p.parse_known_args(argv)
+    if model_flags and model_flags[0] == "--":
+        model_flags = model_flags[1:]
+    args.model_flags = model_flags
+    if args.quick:
+        args.sentences, args.lengths, args.rounds = 32, "8", 1
+    args.archs = [ALIASES.get(a.strip(), a.strip()) for a in args.archs.split(",") if a.strip()]
+    args.lengths = [int(n) for n in args.lengths.split(",")]
+    return args
+
+
+def quiet():
+    logging.disable(logging.WARNING)
+
+
+def prepare_data(workdir, sentences):
+    """The synthetic corpus (posnet_fairseq.synth), binarized with a joined dictionary."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    from posnet_fairseq.synth import write_corpus
+
+    bin_dir = os.path.join(workdir, f"data-bin-{sentences}")
+    if os.path.exists(os.path.join(bin_dir, "test.src-tgt.src.bin")):
+        return bin_dir
+    raw = os.path.join(workdir, f"raw-{sentences}")
+    write_corpus(raw, train=2000, valid=10, test=sentences, seed=1)
+    args = options.get_preprocessing_parser().parse_args([
+        "--source-lang", "src", "--target-lang", "tgt", "--trainpref", f"{raw}/train",
+        "--validpref", f"{raw}/valid", "--testpref", f"{raw}/test", "--destdir", bin_dir,
+        "--joined-dictionary", "--workers", "1",
+    ])
+    preprocess.main(args)
+    return bin_dir
+
+
+def write_checkpoint(data_bin, arch, model_flags, path):
+    """A freshly initialised model, saved the way fairseq-train saves checkpoints."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from omegaconf import OmegaConf
+
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        data_bin, "--user-dir", PLUGIN_DIR, "--arch", arch, "--source-lang", "src", "--target-lang", "tgt",
+        "--share-all-embeddings", *model_flags,
+    ])
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    torch.manual_seed(1)
+    model = task.build_model(cfg.model)
+    state = {
+        "args": None,
+        "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+        "model": model.state_dict(),
+        "optimizer_history": [{"criterion_name": "CrossEntropyCriterion", "optimizer_name": "Adam",
+                               "lr_scheduler_state": {"best": None}, "num_updates": 0}],
+        "extra_state": {},
+        "last_optimizer_state": None,
+    }
+    torch.save(state, path)
+    return sum(p.numel() for p in model.parameters())
+
+
+class _Capture(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def generate(data_bin, checkpoint, length, args, results_dir):
+    """One fairseq-generate run; returns (sentences/s, tokens per hypothesis) as fairseq reports them."""
+    from fairseq import options
+    from fairseq_cli import generate as fairseq_generate
+
+    gen_args = options.parse_args_and_arch(options.get_generation_parser(), [
+        data_bin, "--user-dir", PLUGIN_DIR, "--path", checkpoint, "--source-lang", "src", "--target-lang", "tgt",
+        "--gen-subset", "test", "--beam", str(args.beam), "--batch-size", str(args.batch_size),
+        "--min-len", str(length), "--max-len-a", "0", "--max-len-b", str(length), "--cpu",
+        "--num-workers", "0", "--results-path", results_dir,
+    ])
+    capture = _Capture()
+    gen_logger = logging.getLogger("fairseq_cli.generate")
+    gen_logger.addHandler(capture)
+    logging.disable(logging.NOTSET)  # the summary line is logged at INFO
+    try:
+        fairseq_generate.main(gen_args)
+    finally:
+        gen_logger.removeHandler(capture)
+        quiet()
+    # "Translated 128 sentences (3,968 tokens) in 4.1s (31.05 sentences/s, 961.6 tokens/s)"
+    line = next(m for m in capture.messages if m.startswith("Translated"))
+    sentences = int(line.split()[1].replace(",", ""))
+    tokens = int(line.split("(")[1].split()[0].replace(",", ""))
+    rate = float(line.split("(")[2].split()[0])
+    return rate, tokens / sentences
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    os.makedirs(args.workdir, exist_ok=True)
+    sys.path.insert(0, REPO)
+    quiet()
+    data_bin = prepare_data(args.workdir, args.sentences)
+    checkpoints, params = {}, {}
+    for arch in args.archs:
+        checkpoints[arch] = os.path.join(args.workdir, f"{arch}.pt")
+        params[arch] = write_checkpoint(data_bin, arch, args.model_flags, checkpoints[arch])
+
+    print(f"# decode speed: {args.sentences} sentences, beam {args.beam}, batch {args.batch_size}, CPU, "
+          f"torch threads {torch.get_num_threads()}, {os.cpu_count()} cores, {args.rounds} rounds")
+    print(f"# load average at start: {load_average()}")
+    rates = {(arch, n): [] for arch in args.archs for n in args.lengths}
+    out_len = {}
+    start = time.time()
+    results_dir = os.path.join(args.workdir, "out")
+    for r in range(args.rounds):
+        for length in args.lengths:
+            for arch in args.archs:
+                rate, per_hyp = generate(data_bin, checkpoints[arch], length, args, results_dir)
+                rates[arch, length].append(rate)
+                out_len[arch, length] = per_hyp
+        print(f"# round {r + 1}/{args.rounds} done after {time.time() - start:.0f}s, load {load_average()}",
+              flush=True)
+
+    base = args.archs[0]
+    print(f"\n| arch | params | output tokens | sentences/s (median) | all rounds | ratio vs {base} |")
+    print("|---|---|---|---|---|---|")
+    for length in args.lengths:
+        base_rate = statistics.median(rates[base, length])
+        for arch in args.archs:
+            med = statistics.median(rates[arch, length])
+            rounds = " ".join(f"{x:.1f}" for x in rates[arch, length])
+            print(f"| {arch} | {params[arch] / 1e6:.1f}M | {out_len[arch, length]:.0f} | {med:.2f} | {rounds} "
+                  f"| {med / base_rate:.2f}x |")
+    print(f"\n# load average at end: {load_average()}; wall {time.time() - start:.0f}s")
+
+    if args.profile:
+        import cProfile
+        import pstats
+
+        arch = ALIASES.get(args.profile, args.profile)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        generate(data_bin, checkpoints[arch], args.lengths[-1], args, results_dir)
+        profiler.disable()
+        print(f"\n# cProfile of one run of {arch} (length {args.lengths[-1]}), top 25 by total time")
+        pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,301 @@
+"""``aan``: the (generalized) average attention network of the decoder.
+
+Zhang, Xiong & Su (2018), "Accelerating Neural Transformer via an Average
+Attention Network", and Zhang et al., "AAN+: Generalized Average Attention
+Network for Accelerating Neural Transformer". Decoder self-attention only.
+
+For the layer input ``z_1 .. z_m`` (T x B x C), each pattern ``p`` gives a
+weighted cumulative average (Eqs. 4, 6)::
+
+    g_j = sum_{k<=j} a_k z_k / sum_{k<=j} a_k
+
+with ``a_k`` (Eqs. 7-10; ``k`` is the 1-based absolute target position, the
+decoding step + 1):
+
+* ``avg``  a_k = 1                        (the 2018 AAN average, Eq. 7)
+* ``ner``  a_k = exp(alpha k)             (nearer tokens weigh more, Eq. 8)
+* ``far``  a_k = exp(-beta k)             (farther tokens weigh more, Eq. 9)
+* ``wet``  a_k = exp(gamma U z_k)         (per dimension, U: Linear(d, d), Eq. 10)
+
+``--aan-activation relu|square`` replaces exp by relu(x) or x^2 for ``ner`` and
+``wet`` (Table 5; ``far`` and ``avg`` keep their forms). Several patterns
+(``--aan-patterns ner,far``, Table 6) run side by side and their averages are
+average-pooled into one ``g``. The 2018 AAN (``--aan-ffn``) passes ``g`` through
+an FFN (Eq. 2); AAN+ has none. The gate (Eqs. 3, 5) is
+``[i; f] = sigmoid(W [z; g] + b)``, ``o = i * z + f * g``; the fairseq decoder
+layer then does ``LN(z + dropout(o))`` (Eq. 17).
+
+Numerics. Every pattern is written as ``a_k = exp(s_k) * w_k`` with a log-scale
+``s_k`` (alpha k, -beta k, gamma U z_k; 0 for avg and the relu/square
+activations) and a linear factor ``w_k`` (1, or relu(x) / x^2). Sums are kept
+relative to a reference ``r >= max s - LEVEL``, so every exp(s_k - r) is at
+most e^LEVEL and the largest term is at least 1: nothing overflows at any
+length (exp(0.1 k) itself overflows fp32 at k = 888 and fp16 at k = 111) and
+no real prefix underflows to 0/0. All of it runs in fp32 and is cast back.
+
+* Training, the masked form (Eq. 11): cumulative sums over time. The reference
+  of row ``j`` is its running max rounded down to a multiple of LEVEL; rows
+  that share a reference share one cumulative sum, so the loop runs over the
+  few distinct reference levels (one for lengths below LEVEL / alpha), never
+  over time.
+* Decoding, the dynamic programme (Eqs. 12-14): per pattern the running
+  numerator ``g~`` (B x C), denominator ``a~`` (B x 1, or B x C for wet) and
+  their reference ``r``; a step rescales them by exp(r_old - r_new) and adds
+  the new token. The state does not grow with the step.
+
+Padding: pad keys get s = -inf (weight 0) and positions come from the padding
+mask, so a left- or right-padded target gives the same averages for its real
+tokens; a row whose prefix has no weight (only pads, or relu weights all 0)
+averages to 0 instead of 0/0. fairseq's ``attn_mask`` is ignored: the average
+is causal by construction.
+"""
+import math
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .. import options
+from .base import Mixer, real_positions, register_mixer
+
+PATTERNS = ("avg", "ner", "far", "wet")
+ACTIVATIONS = ("exp", "relu", "square")
+# Exponent headroom per reference level: terms are at most e^32, so a cumulative
+# sum of up to e^56 terms times |z| <= 65504 (fp16's max) stays below fp32's max.
+LEVEL = 32.0
+
+DEFAULTS = {
+    "aan_patterns": "avg",
+    "aan_alpha": 0.1,
+    "aan_beta": 0.1,
+    "aan_gamma": 0.1,
+    "aan_activation": "exp",
+    "aan_ffn": False,
+    "aan_ffn_dim": None,  # None: --decoder-ffn-embed-dim
+}
+
+
+def add_args(parser):
+    parser.add_argument("--aan-patterns", metavar="LIST",
+                        help="average-attention patterns, comma-separated from avg, ner, far, wet; several are "
+                        "average-pooled (AAN+ Table 6) (default: avg)")
+    parser.add_argument("--aan-alpha", type=float, metavar="A", help="NER pattern exp(alpha k) (default: 0.1)")
+    parser.add_argument("--aan-beta", type=float, metavar="B", help="FAR pattern exp(-beta k) (default: 0.1)")
+    parser.add_argument("--aan-gamma", type=float, metavar="G", help="WET pattern exp(gamma U z_k) (default: 0.1)")
+    parser.add_argument("--aan-activation", metavar="ACT",
+                        help="activation of the NER and WET patterns: exp, relu or square (AAN+ Table 5) "
+                        "(default: exp)")
+    parser.add_argument("--aan-ffn", action="store_true",
+                        help="FFN on the average before the gate, as in the 2018 AAN (AAN+ has none)")
+    parser.add_argument("--aan-ffn-dim", type=int, metavar="N",
+                        help="inner dimension of the --aan-ffn FFN (default: --decoder-ffn-embed-dim)")
+
+
+def set_defaults(args):
+    for key, value in DEFAULTS.items():
+        setattr(args, key, getattr(args, key, value))
+
+
+options.register_options(add_args, set_defaults)
+
+
+def parse_patterns(spec) -> List[str]:
+    names = [n.strip() for n in str(spec).split(",")]
+    if not names or any(n not in PATTERNS for n in names):
+        raise ValueError(f"--aan-patterns {spec}: give a comma-separated list of {', '.join(PATTERNS)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"--aan-patterns {spec}: a pattern is listed twice")
+    return names
+
+
+def weighted_prefix_average(s: Tensor, v: Tensor, w: Optional[Tensor] = None,
+                            state: Optional[Tuple[Tensor, Tensor, Tensor]] = None):
+    """Masked form (Eq. 11): ``g_j = sum_{k<=j} e^{s_k} w_k v_k / sum_{k<=j} e^{s_k} w_k``.
+
+    ``s`` and ``w`` are T x B x P (P = 1 or C), fp32, ``s`` may be -inf (weight
+    0); ``w`` None means 1; ``v`` is T x B x C fp32. ``state`` = (numerator
+    B x C, denominator B x P, reference B x P) of the tokens before this block.
+    Returns ``g`` (T x B x C) and the state after the block.
+    """
+    if state is not None:
+        # The earlier tokens enter as one summarised token at the reference.
+        num0, den0, ref0 = state
+        s = torch.cat([ref0.unsqueeze(0), s], 0)
+        wv = torch.cat([num0.unsqueeze(0), v if w is None else w * v], 0)
+        w = torch.cat([den0.unsqueeze(0), torch.ones_like(s[1:]) if w is None else w], 0)
+    else:
+        wv = v if w is None else w * v
+    running_max = torch.cummax(s, dim=0).values
+    # Rows with no weight yet (running max -inf) sit at level 0 with zero sums.
+    level = torch.nan_to_num(torch.floor(running_max / LEVEL), neginf=0.0)
+    num = den = None
+    for lv in torch.unique(level).tolist():
+        ref = lv * LEVEL
+        # Rows at this level have every s_k - ref < LEVEL; the clamp only touches
+        # later rows of higher levels, which the next iteration computes.
+        e = torch.exp((s - ref).clamp(max=LEVEL))
+        n = torch.cumsum(e * wv, dim=0)
+        d = torch.cumsum(e if w is None else e * w, dim=0)
+        if num is None:
+            num, den = n, d
+        else:
+            at = level == lv
+            num, den = torch.where(at, n, num), torch.where(at, d, den)
+    ref = level * LEVEL
+    if state is not None:
+        num, den, ref = num[1:], den[1:], ref[1:]
+    return safe_divide(num, den), (num[-1], den[-1], ref[-1])
+
+
+def prefix_average_step(s: Tensor, v: Tensor, w: Optional[Tensor], state):
+    """One decoding step of the dynamic programme (Eqs. 12-14), B x P / B x C tensors."""
+    wv = v if w is None else w * v
+    if state is None:
+        ref = torch.nan_to_num(s, neginf=0.0)
+        e = torch.exp(s - ref)
+        num, den = e * wv, (e if w is None else e * w)
+    else:
+        num, den, ref_old = state
+        ref = torch.maximum(ref_old, s)  # the running max; a pad step (-inf) keeps it
+        decay, e = torch.exp(ref_old - ref), torch.exp(s - ref)
+        num = num * decay + e * wv
+        den = den * decay + (e if w is None else e * w)
+    return safe_divide(num, den), (num, den, ref)
+
+
+def safe_divide(num: Tensor, den: Tensor) -> Tensor:
+    """num / den, and 0 where nothing has weight yet (den = 0 implies num = 0)."""
+    positive = den > 0
+    return torch.where(positive, num / torch.where(positive, den, torch.ones_like(den)), torch.zeros_like(num))
+
+
+@register_mixer(
+    "aan",
+    sites=("decoder_self",),
+    variants={
+        "ner": {"aan_patterns": "ner"},
+        "far": {"aan_patterns": "far"},
+        "wet": {"aan_patterns": "wet"},
+        "ner_far": {"aan_patterns": "ner,far"},
+        "all_patterns": {"aan_patterns": "avg,ner,far,wet"},
+        "ner_relu": {"aan_patterns": "ner", "aan_activation": "relu"},
+        "wet_relu": {"aan_patterns": "wet", "aan_activation": "relu"},
+        "ner_square": {"aan_patterns": "ner", "aan_activation": "square"},
+        "wet_square": {"aan_patterns": "wet", "aan_activation": "square"},
+        "ffn": {"aan_ffn": True},
+        "wet_ffn": {"aan_patterns": "wet", "aan_ffn": True},
+    },
+)
+class AverageAttention(Mixer):
+    """Average attention (AAN / AAN+): gated weighted cumulative average, O(1)-state decoding."""
+
+    def __init__(self, embed_dim: int, num_heads: int, patterns=("avg",), alpha=0.1, beta=0.1, gamma=0.1,
+                 activation="exp", ffn_dim: Optional[int] = None, ffn_dropout: float = 0.0):
+        super().__init__(embed_dim, num_heads)
+        self.patterns = list(patterns)
+        self.alpha, self.beta, self.gamma = float(alpha), float(beta), float(gamma)
+        self.activation = activation
+        # U of Eq. 10. A bias would cancel in the normalisation of exp weights.
+        self.wet_proj = nn.Linear(embed_dim, embed_dim, bias=False) if "wet" in self.patterns else None
+        if ffn_dim:
+            self.ffn = nn.Sequential(nn.Linear(embed_dim, ffn_dim), nn.ReLU(), nn.Dropout(ffn_dropout),
+                                     nn.Linear(ffn_dim, embed_dim))
+        else:
+            self.ffn = None
+        # W, b of Eq. 3: rows [:C] give the input gate i, rows [C:] the forget gate f.
+        self.gate = nn.Linear(2 * embed_dim, 2 * embed_dim)
+        nn.init.xavier_uniform_(self.gate.weight)
+        nn.init.zeros_(self.gate.bias)
+
+    @classmethod
+    def build(cls, ctx):
+        args = ctx.args
+        get = lambda key: getattr(args, key, DEFAULTS[key])  # noqa: E731
+        patterns = parse_patterns(get("aan_patterns"))
+        for key in ("aan_alpha", "aan_beta", "aan_gamma"):
+            value = get(key)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"--{key.replace('_', '-')} {value}: must be a positive number")
+        activation = get("aan_activation")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"--aan-activation {activation}: choose from {', '.join(ACTIVATIONS)}")
+        ffn_dim = None
+        if get("aan_ffn"):
+            ffn_dim = get("aan_ffn_dim")
+            if ffn_dim is None:
+                ffn_dim = getattr(args, "decoder_ffn_embed_dim", 4 * ctx.embed_dim)
+            if ffn_dim <= 0:
+                raise ValueError(f"--aan-ffn-dim {ffn_dim}: must be positive")
+        return cls(ctx.embed_dim, ctx.num_heads, patterns, get("aan_alpha"), get("aan_beta"), get("aan_gamma"),
+                   activation, ffn_dim, getattr(args, "activation_dropout", 0.0) or 0.0)
+
+    def _pattern(self, name: str, z: Tensor, k: Tensor, pad: Optional[Tensor]):
+        """(s, w) of ``a_k = exp(s) * w`` (Eqs. 7-10 / Table 5), fp32, pads excluded.
+
+        ``z`` T x B x C fp32, ``k`` T x B x 1 fp32 1-based positions, ``pad`` T x B x 1 bool.
+        """
+        if name == "wet":
+            x = self.gamma * F.linear(z, self.wet_proj.weight.float())
+        elif name == "ner":
+            x = self.alpha * k
+        elif name == "far":
+            x = -self.beta * k
+        else:
+            x = torch.zeros_like(k)
+        w = None
+        if name in ("ner", "wet") and self.activation != "exp":
+            w = torch.relu(x) if self.activation == "relu" else x * x
+            x = torch.zeros_like(w)
+        if pad is not None:
+            x = x.masked_fill(pad, float("-inf"))
+        return x, w
+
+    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
+                static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
+        T, B, C = query.shape
+        z = query.float()
+        pad = None
+        if incremental_state is not None:
+            buf = self._get_input_buffer(incremental_state)
+            k = self.decoding_steps(buf, B, T, query.device).t().unsqueeze(-1).float() + 1
+            if key_padding_mask is not None:
+                pad = key_padding_mask[:, -T:].t().unsqueeze(-1)
+        else:
+            buf = None
+            k = real_positions(key_padding_mask, B, T, query.device).t().unsqueeze(-1).float() + 1
+            if key_padding_mask is not None:
+                pad = key_padding_mask.t().unsqueeze(-1)
+
+        averages = []
+        for name in self.patterns:
+            s, w = self._pattern(name, z, k, pad)
+            if buf is None:
+                g, _ = weighted_prefix_average(s, z, w)
+            else:
+                state = self._state(buf, name)
+                if T == 1:
+                    g, state = prefix_average_step(s[0], z[0], None if w is None else w[0], state)
+                    g = g.unsqueeze(0)
+                else:
+                    g, state = weighted_prefix_average(s, z, w, state)
+                buf[f"{name}_num"], buf[f"{name}_den"], buf[f"{name}_ref"] = state
+            averages.append(g)
+        g = averages[0] if len(averages) == 1 else torch.stack(averages).mean(0)
+        g = g.to(query.dtype)
+        if buf is not None:
+            self._set_input_buffer(incremental_state, buf)
+
+        if self.ffn is not None:
+            g = self.ffn(g)
+        i, f = torch.sigmoid(self.gate(torch.cat([query, g], dim=-1))).chunk(2, dim=-1)
+        return i * query + f * g, None
+
+    @staticmethod
+    def _state(buf: Dict[str, Optional[Tensor]], name: str):
+        num = buf.get(f"{name}_num")
+        return None if num is None else (num, buf[f"{name}_den"], buf[f"{name}_ref"])
+
+    def extra_repr(self):
+        return (f"patterns={','.join(self.patterns)}, alpha={self.alpha}, beta={self.beta}, gamma={self.gamma}, "
+                f"activation={self.activation}, ffn={self.ffn is not None}")

@@ -1,0 +1,228 @@
+"""AAN / AAN+ beyond the shared contract: the parallel masked form, a naive
+O(m^2) loop and the step-by-step recurrence agree; AVG is the classic gated
+cumulative average; the decoding state does not grow; nothing overflows."""
+import argparse
+import math
+
+import pytest
+import torch
+
+from fairseq_testing import build_model
+from posnet_fairseq.mixers.average import LEVEL, AverageAttention
+from posnet_fairseq.mixers.base import MIXERS, MixerContext
+
+C = 16
+CONFIGS = {
+    "avg": dict(patterns=["avg"]),
+    "ner": dict(patterns=["ner"]),
+    "far": dict(patterns=["far"]),
+    "wet": dict(patterns=["wet"]),
+    "ner_relu": dict(patterns=["ner"], activation="relu"),
+    "ner_square": dict(patterns=["ner"], activation="square"),
+    "wet_relu": dict(patterns=["wet"], activation="relu"),
+    "wet_square": dict(patterns=["wet"], activation="square"),
+    "ner_far": dict(patterns=["ner", "far"]),
+    "all": dict(patterns=["avg", "ner", "far", "wet"]),
+    "ffn": dict(patterns=["avg"], ffn_dim=24),
+    # Scores spanning several reference levels: exp(0.5 * 512) and exp(+-200).
+    "ner_steep": dict(patterns=["ner"], alpha=0.5),
+    "wet_steep": dict(patterns=["wet"], wet_scale=400.0),
+}
+
+
+def make_mixer(patterns, wet_scale=None, seed=0, **kwargs):
+    torch.manual_seed(seed)
+    mixer = AverageAttention(C, 2, patterns, **kwargs).eval()
+    if wet_scale is not None:
+        with torch.no_grad():
+            mixer.wet_proj.weight.mul_(wet_scale)
+    return mixer
+
+
+def naive_average(mixer, z):
+    """Eqs. 4, 6-10 written out: for each j, sum_{k<=j} a_k z_k / sum_{k<=j} a_k, in float64.
+
+    a_k is evaluated directly (exp(alpha k) for k = 1..j); float64 holds it up to k = 7000.
+    """
+    z = z.double()
+    T = z.size(0)
+    k = torch.arange(1, T + 1, dtype=torch.float64).view(T, 1, 1)
+    averages = []
+    for name in mixer.patterns:
+        if name == "avg":
+            a = torch.ones_like(k)
+        elif name == "far":
+            a = torch.exp(-mixer.beta * k)
+        else:
+            x = mixer.alpha * k if name == "ner" else mixer.gamma * (z @ mixer.wet_proj.weight.double().t())
+            a = {"exp": torch.exp, "relu": torch.relu, "square": torch.square}[mixer.activation](x)
+        a = a.expand_as(z)
+        g = torch.zeros_like(z)
+        for j in range(T):
+            den = a[: j + 1].sum(0)
+            num = (a[: j + 1] * z[: j + 1]).sum(0)
+            g[j] = torch.where(den > 0, num / den.clamp_min(1e-300), torch.zeros_like(num))
+        averages.append(g)
+    return torch.stack(averages).mean(0)
+
+
+def gated(mixer, z, g):
+    """Eqs. 3, 5 with the mixer's own parameters (and the 2018 FFN on g when present), float64."""
+    g = g.to(torch.float32)
+    if mixer.ffn is not None:
+        g = mixer.ffn(g)
+    W, b = mixer.gate.weight.double(), mixer.gate.bias.double()
+    zg = torch.cat([z.double(), g.double()], -1)
+    i, f = torch.sigmoid(zg @ W.t() + b).chunk(2, -1)
+    return i * z.double() + f * g.double()
+
+
+def step_by_step(mixer, z, block=1):
+    state, out = {}, []
+    for t in range(0, z.size(0), block):
+        out.append(mixer(z[t: t + block], z[t: t + block], z[t: t + block], incremental_state=state)[0])
+    return torch.cat(out), state
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.parametrize("length", [1, 37, 512])
+def test_parallel_equals_naive_loop_equals_recurrence(name, length):
+    mixer = make_mixer(**CONFIGS[name])
+    z = torch.randn(length, 2, C, generator=torch.Generator().manual_seed(length))
+    with torch.no_grad():
+        reference = gated(mixer, z, naive_average(mixer, z)).float()
+        parallel = mixer(z, z, z)[0]
+        recurrent, _ = step_by_step(mixer, z)
+        blocks, _ = step_by_step(mixer, z, block=7)  # incremental calls with several tokens at once
+    torch.testing.assert_close(parallel, reference, atol=1e-5, rtol=0)
+    torch.testing.assert_close(recurrent, reference, atol=1e-5, rtol=0)
+    torch.testing.assert_close(blocks, reference, atol=1e-5, rtol=0)
+
+
+def test_steep_configs_span_several_levels():
+    """The steep configs above really exercise more than one reference level."""
+    z = torch.randn(512, 2, C, generator=torch.Generator().manual_seed(0))
+    wet = make_mixer(**CONFIGS["wet_steep"])
+    scores = wet.gamma * (z @ wet.wet_proj.weight.t())
+    assert scores.max() - scores.min() > 3 * LEVEL
+    assert CONFIGS["ner_steep"]["alpha"] * 512 > 3 * LEVEL
+
+
+def test_avg_is_the_classic_gated_cumulative_average():
+    mixer = make_mixer(["avg"])
+    z = torch.randn(20, 3, C)
+    counts = torch.arange(1, 21, dtype=torch.float32).view(20, 1, 1)
+    mean = torch.cumsum(z, 0) / counts
+    W_i, W_f = mixer.gate.weight[:C], mixer.gate.weight[C:]
+    b_i, b_f = mixer.gate.bias[:C], mixer.gate.bias[C:]
+    zg = torch.cat([z, mean], -1)
+    expected = torch.sigmoid(zg @ W_i.t() + b_i) * z + torch.sigmoid(zg @ W_f.t() + b_f) * mean
+    with torch.no_grad():
+        torch.testing.assert_close(mixer(z, z, z)[0], expected, atol=1e-6, rtol=0)
+        torch.testing.assert_close(step_by_step(mixer, z)[0], expected, atol=1e-6, rtol=0)
+
+
+def _state_numel(state):
+    return sum(t.numel() for buf in state.values() for t in buf.values() if t is not None)
+
+
+@pytest.mark.parametrize("name", ["avg", "ner_far", "wet", "all"])
+def test_decoding_state_does_not_grow(name):
+    mixer = make_mixer(**CONFIGS[name])
+    z = torch.randn(500, 3, C)
+    state, sizes = {}, {}
+    with torch.no_grad():
+        for t in range(500):
+            mixer(z[t: t + 1], z[t: t + 1], z[t: t + 1], incremental_state=state)
+            if t + 1 in (5, 500):
+                sizes[t + 1] = _state_numel(state)
+    assert sizes[5] == sizes[500] > 0
+
+
+@pytest.mark.parametrize("name", ["avg", "ner", "far", "wet", "ner_relu", "wet_square", "all", "ffn"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_finite_at_length_1024(name, dtype):
+    mixer = make_mixer(**CONFIGS[name]).to(dtype)
+    z = torch.randn(1024, 2, C).to(dtype)
+    with torch.no_grad():
+        parallel = mixer(z, z, z)[0]
+        recurrent, _ = step_by_step(mixer, z)
+    assert parallel.dtype == recurrent.dtype == dtype
+    assert torch.isfinite(parallel).all() and torch.isfinite(recurrent).all()
+    # The two paths agree to the precision of the dtype (the sums run in fp32 in both).
+    torch.testing.assert_close(parallel.float(), recurrent.float(), atol=1e-5 if dtype == torch.float32 else 2e-2,
+                               rtol=0)
+
+
+@pytest.mark.parametrize("name", ["ner", "far", "wet", "wet_relu", "ner_far"])
+def test_gradients_finite_with_padding_at_length_1024(name):
+    """Right-padded targets: pad keys never create 0/0, in the output or the gradients."""
+    mixer = make_mixer(**CONFIGS[name]).train()
+    z = torch.randn(1024, 2, C, requires_grad=True)
+    pad = torch.zeros(2, 1024, dtype=torch.bool)
+    pad[1, 300:] = True
+    out = mixer(z, z, z, key_padding_mask=pad)[0]
+    out.pow(2).sum().backward()
+    assert torch.isfinite(out).all() and torch.isfinite(z.grad).all()
+    assert all(torch.isfinite(p.grad).all() for p in mixer.parameters() if p.grad is not None)
+
+
+def test_left_and_right_padding_give_the_same_real_rows():
+    mixer = make_mixer(**CONFIGS["all"])
+    z = torch.randn(9, 1, C)
+    padded = torch.cat([torch.randn(4, 1, C), z, torch.randn(3, 1, C)])  # 4 pads left, 3 right
+    pad = torch.ones(1, 16, dtype=torch.bool)
+    pad[0, 4:13] = False
+    with torch.no_grad():
+        torch.testing.assert_close(mixer(padded, padded, padded, key_padding_mask=pad)[0][4:13],
+                                   mixer(z, z, z)[0], atol=1e-6, rtol=0)
+
+
+def _ctx(**flags):
+    return MixerContext(site="decoder_self", embed_dim=C, num_heads=2, kdim=C, layer_idx=0, num_layers=1,
+                        args=argparse.Namespace(decoder_ffn_embed_dim=32, **flags), padding_idx=1)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (dict(aan_patterns="ner,near"), "--aan-patterns ner,near"),
+    (dict(aan_patterns="ner,ner"), "listed twice"),
+    (dict(aan_patterns=""), "--aan-patterns"),
+    (dict(aan_activation="tanh"), "--aan-activation tanh"),
+    (dict(aan_alpha=0.0), "--aan-alpha 0.0"),
+    (dict(aan_gamma=math.inf), "--aan-gamma inf"),
+    (dict(aan_ffn=True, aan_ffn_dim=0), "--aan-ffn-dim 0"),
+])
+def test_bad_flags_fail_at_build_time(flags, message):
+    with pytest.raises(ValueError, match=message.replace("+", r"\+")):
+        MIXERS["aan"].build(_ctx(**flags))
+
+
+def test_ffn_defaults_to_the_decoder_ffn_dim():
+    mixer = MIXERS["aan"].build(_ctx(aan_ffn=True))
+    assert mixer.ffn[0].out_features == 32
+
+
+@pytest.mark.parametrize("arch, patterns, ffn", [
+    ("aan_plus_avg_tiny", ["avg"], False),
+    ("aan_plus_ner_tiny", ["ner"], False),
+    ("aan_plus_far_tiny", ["far"], False),
+    ("aan_plus_wet_tiny", ["wet"], False),
+    ("aan_tiny", ["avg"], True),
+])
+def test_architectures_put_aan_in_every_decoder_layer_only(arch, patterns, ffn):
+    model, _ = build_model(arch=arch)
+    for layer in model.decoder.layers:
+        assert isinstance(layer.self_attn, AverageAttention)
+        assert layer.self_attn.patterns == patterns and (layer.self_attn.ffn is not None) == ffn
+    assert not any(isinstance(m, AverageAttention) for m in model.encoder.modules())
+
+
+def test_flags_override_the_preset_and_deep_has_12_layers():
+    model, _ = build_model(["--aan-patterns", "ner,far"], arch="aan_plus_ner_tiny")
+    assert model.decoder.layers[0].self_attn.patterns == ["ner", "far"]
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    args = argparse.Namespace()
+    ARCH_CONFIG_REGISTRY["aan_plus_wet_deep"](args)
+    assert (args.encoder_layers, args.decoder_layers, args.decoder_embed_dim) == (12, 12, 512)
+    assert args.decoder_self_mixer == "aan" and args.aan_patterns == "wet"
