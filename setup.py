@@ -23,6 +23,7 @@ setup(
             "posnet-average-checkpoints = posnet_fairseq.cli.average_checkpoints:main",
             "posnet-length-ratio = posnet_fairseq.cli.length_ratio:main",
             "posnet-spm = posnet_fairseq.cli.spm:main",
+            "posnet-analyze = posnet_fairseq.cli.analyze:main",
         ]
     },
 )

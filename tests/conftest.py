@@ -2,7 +2,12 @@ import logging
 import os
 import sys
 
+import torch
+
 # fairseq_testing lives beside the tests.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # fairseq logs at INFO on import (e.g. "Please install tensorboardX").
 logging.getLogger("fairseq").setLevel(logging.WARNING)
+# tests/run.sh runs two workers on two cores: one thread each avoids
+# oversubscription, which slows small-tensor CPU work by orders of magnitude.
+torch.set_num_threads(1)

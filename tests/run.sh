@@ -3,4 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash setup.sh
+# One torch thread per worker (also for the fairseq CLIs the tests spawn).
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 exec .venv/bin/python -m pytest -n "${POSNET_TEST_WORKERS:-2}" -q -p no:cacheprovider tests "$@"
