@@ -26,6 +26,7 @@ def main(argv=None):
 
     import posnet_fairseq  # noqa: F401  (registers the model and mixers)
     from fairseq import checkpoint_utils
+    from omegaconf import OmegaConf
 
     from .. import precompute
 
@@ -36,19 +37,22 @@ def main(argv=None):
         mixers = precompute.precompute_model_(model, args.max_length)
     except ValueError as err:
         parser.error(str(err))
-    after = precompute.parameter_counts(model)
-    difference = precompute.output_difference(original, model, task.target_dictionary,
-                                              min(args.max_length, 32))
-
     state["model"] = precompute.capped_state_dict(model, state["cfg"].model, args.max_length)
+    # Stored as fairseq's trainer stores it: plain containers, which the safe loader accepts.
+    state["cfg"] = OmegaConf.to_container(state["cfg"], resolve=True, enum_to_str=True)
     checkpoint_utils.torch_persistent_save(state, args.output)
 
+    # What fairseq will load: the written checkpoint, rebuilt from its arguments.
+    _, _, reloaded = precompute.load_checkpoint_model(args.output, args.data)
+    after = precompute.parameter_counts(reloaded)
+    difference = precompute.output_difference(original, reloaded, task.target_dictionary,
+                                              min(args.max_length, 32))
     print(f"precomputed {len(mixers)} PosNet mixers for N = {args.max_length} positions -> {args.output}")
     print(f"{'parameters':<12}{'before':>14}{'after':>14}{'change':>9}")
     for key in ("attention", "model"):
         change = 100.0 * (after[key] - before[key]) / before[key]
         print(f"{key:<12}{before[key]:>14,}{after[key]:>14,}{change:>+8.1f}%")
-    print(f"max |logit difference| before/after on random batches: {difference:.3g}")
+    print(f"max |logit difference| between the checkpoints on random batches: {difference:.3g}")
     if args.export_npy:
         index = precompute.export_npy(model, args.export_npy)
         print(f"exported {len(index)} tables to {args.export_npy} (index.json describes them)")

@@ -1,0 +1,176 @@
+"""Inference precomputation (PosNet paper, section 4): same outputs and translations before and
+after, the checkpoint loads again, parameter counts before/after, the paper's Table 2/6
+parameter deltas at base size, and the .npy export."""
+import copy
+import json
+import os
+
+import numpy as np
+import pytest
+import torch
+from fairseq import options
+from fairseq.sequence_generator import SequenceGenerator
+from fairseq.tasks.translation import TranslationTask
+
+import fairseq_testing as ft
+from posnet_fairseq import precompute
+from posnet_fairseq.cli import precompute as precompute_cli
+
+N = 24
+GAMMA = ["--length-ratio", "1.25"]
+MODELS = {
+    "rposnet": ["--arch", "rposnet_transformer_tiny", "--cross-mixer", "rposnet"],
+    "aposnet": ["--arch", "aposnet_transformer_tiny", "--cross-mixer", "aposnet"],
+    "arposnet": ["--arch", "posnet_transformer_tiny", "--encoder-self-mixer", "arposnet",
+                 "--decoder-self-mixer", "arposnet", "--encoder-learned-pos", "--decoder-learned-pos",
+                 "--encoder-self-gating", "on", "--decoder-self-gating", "on"],
+}
+
+
+def build(flags, dims=ft.TINY_DIMS, seed=1, vocab=ft.VOCAB):
+    """(args, task, model) from training flags, the model in eval mode."""
+    args = ft.parse_train_args(["--dropout", "0", "--attention-dropout", "0", *dims, *GAMMA, *flags])
+    dictionary = ft.dummy_dictionary(vocab)
+    task = TranslationTask(args, dictionary, dictionary)
+    torch.manual_seed(seed)
+    return args, task, task.build_model(args).eval()
+
+
+def precompute_and_reload(args, task, model, length=N):
+    """Precomputes a copy of ``model`` and rebuilds it from the capped arguments, as a checkpoint load does."""
+    folded, folded_args = copy.deepcopy(model), copy.deepcopy(args)
+    precompute.precompute_model_(folded, length)
+    state = precompute.capped_state_dict(folded, folded_args, length)
+    reloaded = task.build_model(folded_args).eval()
+    reloaded.load_state_dict(state, strict=True)
+    return folded, reloaded
+
+
+def sample(dictionary, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    srcs = ft.random_sentences([N - 1, 7, 12], g, dictionary)
+    tokens, lengths = ft.src_batch(srcs, dictionary.pad(), dictionary.eos())
+    prev = ft.tgt_batch(ft.random_sentences([N - 1, 3, 9], g, dictionary), dictionary.pad(), dictionary.eos())
+    return tokens, lengths, prev
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_precomputed_model_gives_the_same_outputs_and_translations(name):
+    args, task, model = build(MODELS[name])
+    d = task.target_dictionary
+    _, reloaded = precompute_and_reload(args, task, model)
+    tokens, lengths, prev = sample(d)
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded(tokens, lengths, prev)[0], model(tokens, lengths, prev)[0],
+                                   atol=1e-5, rtol=0)
+        model.make_generation_fast_()  # the in-memory tables fairseq-generate uses
+        sample_input = {"net_input": {"src_tokens": tokens, "src_lengths": lengths}}
+        hyps = [SequenceGenerator([m], d, beam_size=4, max_len_b=N - 2)(sample_input) for m in (model, reloaded)]
+    for before, after in zip(*hyps):
+        assert [h["tokens"].tolist() for h in before] == [h["tokens"].tolist() for h in after]
+        torch.testing.assert_close(torch.stack([h["score"] for h in after]),
+                                   torch.stack([h["score"] for h in before]), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["rposnet", "aposnet"])
+def test_precomputed_model_limits_lengths_to_the_tables(name):
+    """fairseq refuses longer inputs up front (max_positions, which generation filters by); a
+    mixer asked for more raises an error naming N. (rPosNet's learned position tables are cut to
+    N rows, so there fairseq's embedding lookup is reached first: only the limit is checked.)"""
+    args, task, model = build(MODELS[name])
+    _, reloaded = precompute_and_reload(args, task, model)
+    assert reloaded.max_positions() == (N, N)
+    if name == "aposnet":
+        tokens, lengths = ft.src_batch([[5] * N], task.source_dictionary.pad(), task.source_dictionary.eos())
+        with pytest.raises(ValueError, match=f"precomputed for {N} positions"):
+            reloaded.encoder(tokens, lengths)  # N + 1 tokens with EOS
+
+
+def test_parameter_counts_before_and_after():
+    """Per rPosNet layer: - W_q (D^2+D) - r ((2K+1) D) + the H x N x (2K+1) table; the shared position
+    LayerNorms go; the learned position tables shrink to N rows (+ padding)."""
+    args, task, model = build(MODELS["rposnet"])
+    _, reloaded = precompute_and_reload(args, task, model)
+    D, H, K, layers = 16, 2, 16, 6  # 2 encoder self, 2 decoder self, 2 cross
+    per_layer = -(D * D + D) - (2 * K + 1) * D + H * N * (2 * K + 1)
+    shrink = 2 * (args.max_source_positions - N) * D  # encoder and decoder position tables
+    before, after = precompute.parameter_counts(model), precompute.parameter_counts(reloaded)
+    assert after["attention"] - before["attention"] == layers * per_layer - 2 * 2 * D
+    assert after["model"] - before["model"] == layers * per_layer - 2 * 2 * D - shrink
+
+
+BASE_VOCAB = 1000  # the deltas do not depend on the vocabulary
+PAPER_TRANSFORMER_BASE = 66.5e6
+
+
+def test_base_parameter_deltas_match_the_paper():
+    """Table 2/6 (base, N = 128): Transformer 66.5M, +gating 69.7M, rPosNet 63.9M, aPosNet 65.0M,
+    the PosNet rows counted after precomputation (see docs/posnet.md)."""
+    counts = {}
+    for row, flags in {
+        "transformer": ["--arch", "posnet_transformer_base"],
+        "gating": ["--arch", "posnet_transformer_base", "--encoder-self-gating", "on", "--decoder-self-gating", "on"],
+        "rposnet": ["--arch", "rposnet_transformer_base"],
+        "aposnet": ["--arch", "aposnet_transformer_base"],
+    }.items():
+        args, task, model = build(flags, dims=[], vocab=BASE_VOCAB)
+        counts[row] = sum(p.numel() for p in model.parameters())
+        if row in ("rposnet", "aposnet"):
+            _, reloaded = precompute_and_reload(args, task, model, length=128)
+            counts[row + "_precomputed"] = sum(p.numel() for p in reloaded.parameters())
+        del model
+    D, H, layers, linear = 512, 8, 12, 512 * 512 + 512
+    assert counts["gating"] - counts["transformer"] == layers * (linear + 2 * D)
+    # Training time: rPosNet has no W_k but a 33 x D table, a shared position LayerNorm per side
+    # and learned position tables (1026 rows each at fairseq's 1024 positions).
+    assert counts["rposnet"] - counts["gating"] == layers * (33 * D - linear) + 2 * 2 * D + 2 * 1026 * D
+    assert counts["aposnet"] == counts["gating"]
+    paper = {"gating": 69.7e6, "rposnet_precomputed": 63.9e6, "aposnet_precomputed": 65.0e6}
+    for row, expected in paper.items():
+        delta = counts[row] - counts["transformer"]
+        # Both paper figures are rounded to 0.1M.
+        assert abs(PAPER_TRANSFORMER_BASE + delta - expected) <= 0.1e6, (row, delta)
+    assert counts["rposnet_precomputed"] - counts["transformer"] == \
+        layers * (H * 128 * 33 - linear + D * 2) + 2 * 130 * D
+    assert counts["aposnet_precomputed"] - counts["transformer"] == layers * (H * 128 * 128 - linear + D * 2)
+
+
+def test_export_npy(tmp_path):
+    args, task, model = build(MODELS["arposnet"])
+    folded, _ = precompute_and_reload(args, task, model)
+    index = precompute.export_npy(folded, str(tmp_path))
+    assert len(index) == 2 * 4  # a and r tables in 2 encoder + 2 decoder layers
+    for filename, entry in index.items():
+        table = np.load(tmp_path / filename)
+        assert list(table.shape) == entry["shape"]
+        assert table.shape[:2] == (2, N) and table.shape[2] == (33 if "rel" in filename else N)
+    assert json.loads((tmp_path / "index.json").read_text()) == index
+
+
+def test_cli_writes_a_checkpoint_that_fairseq_generate_translates_identically(tmp_path, capsys):
+    from fairseq_cli import generate, train
+
+    data = ft.write_synthetic_data_bin(str(tmp_path), train=60, valid=8, test=8)
+    save = str(tmp_path / "ckpt")
+    ft.run_cli(train.main, [
+        data, "--user-dir", ft.PLUGIN_DIR, "--arch", "rposnet_transformer_tiny", *ft.TINY_DIMS,
+        "--optimizer", "adam", "--lr", "0.001", "--max-tokens", "400", "--max-update", "2", "--save-dir", save,
+        "--no-progress-bar", "--num-workers", "0", "--seed", "1", "--no-epoch-checkpoints", "--disable-validation",
+    ], options.get_training_parser)
+    trained, folded = os.path.join(save, "checkpoint_last.pt"), os.path.join(save, "precomputed.pt")
+    precompute_cli.main([trained, folded, "--max-length", "64", "--export-npy", str(tmp_path / "npy")])
+    report = capsys.readouterr().out
+    assert "precomputed 4 PosNet mixers for N = 64" in report
+    assert "max |logit difference| between the checkpoints on random batches: 0" in report
+    assert len(os.listdir(tmp_path / "npy")) == 4 + 1
+
+    def translations(path):
+        out = ft.run_cli(generate.main, [
+            data, "--user-dir", ft.PLUGIN_DIR, "--path", path, "--beam", "4", "--batch-size", "8",
+            "--gen-subset", "test", "--max-len-b", "20", "--num-workers", "0",
+        ], options.get_generation_parser)
+        return sorted(line for line in out.splitlines() if line.startswith(("H-", "P-")))
+
+    before = translations(trained)
+    assert len(before) == 2 * 8
+    assert translations(folded) == before
