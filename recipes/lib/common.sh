@@ -21,6 +21,7 @@
 #   --comet-model PATH --comet-python PY --bleurt-model PATH --bleurt-python PY
 #                         optional learned metrics (separate environment)
 
+set -euo pipefail
 RECIPES_LIB="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "$RECIPES_LIB/../.." && pwd)"
 PLUGIN_DIR="$REPO_ROOT/posnet_fairseq"
@@ -36,6 +37,12 @@ ROW_TOKENS=()
 die() { echo "$(basename "$0"): $*" >&2; exit 1; }
 
 q() { printf '%q' "$1"; }
+
+_usage() {  # the calling script's header comment, then the options shared by all tables
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+  echo
+  awk '/^# Options/ { on = 1 } on && /^$/ { exit } on { sub(/^# ?/, ""); print }' "$RECIPES_LIB/common.sh"
+}
 
 recipe_init() {
   TABLE="$1"; shift
@@ -61,7 +68,7 @@ recipe_init() {
       --comet-python) COMET_PYTHON="$2"; shift ;;
       --bleurt-model) BLEURT_MODEL="$2"; shift ;;
       --bleurt-python) BLEURT_PYTHON="$2"; shift ;;
-      -h|--help) sed -n '2,/^set /p' "$0" | sed 's/^# \{0,1\}//'; sed -n '/^# Options/,/^$/p' "$RECIPES_LIB/common.sh" | sed 's/^# \{0,1\}//'; exit 0 ;;
+      -h|--help) _usage; exit 0 ;;
       *) die "unknown option $1 (see --help)" ;;
     esac
     shift
