@@ -23,7 +23,7 @@ OPT=(--optimizer adam --adam-betas "(0.9,0.98)" --clip-norm 0.0 --lr 0.0007 --lr
      --save-interval-updates 1000 --keep-interval-updates 21 --no-epoch-checkpoints --seed 1)
 TOKENS=27000
 AVG="best 7"
-GEN=(--beam 12 --lenpen 1.0 --max-len-a 1.2 --max-len-b 10)
+GEN=(--beam 12 --lenpen 1.0)
 # AppTek GaussianNet: fixed Gaussians at offsets -1/0/+1 (encoder, per head) and -1/0 (decoder), biased projections.
 GAUSSIANNET=(--encoder-self-mixer hc_gaussian --decoder-self-mixer hc_gaussian
              --hc-encoder-offsets=-1,0,1,-1,0,1,-1,0 --hc-decoder-offsets=-1,0 --hc-bias)

@@ -13,7 +13,7 @@
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init posnet-table3 "$@"
 BASELINE=transformer
-GEN=(--beam 12 --lenpen 1.0 --max-len-a 1.2 --max-len-b 10)
+GEN=(--beam 12 --lenpen 1.0)
 COMMON=(--optimizer adam --adam-betas "(0.9,0.98)" --clip-norm 0.0 --lr-scheduler inverse_sqrt
         --warmup-updates 4000 --warmup-init-lr 1e-07 --criterion label_smoothed_cross_entropy
         --label-smoothing 0.1 --max-source-positions 128 --max-target-positions 128 --no-epoch-checkpoints --seed 1)

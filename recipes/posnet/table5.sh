@@ -17,7 +17,7 @@ OPT=(--share-all-embeddings --optimizer adam --adam-betas "(0.9,0.98)" --clip-no
      --max-source-positions 128 --max-target-positions 128 --save-interval-updates 1000
      --keep-interval-updates 21 --no-epoch-checkpoints --seed 1)
 TOKENS=27000; AVG="best 7"
-GEN=(--beam 12 --lenpen 1.0 --max-len-a 1.2 --max-len-b 10)
+GEN=(--beam 12 --lenpen 1.0)
 row lightconv        $DS --arch lightconv_apptek_transformer_base "${OPT[@]}"
 row lightconv_gated  $DS --arch lightconv_apptek_transformer_base --encoder-self-gating on --decoder-self-gating on "${OPT[@]}"
 row lightconv_global $DS --arch lightconv_apptek_global_transformer_base --encoder-self-gating on --decoder-self-gating on "${OPT[@]}"
