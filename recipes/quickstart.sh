@@ -63,8 +63,11 @@ for arch in $archs; do
     --output "checkpoints/$arch/checkpoint_avg.pt"
 
   echo "== 6. fairseq-generate (beam 5) and sacreBLEU"
+  # --required-batch-size-multiple 1: fairseq main drops a last batch whose size
+  # is not a multiple of it (default 8), i.e. up to 7 test sentences.
   fairseq-generate data-bin --user-dir "$plugin" --path "checkpoints/$arch/checkpoint_avg.pt" \
     --gen-subset test --beam 5 --batch-size 64 --remove-bpe sentencepiece --num-workers 0 \
+    --required-batch-size-multiple 1 \
     > "gen/$arch.out" 2> "gen/$arch.log"
   grep '^H-' "gen/$arch.out" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > "gen/$arch.hyp"
   read -r bleu chrf < <(sacrebleu raw/test.tgt -i "gen/$arch.hyp" -m bleu chrf -b -w 1 | tr '\n' ' ')

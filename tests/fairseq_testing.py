@@ -128,7 +128,7 @@ def train_and_generate(data_bin, save_dir, arch, extra=(), updates=2, dims=TINY_
     checkpoint = os.path.join(save_dir, "checkpoint_last.pt")
     out = run_cli(generate.main, [
         data_bin, "--user-dir", PLUGIN_DIR, "--path", checkpoint, "--beam", "4", "--batch-size", "8",
-        "--gen-subset", "test", "--max-len-b", "20", "--num-workers", "0",
+        "--gen-subset", "test", "--max-len-b", "20", "--num-workers", "0", "--required-batch-size-multiple", "1",
     ], options.get_generation_parser)
     return checkpoint, out
 

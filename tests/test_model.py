@@ -145,7 +145,9 @@ def test_fairseq_0_12_2_encoder_layer_is_refused():
 
 
 def test_console_wrappers_add_the_user_dir_once():
-    from posnet_fairseq.cli.fairseq_wrappers import _with_user_dir
+    from posnet_fairseq.cli.fairseq_wrappers import _keeping_every_sentence, _with_user_dir
 
     assert _with_user_dir(["data"]) == ["data", "--user-dir", PLUGIN_DIR]
     assert _with_user_dir(["data", "--user-dir", "x"]) == ["data", "--user-dir", "x"]
+    assert _keeping_every_sentence(["data"]) == ["data", "--required-batch-size-multiple", "1"]
+    assert _keeping_every_sentence(["--required-batch-size-multiple=8"]) == ["--required-batch-size-multiple=8"]

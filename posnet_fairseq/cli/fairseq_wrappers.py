@@ -3,6 +3,11 @@
 fairseq-generate and -interactive never import the plugin named in a
 checkpoint's config, so without ``--user-dir`` they cannot rebuild a
 ``posnet_transformer``; these wrappers add it unless it is already given.
+
+The evaluation wrappers also default ``--required-batch-size-multiple`` to 1:
+fairseq main's ``data_utils.batch_by_size`` drops the last batch when its size
+is not a multiple of it (default 8), so stock fairseq-generate silently skips
+up to 7 sentences of a test set.
 """
 import os
 import sys
@@ -10,16 +15,25 @@ import sys
 PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _has_flag(argv, flag):
+    return any(a == flag or a.startswith(flag + "=") for a in argv)
+
+
 def _with_user_dir(argv):
-    if any(a == "--user-dir" or a.startswith("--user-dir=") for a in argv):
+    return argv if _has_flag(argv, "--user-dir") else argv + ["--user-dir", PLUGIN_DIR]
+
+
+def _keeping_every_sentence(argv):
+    if _has_flag(argv, "--required-batch-size-multiple"):
         return argv
-    return argv + ["--user-dir", PLUGIN_DIR]
+    return argv + ["--required-batch-size-multiple", "1"]
 
 
-def _run(module_name):
+def _run(module_name, evaluation=False):
     import importlib
 
-    sys.argv = [sys.argv[0]] + _with_user_dir(sys.argv[1:])
+    argv = _with_user_dir(sys.argv[1:])
+    sys.argv = [sys.argv[0]] + (_keeping_every_sentence(argv) if evaluation else argv)
     importlib.import_module(f"fairseq_cli.{module_name}").cli_main()
 
 
@@ -28,12 +42,12 @@ def train():
 
 
 def generate():
-    _run("generate")
+    _run("generate", evaluation=True)
 
 
 def interactive():
-    _run("interactive")
+    _run("interactive", evaluation=True)
 
 
 def validate():
-    _run("validate")
+    _run("validate", evaluation=True)
