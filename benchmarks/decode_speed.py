@@ -8,7 +8,9 @@ every hypothesis to the same output length (``--min-len L --max-len-a 0
 --max-len-b L``) so every model runs the same number of decoder steps. The
 models alternate within each round; the table gives the median over rounds of
 fairseq's own sentences/s (generation time only, loading excluded) and the
-ratio to the baseline measured in the same run.
+ratio to the baseline measured in the same run. A second pair of columns gives
+the process CPU time spent generating (median) and its ratio: on a machine
+shared with other jobs it is the steadier figure.
 
     python benchmarks/decode_speed.py                       # transformer vs aan_plus_*, base dims
     python benchmarks/decode_speed.py --archs posnet_transformer_base,hc_gaussian --lengths 30,80
@@ -58,7 +60,8 @@ def parse_args(argv=None):
 
 
 def quiet():
-    logging.disable(logging.WARNING)
+    # fairseq-generate's own basicConfig(INFO) is then a no-op: warnings only.
+    logging.basicConfig(level=logging.WARNING, force=True)
 
 
 def prepare_data(workdir, sentences):
@@ -118,8 +121,31 @@ class _Capture(logging.Handler):
         self.messages.append(record.getMessage())
 
 
+class _CpuClock:
+    """Process CPU time spent inside SequenceGenerator.generate: on a shared machine
+    it is less sensitive to other processes' load than fairseq's wall clock."""
+
+    seconds = 0.0
+
+    @classmethod
+    def install(cls):
+        from fairseq.sequence_generator import SequenceGenerator
+
+        inner = SequenceGenerator.generate
+
+        def timed(self, *a, **kw):
+            start = time.process_time()
+            try:
+                return inner(self, *a, **kw)
+            finally:
+                cls.seconds += time.process_time() - start
+
+        SequenceGenerator.generate = timed
+
+
 def generate(data_bin, checkpoint, length, args, results_dir):
-    """One fairseq-generate run; returns (sentences/s, tokens per hypothesis) as fairseq reports them."""
+    """One fairseq-generate run; returns (sentences/s, tokens per hypothesis) as fairseq
+    reports them, and the CPU seconds spent generating."""
     from fairseq import options
     from fairseq_cli import generate as fairseq_generate
 
@@ -129,21 +155,24 @@ def generate(data_bin, checkpoint, length, args, results_dir):
         "--min-len", str(length), "--max-len-a", "0", "--max-len-b", str(length), "--cpu",
         "--num-workers", "0", "--results-path", results_dir,
     ])
+    # The summary line is logged at INFO by "fairseq_cli.generate": only that
+    # logger speaks at INFO, to the capture handler alone.
     capture = _Capture()
     gen_logger = logging.getLogger("fairseq_cli.generate")
     gen_logger.addHandler(capture)
-    logging.disable(logging.NOTSET)  # the summary line is logged at INFO
+    gen_logger.setLevel(logging.INFO)
+    gen_logger.propagate = False
+    cpu_before = _CpuClock.seconds
     try:
         fairseq_generate.main(gen_args)
     finally:
         gen_logger.removeHandler(capture)
-        quiet()
     # "Translated 128 sentences (3,968 tokens) in 4.1s (31.05 sentences/s, 961.6 tokens/s)"
     line = next(m for m in capture.messages if m.startswith("Translated"))
     sentences = int(line.split()[1].replace(",", ""))
     tokens = int(line.split("(")[1].split()[0].replace(",", ""))
     rate = float(line.split("(")[2].split()[0])
-    return rate, tokens / sentences
+    return rate, tokens / sentences, _CpuClock.seconds - cpu_before
 
 
 def load_average():
@@ -167,29 +196,35 @@ def main(argv=None):
     print(f"# decode speed: {args.sentences} sentences, beam {args.beam}, batch {args.batch_size}, CPU, "
           f"torch threads {torch.get_num_threads()}, {os.cpu_count()} cores, {args.rounds} rounds")
     print(f"# load average at start: {load_average()}")
+    _CpuClock.install()
     rates = {(arch, n): [] for arch in args.archs for n in args.lengths}
+    cpu = {(arch, n): [] for arch in args.archs for n in args.lengths}
     out_len = {}
     start = time.time()
     results_dir = os.path.join(args.workdir, "out")
     for r in range(args.rounds):
         for length in args.lengths:
             for arch in args.archs:
-                rate, per_hyp = generate(data_bin, checkpoints[arch], length, args, results_dir)
+                rate, per_hyp, cpu_s = generate(data_bin, checkpoints[arch], length, args, results_dir)
                 rates[arch, length].append(rate)
+                cpu[arch, length].append(cpu_s)
                 out_len[arch, length] = per_hyp
         print(f"# round {r + 1}/{args.rounds} done after {time.time() - start:.0f}s, load {load_average()}",
               flush=True)
 
     base = args.archs[0]
-    print(f"\n| arch | params | output tokens | sentences/s (median) | all rounds | ratio vs {base} |")
-    print("|---|---|---|---|---|---|")
+    print(f"\n| arch | params | output tokens (incl. EOS) | sentences/s (median) | all rounds | ratio vs {base} "
+          f"| CPU s (median) | CPU-time ratio |")
+    print("|---|---|---|---|---|---|---|---|")
     for length in args.lengths:
         base_rate = statistics.median(rates[base, length])
+        base_cpu = statistics.median(cpu[base, length])
         for arch in args.archs:
             med = statistics.median(rates[arch, length])
-            rounds = " ".join(f"{x:.1f}" for x in rates[arch, length])
+            med_cpu = statistics.median(cpu[arch, length])
+            rounds = " ".join(f"{x:.2f}" for x in rates[arch, length])
             print(f"| {arch} | {params[arch] / 1e6:.1f}M | {out_len[arch, length]:.0f} | {med:.2f} | {rounds} "
-                  f"| {med / base_rate:.2f}x |")
+                  f"| {med / base_rate:.2f}x | {med_cpu:.2f} | {base_cpu / med_cpu:.2f}x |")
     print(f"\n# load average at end: {load_average()}; wall {time.time() - start:.0f}s")
 
     if args.profile:

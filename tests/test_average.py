@@ -85,7 +85,7 @@ def step_by_step(mixer, z, block=1):
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
-@pytest.mark.parametrize("length", [1, 37, 512])
+@pytest.mark.parametrize("length", [1, 512])
 def test_parallel_equals_naive_loop_equals_recurrence(name, length):
     mixer = make_mixer(**CONFIGS[name])
     z = torch.randn(length, 2, C, generator=torch.Generator().manual_seed(length))
