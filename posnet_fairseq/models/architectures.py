@@ -53,7 +53,7 @@ def register_sizes(prefix, mechanism=None, sizes=("tiny", "small", "base", "big"
     size_fns = {"tiny": tiny, "small": small, "base": base, "big": big}
 
     for size in sizes:
-        def arch(args, size_fn=size_fns[size]):
+        def arch(args, size_fn=size_fns[size], size=size):
             if mechanism is not None:
                 mechanism(args, size)
             size_fn(args)
