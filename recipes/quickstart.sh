@@ -70,7 +70,9 @@ for arch in $archs; do
     --required-batch-size-multiple 1 \
     > "gen/$arch.out" 2> "gen/$arch.log"
   grep '^H-' "gen/$arch.out" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > "gen/$arch.hyp"
-  read -r bleu chrf < <(sacrebleu raw/test.tgt -i "gen/$arch.hyp" -m bleu chrf -b -w 1 | tr '\n' ' ')
+  # --force: the synthetic corpus is space-separated by design (the final "." is a token).
+  # With two metrics and -b, sacrebleu prints a list: [BLEU, chrF].
+  read -r bleu chrf <<< "$(sacrebleu raw/test.tgt -i "gen/$arch.hyp" -m bleu chrf -b -w 1 --force | tr -d '[],' | xargs)"
   speed=$(sed -n 's/.*Translated .* (\([0-9.]*\) sentences\/s.*/\1/p' "gen/$arch.log")
   printf "%s\t%s\t%s\t%s\t%s\n" "$arch" "$params" "$bleu" "$chrf" "$speed" >> "$results"
 done
