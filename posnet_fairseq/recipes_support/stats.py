@@ -10,7 +10,6 @@ uses, so the recipe and the checkpoint agree. ``--eval-json`` merges a file
 describing how to score the test sets (see :mod:`.evaluate`) under "eval".
 """
 import argparse
-import contextlib
 import json
 import os
 
@@ -59,33 +58,8 @@ def corpus_stats(data_bin, src, tgt):
                                             os.path.join(data_bin, f"dict.{tgt}.txt"))
     stats["mean_source_length"] = round(float(src_sizes.sum() - n) / n, 4)
     stats["mean_target_length"] = round(float(tgt_sizes.sum() - n) / n, 4)
-    with _datasets_kept_open():
-        stats["length_ratio"] = round(data_stats.length_ratio(data_bin, src, tgt), 6)
+    stats["length_ratio"] = round(data_stats.length_ratio(data_bin, src, tgt), 6)
     return stats
-
-
-@contextlib.contextmanager
-def _datasets_kept_open():
-    """Keeps every dataset loaded inside the block alive until it ends.
-
-    data_stats returns ``dataset.sizes``, a view into the dataset's memory
-    map, and lets the dataset go: reading the view afterwards reads an
-    unmapped buffer (a segfault). Holding the datasets keeps the maps open.
-    """
-    from fairseq.data import data_utils
-
-    original, kept = data_utils.load_indexed_dataset, []
-
-    def load_and_keep(*args, **kwargs):
-        dataset = original(*args, **kwargs)
-        kept.append(dataset)
-        return dataset
-
-    data_utils.load_indexed_dataset = load_and_keep
-    try:
-        yield
-    finally:
-        data_utils.load_indexed_dataset = original
 
 
 def _same_file(a, b):
