@@ -24,6 +24,7 @@ setup(
             "posnet-length-ratio = posnet_fairseq.cli.length_ratio:main",
             "posnet-spm = posnet_fairseq.cli.spm:main",
             "posnet-analyze = posnet_fairseq.cli.analyze:main",
+            "posnet-precompute = posnet_fairseq.cli.precompute:main",
         ]
     },
 )

@@ -34,4 +34,7 @@ def length_ratio_from_task(task):
     data = getattr(task.cfg, "data", None)
     if not data:
         raise ValueError("cannot compute the length ratio without a data directory: pass --length-ratio GAMMA")
-    return length_ratio(data.split(os.pathsep)[0], task.cfg.source_lang, task.cfg.target_lang)
+    src, tgt = task.cfg.source_lang, task.cfg.target_lang
+    if not src or not tgt:
+        raise ValueError("cannot compute the length ratio without --source-lang/--target-lang: pass --length-ratio GAMMA")
+    return length_ratio(data.split(os.pathsep)[0], src, tgt)

@@ -200,10 +200,11 @@ class PosNetTransformerModel(TransformerModel):
                 "it prepends the encoder output to the decoder's self-attention keys"
             )
         cfg = TransformerConfig.from_namespace(args)
-        used = {n for site, layers in (("encoder_self", cfg.encoder.layers), ("decoder_self", cfg.decoder.layers),
-                                       ("cross", cfg.decoder.layers))
-                for n in layer_mixer_names(cfg, site, layers)}
-        if getattr(args, "length_ratio", None) is None and any(MIXERS[n].uses_length_ratio for n in used):
+        for site, layers in (("encoder_self", cfg.encoder.layers), ("decoder_self", cfg.decoder.layers)):
+            layer_mixer_names(cfg, site, layers)  # fail early, naming the flag
+        # gamma maps target to source positions: only cross-attention uses it.
+        cross = layer_mixer_names(cfg, "cross", cfg.decoder.layers)
+        if getattr(args, "length_ratio", None) is None and any(MIXERS[n].uses_length_ratio for n in cross):
             # Stored in args, hence in the checkpoint: computed once, at training time.
             args.length_ratio = length_ratio_from_task(task)
             logger.info(f"length ratio gamma = {args.length_ratio:.4f} (mean source / mean target length)")
