@@ -1,20 +1,25 @@
-"""Peak training memory of position-based models against the Transformer.
+"""Training memory of position-based models against the Transformer.
 
-You et al. (2020, §6) report that hard-coded self-attention fits more tokens
-in a training batch on a fixed GPU (HC-SA +17%, SH-X +26%). On CPU the same
-quantity is the resident memory one training step (forward, backward, Adam)
-adds on top of the built model. Every (architecture, batch) pair runs in a
-fresh subprocess, whose peak RSS is reset after the model is built, so
-imports, model construction and other architectures do not leak into the
-number. Two batch sizes separate the per-token cost (activations) from the
-fixed cost (gradients, Adam state); the ratio of per-token costs is how many
-more tokens fit in a batch under a large memory budget::
+You et al. (2020) report that hard-coded self-attention fits more tokens in a
+training batch on a fixed GPU (HC-SA +17%, SH-X +26%). What grows with the
+batch is the activation memory autograd keeps for the backward pass; what does
+not is the weights, their gradients and Adam's two moments (16 bytes per
+parameter in fp32). This benchmark measures both, for one training step
+(forward, backward, Adam) at a fixed batch, each architecture in a fresh
+subprocess:
+
+* ``act KiB/token``: bytes of every tensor saved for backward (parameters
+  excluded, each storage once), per target token. Deterministic.
+* ``tokens@budget``: the tokens that fit in ``--budget-gib`` once the fixed
+  16 bytes/parameter are paid, as a ratio to the reference.
+* ``step MiB``: the resident memory the step adds on top of the built model
+  (peak RSS reset after building). It also counts allocator slack and
+  temporaries, so it is noisier.
 
     python benchmarks/memory.py --archs hc_gaussian,hc_gaussian_shx,transformer_nosa
     python benchmarks/memory.py --archs hc_gaussian_tiny --reference posnet_transformer_tiny
 
-Every line is printed as a ratio against ``--reference`` measured in the
-same run.
+Every ratio is against ``--reference`` measured in the same run.
 """
 import argparse
 import json
@@ -70,15 +75,25 @@ def measure(arch, batch, length, vocab, flags):
     lengths = torch.full((batch,), length)
     params = sum(p.numel() for p in model.parameters())
 
+    param_storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    saved = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in param_storages:
+            saved[storage.data_ptr()] = storage.nbytes()  # alive until backward: no address reuse
+        return tensor
+
     before = _rss_kb("VmRSS")
     exact = _reset_peak()
-    logits = model(src, lengths, prev)[0]
-    loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), tgt.view(-1))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        logits = model(src, lengths, prev)[0]
+        loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), tgt.view(-1))
     loss.backward()
     optimizer.step()
     peak = _rss_kb("VmHWM") if exact else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"arch": arch, "batch": batch, "tokens": batch * length, "params": params,
-            "step_kb": peak - before, "peak_kb": peak, "exact_peak": exact}
+    return {"arch": arch, "tokens": batch * length, "params": params, "saved_bytes": sum(saved.values()),
+            "step_kb": peak - before, "exact_peak": exact}
 
 
 def run_child(arch, batch, opts):
@@ -94,41 +109,41 @@ def main():
                         help="comma-separated architectures to compare with --reference")
     parser.add_argument("--reference", default="posnet_transformer_base",
                         help="the Transformer measured in the same run (default: posnet_transformer_base)")
-    parser.add_argument("--batch", default="16,48", help="two sentence counts per batch (default: 16,48)")
+    parser.add_argument("--batch", type=int, default=32, help="sentences per batch (default: 32)")
     parser.add_argument("--length", type=int, default=30, help="tokens per sentence, source and target (30)")
     parser.add_argument("--vocab", type=int, default=8000, help="joined vocabulary size (default: 8000)")
+    parser.add_argument("--budget-gib", type=float, default=11.0,
+                        help="memory budget for the tokens-per-batch estimate (default: 11, a 1080 Ti)")
     parser.add_argument("--flags", default="--length-ratio 1.0 --dropout 0.1",
-                        help="extra model flags for every architecture (a gamma for HC-ALL)")
+                        help="extra model flags for every architecture, given as --flags=\"...\" "
+                        "(default: a gamma for HC-ALL and dropout 0.1)")
     parser.add_argument("--child", metavar="ARCH", help=argparse.SUPPRESS)
     opts = parser.parse_args()
 
     if opts.child:
-        result = measure(opts.child, int(opts.batch), opts.length, opts.vocab, opts.flags.split())
-        print(json.dumps(result))
+        print(json.dumps(measure(opts.child, opts.batch, opts.length, opts.vocab, opts.flags.split())))
         return
 
-    batches = [int(b) for b in opts.batch.split(",")]
-    if len(batches) != 2 or batches[0] >= batches[1] or batches[0] < 1:
-        parser.error(f"--batch {opts.batch}: give two increasing sentence counts, e.g. 16,48")
     archs = [opts.reference] + [a for a in opts.archs.split(",") if a and a != opts.reference]
-    rows = {}
-    for arch in archs:
-        small, large = (run_child(arch, b, opts) for b in batches)
-        per_token = (large["step_kb"] - small["step_kb"]) / (large["tokens"] - small["tokens"])
-        rows[arch] = dict(large, per_token_kb=per_token)
-        if not large["exact_peak"]:
-            print(f"# {arch}: peak RSS could not be reset; numbers include model construction", file=sys.stderr)
+    rows = {arch: run_child(arch, opts.batch, opts) for arch in archs}
+    budget = opts.budget_gib * 2 ** 30
+    for row in rows.values():
+        row["per_token"] = row["saved_bytes"] / row["tokens"]
+        row["fit"] = (budget - 16 * row["params"]) / row["per_token"]
+        if not row["exact_peak"]:
+            print(f"# {row['arch']}: peak RSS could not be reset; step MiB includes model construction",
+                  file=sys.stderr)
 
     ref = rows[opts.reference]
-    print(f"training step memory, batch {batches[0]} and {batches[1]} x {opts.length} tokens, vocab "
-          f"{opts.vocab}; ratios against {opts.reference} measured in this run")
-    header = (f"{'arch':28s} {'params':>11s} {'step MiB':>9s} {'ratio':>6s} {'KiB/token':>10s} "
-              f"{'tokens/batch':>13s}")
-    print(header)
+    print(f"training step, {opts.batch} x {opts.length} tokens, vocab {opts.vocab}, budget {opts.budget_gib:g} GiB; "
+          f"ratios against {opts.reference} measured in this run")
+    print(f"{'arch':28s} {'params':>11s} {'act KiB/token':>13s} {'ratio':>6s} {'tokens@budget':>14s} "
+          f"{'step MiB':>9s} {'ratio':>6s}")
     for arch in archs:
         row = rows[arch]
-        print(f"{arch:28s} {row['params']:11,d} {row['step_kb'] / 1024:9.1f} {row['step_kb'] / ref['step_kb']:6.2f} "
-              f"{row['per_token_kb']:10.2f} {ref['per_token_kb'] / row['per_token_kb']:12.2f}x")
+        print(f"{arch:28s} {row['params']:11,d} {row['per_token'] / 1024:13.1f} "
+              f"{row['per_token'] / ref['per_token']:6.2f} {row['fit'] / ref['fit']:13.2f}x "
+              f"{row['step_kb'] / 1024:9.1f} {row['step_kb'] / ref['step_kb']:6.2f}")
 
 
 if __name__ == "__main__":

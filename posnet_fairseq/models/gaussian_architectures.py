@@ -23,7 +23,7 @@ from .architectures import base, small, tiny
 
 
 def iwslt(args):
-    """The IWSLT size of You et al. (2020, §4): 288 / 507 / 4 heads / 5 layers."""
+    """The IWSLT size of You et al. (2020): 288 / 507 / 4 heads / 5 layers."""
     for side in ("encoder", "decoder"):
         setattr(args, f"{side}_embed_dim", getattr(args, f"{side}_embed_dim", 288))
         setattr(args, f"{side}_ffn_embed_dim", getattr(args, f"{side}_ffn_embed_dim", 507))
