@@ -13,6 +13,9 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 bash "$repo/setup.sh"
 export PATH="$repo/.venv/bin:$PATH"
+# One thread: these models are too small to gain from a second one, and on a
+# busy machine two threads per process slow CPU training tenfold.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
 run=${POSNET_RUN_DIR:-$repo/runs/quickstart}
 archs=${POSNET_QUICKSTART_ARCHS:-"posnet_transformer_tiny rposnet_transformer_tiny"}
