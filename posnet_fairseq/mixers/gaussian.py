@@ -164,24 +164,25 @@ class _HardCodedAttention(Mixer):
         return f"offsets={self.offsets.tolist()}, sigma={self.sigma}, kernel={self.kernel}"
 
     def _project_values(self, value: Tensor) -> Tensor:
-        """S x B x kdim -> B x S x H x head_dim (batch first, as the decoding cache needs it)."""
+        """S x B x kdim -> B x H x S x head_dim (batch first for the decoding cache, which
+        then stays contiguous for the per-step matmul)."""
         v = self.v_proj(value)
         S, B, _ = v.shape
-        return v.view(S, B, self.num_heads, self.head_dim).transpose(0, 1)
+        return v.view(S, B, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
 
     def _mix(self, weights: Tensor, v: Tensor, need_weights: bool, need_head_weights: bool):
-        """``weights``: (B or 1) x H x T x S in fp32; ``v``: B x S x H x head_dim."""
+        """``weights``: (B or 1) x H x T x S in fp32; ``v``: B x H x S x head_dim."""
         weights = weights.to(v.dtype)
-        B, S, H, d = v.shape
+        B, H, S, d = v.shape
         T = weights.size(2)
         if weights.size(0) == 1:
             # One pattern for the whole batch: fold the batch into the columns of
             # a bmm over heads, so the pattern is never expanded (nor saved for
             # backward) as a B x H x T x S tensor.
-            mixed = torch.bmm(weights[0], v.permute(2, 1, 0, 3).reshape(H, S, B * d))  # H x T x B*d
+            mixed = torch.bmm(weights[0], v.permute(1, 2, 0, 3).reshape(H, S, B * d))  # H x T x B*d
             mixed = mixed.view(H, T, B, d).permute(1, 2, 0, 3)
         else:
-            mixed = torch.matmul(weights, v.transpose(1, 2)).permute(2, 0, 1, 3)  # T x B x H x d
+            mixed = torch.matmul(weights, v).permute(2, 0, 1, 3)  # T x B x H x d
         out = self.out_proj(mixed.reshape(T, B, self.embed_dim))
         if not (need_weights or need_head_weights):
             return out, None
@@ -225,12 +226,12 @@ class HardCodedSelfAttention(_HardCodedAttention):
         T, B, _ = query.shape
         v = self._project_values(value)
         if key_padding_mask is not None:  # pads contribute nothing (their weight is lost, not renormalised)
-            v = v.masked_fill(key_padding_mask.view(B, -1, 1, 1), 0)
+            v = v.masked_fill(key_padding_mask.view(B, 1, -1, 1), 0)
         if incremental_state is not None:
             buffer = self._get_input_buffer(incremental_state)
             query_pos = self.decoding_steps(buffer, B, T, query.device)  # B x T
             if "value" in buffer:
-                v = torch.cat([buffer["value"], v], dim=1)
+                v = torch.cat([buffer["value"], v], dim=2)
             buffer["value"] = v
             self._set_input_buffer(incremental_state, buffer)
         else:
@@ -239,7 +240,7 @@ class HardCodedSelfAttention(_HardCodedAttention):
             # queries and keys alike, and pad keys carry zeroed values. So one
             # T x S pattern serves the whole batch (no B x H x T x S tensor).
             query_pos = torch.arange(T, device=query.device).unsqueeze(0)  # 1 x T
-        key_pos = torch.arange(v.size(1), device=query.device)
+        key_pos = torch.arange(v.size(2), device=query.device)
         distance = key_pos.view(1, 1, 1, -1) - query_pos.unsqueeze(1).unsqueeze(-1)  # (B|1) x 1 x T x S
         weights = hard_coded_weights(distance - self.offsets.float().view(1, -1, 1, 1), self.sigma, self.kernel)
         if self.causal:
@@ -293,7 +294,7 @@ class HardCodedCrossAttention(_HardCodedAttention):
         else:
             v = self._project_values(value)
             # Source sentences are left-padded: gamma * i must meet real positions.
-            key_pos = real_positions(key_padding_mask, B, v.size(1), query.device)
+            key_pos = real_positions(key_padding_mask, B, v.size(2), query.device)
             pads = key_padding_mask if key_padding_mask is not None else key_pos.new_zeros(key_pos.shape).bool()
         if buffer is not None:
             query_pos = self.decoding_steps(buffer, B, T, query.device)
