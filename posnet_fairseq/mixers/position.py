@@ -52,7 +52,7 @@ from fairseq.modules import LearnedPositionalEmbedding, SinusoidalPositionalEmbe
 from torch import nn
 
 from .. import options
-from .base import SITES, Mixer, real_positions, register_mixer
+from .base import SITES, Mixer, masked_softmax, real_positions, register_mixer
 
 POSITION_NORM_KEY = "posnet_position_norm"
 # First size of the in-memory tables made by make_generation_fast_ (the
@@ -337,14 +337,7 @@ class PositionAttention(Mixer):
                 torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
             future = (torch.arange(keys, device=device).view(1, 1, keys) > step.unsqueeze(2)).unsqueeze(1)
             invalid = future if invalid is None else invalid | future
-        if invalid is not None:
-            # A row without any valid key (only a pad query can have one) would
-            # be NaN after -inf masking: let it see everything, then zero it.
-            empty = invalid.all(dim=-1, keepdim=True)
-            energy = energy.masked_fill(invalid & ~empty, float("-inf"))
-        probs = torch.softmax(energy, dim=-1)
-        if invalid is not None:
-            probs = probs.masked_fill(empty, 0.0)
+        probs = masked_softmax(energy, invalid)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
         out = torch.matmul(dropped.to(v.dtype), v)  # B x H x T x D_h
         out = self.out_proj(out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim))

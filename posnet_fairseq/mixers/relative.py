@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import options
-from .base import Mixer, real_positions, register_mixer
+from .base import Mixer, masked_softmax, real_positions, register_mixer
 
 EMBEDDING_KINDS = ("per-head", "shared")
 
@@ -206,14 +206,7 @@ class ShawRelativeAttention(Mixer):
         if self.causal:
             future = (distance > 0).unsqueeze(1)
             invalid = future if invalid is None else invalid | future
-        if invalid is not None:
-            # A row without any valid key (only a pad query can have one) would
-            # be NaN after -inf masking: let it see everything, then zero it.
-            empty = invalid.all(dim=-1, keepdim=True)
-            logits = logits.masked_fill(invalid & ~empty, float("-inf"))
-        probs = torch.softmax(logits, dim=-1)
-        if invalid is not None:
-            probs = probs.masked_fill(empty, 0.0)
+        probs = masked_softmax(logits, invalid)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
 
         out = torch.matmul(dropped.to(v.dtype), v)
