@@ -9,15 +9,10 @@ import re
 import pytest
 import torch
 
-from fairseq_testing import (
-    TINY_DIMS,
-    build_model,
-    train_and_generate,
-    write_synthetic_data_bin,
-)
+from fairseq_testing import build_model, train_and_generate, write_synthetic_data_bin
 from posnet_fairseq import options
 from posnet_fairseq.mixers.base import MIXERS, MixerContext
-from posnet_fairseq.mixers.gaussian import HardCodedCrossAttention, HardCodedSelfAttention
+from posnet_fairseq.mixers.gaussian import HardCodedSelfAttention
 from posnet_fairseq.mixers.none import NoMixer
 
 PDF = [1 / math.sqrt(2 * math.pi) * math.exp(-0.5 * d * d) for d in range(6)]  # N(0, 1) at 0..5
