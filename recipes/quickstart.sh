@@ -7,7 +7,7 @@
 # Environment knobs:
 #   POSNET_RUN_DIR            output directory (default: runs/quickstart in the checkout)
 #   POSNET_QUICKSTART_ARCHS   architectures to compare (default: Transformer and rPosNet, tiny)
-#   POSNET_QUICKSTART_EPOCHS  training epochs per model (default 8)
+#   POSNET_QUICKSTART_EPOCHS  training epochs per model (default 5)
 #   POSNET_QUICKSTART_MICRO=1 a seconds-long run on a tiny corpus (used by the tests)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,7 +22,7 @@ archs=${POSNET_QUICKSTART_ARCHS:-"posnet_transformer_tiny rposnet_transformer_ti
 if [ "${POSNET_QUICKSTART_MICRO:-0}" = 1 ]; then
   train_pairs=300 epochs=${POSNET_QUICKSTART_EPOCHS:-3} vocab=200
 else
-  train_pairs=20000 epochs=${POSNET_QUICKSTART_EPOCHS:-8} vocab=1000
+  train_pairs=20000 epochs=${POSNET_QUICKSTART_EPOCHS:-5} vocab=1000
 fi
 plugin="$repo/posnet_fairseq"
 mkdir -p "$run"
