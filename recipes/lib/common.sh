@@ -7,7 +7,7 @@
 # checks that every training command parses with fairseq and the plugin
 # (architecture, mixers, flags) before anything starts, and runs it.
 #
-# Options every table script takes (see docs/recipes.md):
+# Options every table script takes (see README.md, Recipes):
 #   --dry-run             print the plan and exit
 #   --check               check the plan (every arch/flag exists) and exit
 #   --micro               run on the synthetic corpus with tiny dims and 4 updates
