@@ -1,0 +1,154 @@
+"""AppTek's light convolution (``lightconv_apptek``): the "LightConv" baseline of the PosNet paper.
+
+Schmidt & Di Gangi (PosNet paper, Tables 2 and 5) compare rPosNet with a light
+convolution written as position-only attention: every head h has one learned
+weight per clipped distance, shared by all query positions, and the weights
+of the keys a query sees are softmax-normalised::
+
+    e_h(n, m) = W[h, clip(m - n, -K, K) + K]                     W: H x (2K+1)
+    a_h(n, m) = softmax over the valid keys m of e_h(n, m)
+    out_n     = W_o concat_h( sum_m a_h(n, m) (W_v x_m)_h )
+
+Valid keys are the real (non-pad) tokens, in the decoder those up to n, and,
+without global context, those within the window |m - n| <= K: the softmax is
+renormalised over the window, so a query at a sentence border spreads all its
+mass over fewer keys (unlike fairseq's ``LightweightConv1dTBC``, whose
+zero-padded borders are not renormalised). The window is symmetric in the
+encoder and the decoder; the decoder is made causal by the mask. With
+``--lightconv-global-context`` (Table 5's "+ global context" step) the window
+mask is dropped: distances beyond K share the border weights, as rPosNet's
+clipped distances do, and every query sees the whole sentence.
+
+This is not fairseq's LightConv (no GLU, no kernel per layer, no DropConnect):
+it is a separate mechanism, labelled as AppTek's. n and m are real 0-based
+positions from the padding mask (sources are left-padded). Table 5's
+"+ GeLU gating" step is the PosNet gating wrapper (``--encoder-self-gating on
+--decoder-self-gating on``, see gating.py), which wraps this mixer's
+``v_proj``/``out_proj``.
+
+Flags: ``--lightconv-max-relative K`` (default 16), ``--lightconv-global-context``
+(default off).
+"""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .. import options
+from .base import Mixer, masked_softmax, real_positions, register_mixer
+
+# Option sets the contract tests run besides the defaults: global context, and
+# a window shorter than the test sentences, with and without global context.
+VARIANTS = {
+    "global": {"lightconv_global_context": True},
+    "k2": {"lightconv_max_relative": 2},
+    "global_k2": {"lightconv_global_context": True, "lightconv_max_relative": 2},
+}
+
+
+def add_args(parser):
+    parser.add_argument("--lightconv-max-relative", type=int, metavar="K",
+                        help="lightconv_apptek: one weight per distance in [-K, K] per head; without global "
+                        "context keys further than K are not seen (default 16)")
+    parser.add_argument("--lightconv-global-context", action="store_true",
+                        help="lightconv_apptek: every query sees the whole sentence, distances beyond K share "
+                        "the border weights (PosNet paper Table 5 '+ global context'; default off)")
+
+
+def set_defaults(args):
+    args.lightconv_max_relative = getattr(args, "lightconv_max_relative", 16)
+    args.lightconv_global_context = getattr(args, "lightconv_global_context", False)
+
+
+options.register_options(add_args, set_defaults)
+
+
+@register_mixer("lightconv_apptek", sites=("encoder_self", "decoder_self"), variants=VARIANTS)
+class AppTekLightConv(Mixer):
+    """AppTek's light convolution: softmax over learned per-head distance weights in a +-K window.
+
+    ``v_proj`` (applied to the value input before the head split) and
+    ``out_proj`` (applied to the concatenated heads) are ``nn.Linear`` with
+    bias, so the PosNet gating wrapper can gate them.
+    """
+
+    def __init__(self, embed_dim, num_heads, max_relative=16, global_context=False, dropout=0.0, causal=False):
+        super().__init__(embed_dim, num_heads)
+        self.max_relative = max_relative
+        self.global_context = global_context
+        self.dropout = dropout
+        self.causal = causal
+        self.weight = nn.Parameter(torch.empty(num_heads, 2 * max_relative + 1))
+        self.v_proj = nn.Linear(embed_dim, embed_dim)
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        # AppTek's init_weights: xavier_uniform_ on every parameter with dim > 1,
+        # so W gets U(+-sqrt(6 / (H + 2K + 1))); biases start at zero.
+        for p in (self.weight, self.v_proj.weight, self.out_proj.weight):
+            nn.init.xavier_uniform_(p)
+        nn.init.zeros_(self.v_proj.bias)
+        nn.init.zeros_(self.out_proj.bias)
+
+    @classmethod
+    def build(cls, ctx):
+        k = ctx.args.lightconv_max_relative
+        if k is None or int(k) != k or k < 0:
+            raise ValueError(f"--lightconv-max-relative {k}: must be an integer >= 0")
+        return cls(ctx.embed_dim, ctx.num_heads, int(k), bool(ctx.args.lightconv_global_context), ctx.dropout,
+                   ctx.causal)
+
+    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
+                static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
+        # attn_mask (fairseq's -inf future mask, given only when not
+        # incremental) is not used: causality comes from the positions below.
+        if before_softmax:
+            raise ValueError("lightconv_apptek does not return pre-softmax logits (before_softmax=True)")
+        length, batch, _ = query.shape
+        device = query.device
+        v = self.v_proj(value)
+        v = v.view(v.size(0), batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3)  # B x H x S x d_h
+
+        if incremental_state is not None:
+            buffer = self._get_input_buffer(incremental_state)
+            query_pos = self.decoding_steps(buffer, batch, length, device)
+            pad = key_padding_mask if key_padding_mask is not None else torch.zeros(
+                batch, length, dtype=torch.bool, device=device)
+            if "prev_value" in buffer:
+                v = torch.cat([buffer["prev_value"], v], dim=2)
+                pad = torch.cat([buffer["prev_key_padding_mask"], pad], dim=1)
+            buffer["prev_value"], buffer["prev_key_padding_mask"] = v, pad
+            self._set_input_buffer(incremental_state, buffer)
+            key_len = v.size(2)
+            key_pos = torch.arange(key_len, device=device).unsqueeze(0).expand(batch, key_len)
+        else:
+            pad = key_padding_mask
+            key_len = value.size(0)
+            key_pos = real_positions(pad, batch, key_len, device)
+            query_pos = key_pos  # self-attention: queries are the keys
+
+        distance = key_pos.unsqueeze(1) - query_pos.unsqueeze(2)  # B x T x S, m - n
+        slot = distance.clamp(-self.max_relative, self.max_relative) + self.max_relative
+        # Energies and softmax in (at least) fp32 whatever the model's dtype; W
+        # is gathered per head: H x B x T x S -> B x H x T x S.
+        acc = torch.promote_types(v.dtype, torch.float32)
+        logits = self.weight.to(acc)[:, slot].transpose(0, 1)
+
+        invalid = None if pad is None else pad[:, None, :].expand(batch, length, key_len)
+        if self.causal:
+            invalid = distance > 0 if invalid is None else invalid | (distance > 0)
+        if not self.global_context:
+            outside = distance.abs() > self.max_relative
+            invalid = outside if invalid is None else invalid | outside
+        probs = masked_softmax(logits, None if invalid is None else invalid.unsqueeze(1))
+        dropped = F.dropout(probs, p=self.dropout, training=self.training)
+
+        out = torch.matmul(dropped.to(v.dtype), v)  # B x H x T x d_h
+        out = self.out_proj(out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim))
+
+        weights = None
+        if need_weights or need_head_weights:
+            weights = probs.to(query.dtype).transpose(0, 1)  # H x B x T x S, as fairseq returns them
+            if not need_head_weights:
+                weights = weights.mean(dim=0)
+        return out, weights
