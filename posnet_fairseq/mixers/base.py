@@ -233,3 +233,90 @@ class Mixer(FairseqIncrementalState, nn.Module):
         positions = start + torch.arange(length, device=device).unsqueeze(0)
         buffer["steps"] = start + length
         return positions
+
+    # ----- plumbing shared by the attention-like mixers (multi-head values, B x H x T x S weights) -----
+
+    def split_heads(self, x: Tensor) -> Tensor:
+        """T x B x D -> B x H x T x D_h.
+
+        Batch first, so a decoding cache of these tensors follows beam search
+        through :meth:`reorder_incremental_state`, and time on dim 2, so steps
+        append with one ``cat``.
+        """
+        length, batch, _ = x.shape
+        return x.view(length, batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
+
+    def merge_heads(self, out: Tensor) -> Tensor:
+        """B x H x T x D_h -> T x B x D, then ``self.out_proj``.
+
+        The inverse of :meth:`split_heads`; ``out_proj`` is looked up at call
+        time because site wrappers (the PosNet gating) may replace it.
+        """
+        batch, _, length, _ = out.shape
+        return self.out_proj(out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim))
+
+    def cache_self_attention(self, incremental_state, buffer: Dict[str, Optional[Tensor]], pad: Optional[Tensor],
+                             pad_key: Optional[str] = "prev_key_padding_mask", **tensors: Optional[Tensor]):
+        """Appends this step to the self-attention decoding cache and stores the buffer.
+
+        ``tensors`` (B x H x T x D_h, from :meth:`split_heads`) are keyed by
+        their buffer key (e.g. ``prev_value=v``); each is appended on the time
+        dim to what ``buffer`` holds under that key. A None tensor is neither
+        cached nor returned changed (``relattn`` has no keys). Unless
+        ``pad_key`` is None, the B x T padding mask ``pad`` (all False when
+        None) is appended under ``pad_key`` too, so past pad steps stay masked.
+
+        Returns ``(*tensors, pad, key_positions)``: the whole cache and the key
+        positions 0..S-1 (B x S). The decoder's targets are right-padded, so
+        a cached column index is the key's real position.
+        """
+        first = next(t for t in tensors.values() if t is not None)
+        batch, length, device = first.size(0), first.size(2), first.device
+        cached = []
+        for name, tensor in tensors.items():
+            if tensor is not None:
+                if name in buffer:
+                    tensor = torch.cat([buffer[name], tensor], dim=2)
+                buffer[name] = tensor
+            cached.append(tensor)
+        if pad_key is not None:
+            if pad is None:
+                pad = torch.zeros(batch, length, dtype=torch.bool, device=device)
+            if pad_key in buffer:
+                pad = torch.cat([buffer[pad_key], pad], dim=1)
+            buffer[pad_key] = pad
+        self._set_input_buffer(incremental_state, buffer)
+        keys = next(t for t in cached if t is not None).size(2)
+        return (*cached, pad, torch.arange(keys, device=device).unsqueeze(0).expand(batch, keys))
+
+    def self_attention_positions(self, incremental_state, pad: Optional[Tensor],
+                                 pad_key: Optional[str] = "prev_key_padding_mask", **tensors: Optional[Tensor]):
+        """Query and key positions of a self-attention call, through the decoding cache when decoding.
+
+        Teacher-forced, queries are the keys and both take their real
+        positions from ``pad``; decoding, the queries are the decoding steps
+        and ``tensors``/``pad`` go through :meth:`cache_self_attention`.
+        Returns ``(*tensors, pad, query_positions, key_positions)``.
+        """
+        first = next(t for t in tensors.values() if t is not None)
+        batch, length, device = first.size(0), first.size(2), first.device
+        if incremental_state is None:
+            positions = real_positions(pad, batch, length, device)
+            return (*tensors.values(), pad, positions, positions)
+        buffer = self._get_input_buffer(incremental_state)
+        query_pos = self.decoding_steps(buffer, batch, length, device)
+        *cached, pad, key_pos = self.cache_self_attention(incremental_state, buffer, pad, pad_key, **tensors)
+        return (*cached, pad, query_pos, key_pos)
+
+    @staticmethod
+    def fairseq_weights(probs: Tensor, dtype, need_weights: bool, need_head_weights: bool) -> Optional[Tensor]:
+        """The attention weights as fairseq's MultiheadAttention returns them, or None.
+
+        ``probs`` is B x H x T x S; fairseq returns H x B x T x S with
+        ``need_head_weights``, else the mean over heads (B x T x S), in the
+        model's ``dtype``, and None when neither is asked for.
+        """
+        if not (need_weights or need_head_weights):
+            return None
+        weights = probs.to(dtype).transpose(0, 1)
+        return weights if need_head_weights else weights.mean(dim=0)

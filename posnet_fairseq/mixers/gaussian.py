@@ -163,13 +163,6 @@ class _HardCodedAttention(Mixer):
     def extra_repr(self):
         return f"offsets={self.offsets.tolist()}, sigma={self.sigma}, kernel={self.kernel}"
 
-    def _project_values(self, value: Tensor) -> Tensor:
-        """S x B x kdim -> B x H x S x head_dim (batch first for the decoding cache, which
-        then stays contiguous for the per-step matmul)."""
-        v = self.v_proj(value)
-        S, B, _ = v.shape
-        return v.view(S, B, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
-
     def _mix(self, weights: Tensor, v: Tensor, need_weights: bool, need_head_weights: bool):
         """``weights``: (B or 1) x H x T x S in fp32; ``v``: B x H x S x head_dim."""
         weights = weights.to(v.dtype)
@@ -180,15 +173,11 @@ class _HardCodedAttention(Mixer):
             # a bmm over heads, so the pattern is never expanded (nor saved for
             # backward) as a B x H x T x S tensor.
             mixed = torch.bmm(weights[0], v.permute(1, 2, 0, 3).reshape(H, S, B * d))  # H x T x B*d
-            mixed = mixed.view(H, T, B, d).permute(1, 2, 0, 3)
+            mixed = mixed.view(H, T, B, d).permute(2, 0, 1, 3)  # B x H x T x d
         else:
-            mixed = torch.matmul(weights, v).permute(2, 0, 1, 3)  # T x B x H x d
-        out = self.out_proj(mixed.reshape(T, B, self.embed_dim))
-        if not (need_weights or need_head_weights):
-            return out, None
-        weights = weights.expand(B, H, T, S)
-        # The same layout fairseq's MultiheadAttention returns.
-        return out, weights.transpose(0, 1) if need_head_weights else weights.mean(dim=1)
+            mixed = torch.matmul(weights, v)
+        weights = self.fairseq_weights(weights.expand(B, H, T, S), v.dtype, need_weights, need_head_weights)
+        return self.merge_heads(mixed), weights
 
 
 @register_mixer(
@@ -224,16 +213,13 @@ class HardCodedSelfAttention(_HardCodedAttention):
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
         T, B, _ = query.shape
-        v = self._project_values(value)
+        v = self.split_heads(self.v_proj(value))
         if key_padding_mask is not None:  # pads contribute nothing (their weight is lost, not renormalised)
             v = v.masked_fill(key_padding_mask.view(B, 1, -1, 1), 0)
         if incremental_state is not None:
             buffer = self._get_input_buffer(incremental_state)
             query_pos = self.decoding_steps(buffer, B, T, query.device)  # B x T
-            if "value" in buffer:
-                v = torch.cat([buffer["value"], v], dim=2)
-            buffer["value"] = v
-            self._set_input_buffer(incremental_state, buffer)
+            v, _, _ = self.cache_self_attention(incremental_state, buffer, None, pad_key=None, value=v)
         else:
             # Self-attention weights depend only on j - i, which is the same in
             # column indices as in per-sentence positions: left padding shifts
@@ -292,7 +278,7 @@ class HardCodedCrossAttention(_HardCodedAttention):
             # The encoder side is static: projected once at the first step.
             v, key_pos, pads = buffer["value"], buffer["key_positions"], buffer["key_padding_mask"]
         else:
-            v = self._project_values(value)
+            v = self.split_heads(self.v_proj(value))
             # Source sentences are left-padded: gamma * i must meet real positions.
             key_pos = real_positions(key_padding_mask, B, v.size(2), query.device)
             pads = key_padding_mask if key_padding_mask is not None else key_pos.new_zeros(key_pos.shape).bool()

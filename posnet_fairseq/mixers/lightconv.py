@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import options
-from .base import Mixer, masked_softmax, real_positions, register_mixer
+from .base import Mixer, masked_softmax, register_mixer
 
 # Option sets the contract tests run besides the defaults: global context, and
 # a window shorter than the test sentences, with and without global context.
@@ -105,27 +105,9 @@ class AppTekLightConv(Mixer):
         if before_softmax:
             raise ValueError("lightconv_apptek does not return pre-softmax logits (before_softmax=True)")
         length, batch, _ = query.shape
-        device = query.device
-        v = self.v_proj(value)
-        v = v.view(v.size(0), batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3)  # B x H x S x d_h
-
-        if incremental_state is not None:
-            buffer = self._get_input_buffer(incremental_state)
-            query_pos = self.decoding_steps(buffer, batch, length, device)
-            pad = key_padding_mask if key_padding_mask is not None else torch.zeros(
-                batch, length, dtype=torch.bool, device=device)
-            if "prev_value" in buffer:
-                v = torch.cat([buffer["prev_value"], v], dim=2)
-                pad = torch.cat([buffer["prev_key_padding_mask"], pad], dim=1)
-            buffer["prev_value"], buffer["prev_key_padding_mask"] = v, pad
-            self._set_input_buffer(incremental_state, buffer)
-            key_len = v.size(2)
-            key_pos = torch.arange(key_len, device=device).unsqueeze(0).expand(batch, key_len)
-        else:
-            pad = key_padding_mask
-            key_len = value.size(0)
-            key_pos = real_positions(pad, batch, key_len, device)
-            query_pos = key_pos  # self-attention: queries are the keys
+        v = self.split_heads(self.v_proj(value))  # B x H x S x d_h
+        v, pad, query_pos, key_pos = self.self_attention_positions(incremental_state, key_padding_mask, prev_value=v)
+        key_len = v.size(2)
 
         distance = key_pos.unsqueeze(1) - query_pos.unsqueeze(2)  # B x T x S, m - n
         slot = distance.clamp(-self.max_relative, self.max_relative) + self.max_relative
@@ -143,12 +125,5 @@ class AppTekLightConv(Mixer):
         probs = masked_softmax(logits, None if invalid is None else invalid.unsqueeze(1))
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
 
-        out = torch.matmul(dropped.to(v.dtype), v)  # B x H x T x d_h
-        out = self.out_proj(out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim))
-
-        weights = None
-        if need_weights or need_head_weights:
-            weights = probs.to(query.dtype).transpose(0, 1)  # H x B x T x S, as fairseq returns them
-            if not need_head_weights:
-                weights = weights.mean(dim=0)
-        return out, weights
+        out = self.merge_heads(torch.matmul(dropped.to(v.dtype), v))
+        return out, self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)

@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import options
-from .base import Mixer, real_positions, register_mixer
+from .base import Mixer, register_mixer
 
 SITE_LENGTH_FLAGS = {"encoder_self": "--max-source-positions", "decoder_self": "--max-target-positions"}
 
@@ -92,22 +92,11 @@ class LinearNetAttention(Mixer):
         if before_softmax:
             raise ValueError("linearnet has no logits: its weights are used without a softmax (before_softmax)")
         T, B, _ = query.shape
-        v = self.v_proj(value)
-        S = v.size(0)
-        v = v.view(S, B, self.num_heads, self.head_dim).permute(1, 2, 0, 3)  # B x H x S x d (cache layout)
+        v = self.split_heads(self.v_proj(value))  # B x H x S x d (cache layout)
         if key_padding_mask is not None:  # a pad step cached while decoding must contribute nothing later
             v = v.masked_fill(key_padding_mask.view(B, 1, -1, 1), 0)
-        if incremental_state is not None:
-            buffer = self._get_input_buffer(incremental_state)
-            query_pos = self.decoding_steps(buffer, B, T, query.device)
-            if "value" in buffer:
-                v = torch.cat([buffer["value"], v], dim=2)
-            buffer["value"] = v
-            self._set_input_buffer(incremental_state, buffer)
-            key_pos = torch.arange(v.size(2), device=query.device).unsqueeze(0).expand(B, -1)
-        else:
-            query_pos = real_positions(key_padding_mask, B, T, query.device)
-            key_pos = real_positions(key_padding_mask, B, S, query.device)
+        v, _, query_pos, key_pos = self.self_attention_positions(incremental_state, key_padding_mask, pad_key=None,
+                                                                 value=v)
         # A position is never larger than its column index, so this bounds them without a device sync.
         if v.size(2) > self.max_length or T > self.max_length:
             raise ValueError(f"linearnet: a sequence of {max(T, v.size(2))} positions exceeds its table of "
@@ -123,8 +112,5 @@ class LinearNetAttention(Mixer):
         if invalid is not None:
             weights = weights.masked_fill(invalid, 0.0)
         weights = F.dropout(weights, self.dropout, self.training).to(v.dtype).transpose(0, 1)  # B x H x T x S
-        mixed = torch.matmul(weights, v).permute(2, 0, 1, 3).reshape(T, B, self.embed_dim)
-        out = self.out_proj(mixed)
-        if not (need_weights or need_head_weights):
-            return out, None
-        return out, weights.transpose(0, 1) if need_head_weights else weights.mean(dim=1)
+        out = self.merge_heads(torch.matmul(weights, v))
+        return out, self.fairseq_weights(weights, v.dtype, need_weights, need_head_weights)

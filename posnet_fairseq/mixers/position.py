@@ -282,11 +282,6 @@ class PositionAttention(Mixer):
 
     # ----- the mixer -----
 
-    def _split_heads(self, x):
-        """T x B x D -> B x H x T x D_h."""
-        length, batch, _ = x.shape
-        return x.view(length, batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
-
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
         # attn_mask (fairseq's -inf future mask, given only when not
@@ -302,32 +297,27 @@ class PositionAttention(Mixer):
             if buffer is not None and "value" in buffer:
                 v, key_pos, pad = buffer["value"], buffer["key_positions"], buffer.get("key_padding_mask")
             else:
-                v = self._split_heads(self.v_proj(value))
+                v = self.split_heads(self.v_proj(value))
                 pad = key_padding_mask
                 key_pos = real_positions(pad, batch, value.size(0), device)
                 if buffer is not None:  # the encoder side is computed once per sentence
                     buffer.update(value=v, key_positions=key_pos)
                     if pad is not None:
                         buffer["key_padding_mask"] = pad
+            if buffer is not None:
+                self._set_input_buffer(incremental_state, buffer)
             # Targets are right-padded: the column index is the target position.
             query_pos = query_step if buffer is not None else \
                 torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
         else:
-            v = self._split_heads(self.v_proj(value))
+            v = self.split_heads(self.v_proj(value))
             pad = key_padding_mask
             if buffer is not None:
-                if pad is None:
-                    pad = torch.zeros(batch, length, dtype=torch.bool, device=device)
-                if "value" in buffer:
-                    v = torch.cat([buffer["value"], v], dim=2)
-                    pad = torch.cat([buffer["key_padding_mask"], pad], dim=1)
-                buffer.update(value=v, key_padding_mask=pad)
+                v, pad, key_pos = self.cache_self_attention(incremental_state, buffer, pad,
+                                                            pad_key="key_padding_mask", value=v)
                 query_pos = query_step
-                key_pos = torch.arange(v.size(2), device=device).unsqueeze(0).expand(batch, v.size(2))
             else:
                 key_pos = query_pos = real_positions(pad, batch, length, device)
-        if buffer is not None:
-            self._set_input_buffer(incremental_state, buffer)
         keys = v.size(2)
 
         energy = self.energies(query_pos, key_pos)
@@ -339,15 +329,8 @@ class PositionAttention(Mixer):
             invalid = future if invalid is None else invalid | future
         probs = masked_softmax(energy, invalid)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
-        out = torch.matmul(dropped.to(v.dtype), v)  # B x H x T x D_h
-        out = self.out_proj(out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim))
-
-        weights = None
-        if need_weights or need_head_weights:
-            weights = probs.to(query.dtype).transpose(0, 1)  # H x B x T x S, as fairseq returns them
-            if not need_head_weights:
-                weights = weights.mean(dim=0)
-        return out, weights
+        out = self.merge_heads(torch.matmul(dropped.to(v.dtype), v))
+        return out, self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
 
 
 # Option sets the contract tests run besides the defaults: a K shorter than

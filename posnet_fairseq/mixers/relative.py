@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import options
-from .base import Mixer, masked_softmax, real_positions, register_mixer
+from .base import Mixer, masked_softmax, register_mixer
 
 EMBEDDING_KINDS = ("per-head", "shared")
 
@@ -135,11 +135,6 @@ class ShawRelativeAttention(Mixer):
         return cls(ctx.embed_dim, ctx.num_heads, int(max_distance), embeddings, bool(args.relative_values),
                    ctx.dropout, ctx.causal)
 
-    def _split_heads(self, x):
-        """T x B x D -> B x H x T x d_h."""
-        length, batch, _ = x.shape
-        return x.view(length, batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
-
     def _dot_table(self, q, table):
         """q (B x H x T x d_h) against every table row: B x H x T x (2K+1)."""
         if self.embeddings == "shared":
@@ -159,32 +154,12 @@ class ShawRelativeAttention(Mixer):
         if before_softmax:
             raise ValueError(f"{type(self).__name__} does not return pre-softmax logits (before_softmax=True)")
         length, batch, _ = query.shape
-        device = query.device
-        q = self._split_heads(self.q_proj(query) * self.scaling)
-        k = self._split_heads(self.k_proj(key)) if self.k_proj is not None else None
-        v = self._split_heads(self.v_proj(value))
-
-        if incremental_state is not None:
-            buffer = self._get_input_buffer(incremental_state)
-            query_pos = self.decoding_steps(buffer, batch, length, device)
-            pad = key_padding_mask if key_padding_mask is not None else torch.zeros(
-                batch, length, dtype=torch.bool, device=device)
-            if "prev_value" in buffer:
-                v = torch.cat([buffer["prev_value"], v], dim=2)
-                pad = torch.cat([buffer["prev_key_padding_mask"], pad], dim=1)
-                if k is not None:
-                    k = torch.cat([buffer["prev_key"], k], dim=2)
-            buffer["prev_value"], buffer["prev_key_padding_mask"] = v, pad
-            if k is not None:
-                buffer["prev_key"] = k
-            self._set_input_buffer(incremental_state, buffer)
-            key_len = v.size(2)
-            key_pos = torch.arange(key_len, device=device).unsqueeze(0).expand(batch, key_len)
-        else:
-            pad = key_padding_mask
-            key_len = value.size(0)
-            key_pos = real_positions(pad, batch, key_len, device)
-            query_pos = key_pos  # self-attention: queries are the keys
+        q = self.split_heads(self.q_proj(query) * self.scaling)
+        k = self.split_heads(self.k_proj(key)) if self.k_proj is not None else None
+        v = self.split_heads(self.v_proj(value))
+        v, k, pad, query_pos, key_pos = self.self_attention_positions(incremental_state, key_padding_mask,
+                                                                      prev_value=v, prev_key=k)
+        key_len = v.size(2)
 
         distance = key_pos.unsqueeze(1) - query_pos.unsqueeze(2)  # B x T x S, j - i
         slot = (distance.clamp(-self.max_distance, self.max_distance) + self.max_distance).unsqueeze(1)
@@ -216,14 +191,7 @@ class ShawRelativeAttention(Mixer):
             per_slot = dropped.new_zeros(batch, self.num_heads, length, 2 * self.max_distance + 1)
             per_slot.scatter_add_(-1, slot, dropped)
             out = out + self._mix_table(per_slot, self.relative_values.to(acc)).to(out.dtype)
-        out = self.out_proj(out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim))
-
-        weights = None
-        if need_weights or need_head_weights:
-            weights = probs.to(query.dtype).transpose(0, 1)  # H x B x T x S, as fairseq returns them
-            if not need_head_weights:
-                weights = weights.mean(dim=0)
-        return out, weights
+        return self.merge_heads(out), self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
 
 
 @register_mixer("relattn", sites=("encoder_self", "decoder_self"), variants=VARIANTS)
