@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Quick start on the embedded synthetic corpus, CPU only (about 12 minutes on 2 cores):
+# Quick start on the embedded synthetic corpus, CPU only (about 10 minutes on 2 cores):
 #   generate corpus -> SentencePiece -> fairseq-preprocess -> fairseq-train (each
 #   model, same budget) -> average the last checkpoints -> fairseq-generate with
 #   beam search -> sacreBLEU, and a results table.
@@ -8,6 +8,7 @@
 #   POSNET_RUN_DIR            output directory (default: runs/quickstart in the checkout)
 #   POSNET_QUICKSTART_ARCHS   architectures to compare (default: Transformer and rPosNet, tiny)
 #   POSNET_QUICKSTART_EPOCHS  training epochs per model (default 5)
+#   POSNET_QUICKSTART_JOBS    models trained at once, one core each (default: nproc)
 #   POSNET_QUICKSTART_MICRO=1 a seconds-long run on a tiny corpus (used by the tests)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -47,10 +48,8 @@ fairseq-preprocess --source-lang src --target-lang tgt --joined-dictionary --wor
   --destdir data-bin > preprocess.log 2>&1
 
 mkdir -p checkpoints gen
-results=results.tsv
-printf "model\tparams\tBLEU\tchrF\tsentences/s\n" > "$results"
-for arch in $archs; do
-  echo "== 4. fairseq-train $arch ($epochs epochs)"
+train() {  # one model; its log is checkpoints/ARCH.train.log
+  local arch=$1
   rm -rf "checkpoints/$arch"
   fairseq-train data-bin --user-dir "$plugin" --arch "$arch" \
     --optimizer adam --adam-betas '(0.9, 0.98)' --lr 0.002 --lr-scheduler inverse_sqrt --warmup-updates 200 \
@@ -58,14 +57,33 @@ for arch in $archs; do
     --max-tokens 2048 --max-epoch "$epochs" --seed 1 --num-workers 0 \
     --save-dir "checkpoints/$arch" --keep-last-epochs 3 --no-last-checkpoints \
     --log-format simple --log-interval 100 > "checkpoints/$arch.train.log" 2>&1 \
-    || { tail -n 20 "checkpoints/$arch.train.log"; exit 1; }
-  params=$(sed -n 's/.*num. model params: \([0-9,]*\).*/\1/p' "checkpoints/$arch.train.log" | head -n 1)
+    || { echo "fairseq-train $arch failed:"; tail -n 20 "checkpoints/$arch.train.log"; return 1; }
+}
 
-  echo "== 5. average the last 3 epoch checkpoints"
+# The models train side by side, one core each (same budget: $epochs epochs);
+# decoding then runs one model at a time so that sentences/s are comparable.
+jobs_max=${POSNET_QUICKSTART_JOBS:-$(nproc)}
+pids=()
+for arch in $archs; do
+  echo "== 4. fairseq-train $arch ($epochs epochs)"
+  train "$arch" & pids+=($!)
+  if [ ${#pids[@]} -ge "$jobs_max" ]; then
+    for pid in "${pids[@]}"; do wait "$pid"; done
+    pids=()
+  fi
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+
+results=results.tsv
+printf "model\tparams\tBLEU\tchrF\tsentences/s\n" > "$results"
+for arch in $archs; do
+  params=$(sed -n 's/.*num\. shared model params: \([0-9,]*\).*/\1/p' "checkpoints/$arch.train.log" | head -n 1)
+
+  echo "== 5. $arch: average the last 3 epoch checkpoints"
   posnet-average-checkpoints --inputs "checkpoints/$arch" --num-epoch-checkpoints 3 \
     --output "checkpoints/$arch/checkpoint_avg.pt"
 
-  echo "== 6. fairseq-generate (beam 5) and sacreBLEU"
+  echo "== 6. $arch: fairseq-generate (beam 5) and sacreBLEU"
   # --required-batch-size-multiple 1: fairseq main drops a last batch whose size
   # is not a multiple of it (default 8), i.e. up to 7 test sentences.
   fairseq-generate data-bin --user-dir "$plugin" --path "checkpoints/$arch/checkpoint_avg.pt" \
