@@ -48,7 +48,7 @@ def _tar(path, files, mode="w:gz"):
 
 
 def _sgm(lines, setid, lang):
-    return ([f'<refset setid="{setid}" srclang="any" trglang="{lang}">', f'<doc sysid="ref" docid="d1" genre="news">']
+    return ([f'<refset setid="{setid}" srclang="any" trglang="{lang}">', '<doc sysid="ref" docid="d1" genre="news">']
             + [f'<seg id="{i + 1}">{l}</seg>' for i, l in enumerate(lines)] + ["</doc>", "</refset>"])
 
 
