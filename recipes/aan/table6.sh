@@ -9,12 +9,8 @@ source "$(dirname "$0")/../lib/common.sh"
 recipe_init aan-table6 "$@"
 BASELINE=aan_plus_avg
 DS=wmt14_en_de
-OPT=(--share-all-embeddings --optimizer adam --adam-betas "(0.9,0.98)" --clip-norm 0.0 --lr 0.0007
-     --lr-scheduler inverse_sqrt --warmup-updates 4000 --warmup-init-lr 1e-07 --dropout 0.1
-     --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --max-update 300000 --max-tokens 4096
-     --save-interval-updates 5000 --keep-interval-updates 5 --no-epoch-checkpoints --seed 1)
-TOKENS=25000; AVG="last 5"
-GEN=(--beam 4 --lenpen 0.6)
+source "$(dirname "$0")/settings.sh"
+OPT=("${BASE_OPT[@]}")
 row aan_plus_avg $DS --arch aan_plus_avg "${OPT[@]}"
 row ner_far      $DS --arch aan_plus_avg --aan-patterns ner,far "${OPT[@]}"
 row ner_wet      $DS --arch aan_plus_avg --aan-patterns ner,wet "${OPT[@]}"

@@ -8,16 +8,7 @@ source "$(dirname "$0")/../lib/common.sh"
 recipe_init aan-table7 "$@"
 BASELINE=transformer
 DS=wmt14_en_fr
-OPT=(--share-all-embeddings --optimizer adam --adam-betas "(0.9,0.98)" --clip-norm 0.0 --lr 0.0007
-     --lr-scheduler inverse_sqrt --warmup-updates 4000 --warmup-init-lr 1e-07 --dropout 0.1
-     --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --max-update 300000 --max-tokens 4096
-     --save-interval-updates 5000 --keep-interval-updates 5 --no-epoch-checkpoints --seed 1)
-TOKENS=25000; AVG="last 5"
-GEN=(--beam 4 --lenpen 0.6)
-row transformer  $DS --arch posnet_transformer_base "${OPT[@]}"
-row aan          $DS --arch aan "${OPT[@]}"
-row aan_plus_avg $DS --arch aan_plus_avg "${OPT[@]}"
-row aan_plus_ner $DS --arch aan_plus_ner "${OPT[@]}"
-row aan_plus_far $DS --arch aan_plus_far "${OPT[@]}"
-row aan_plus_wet $DS --arch aan_plus_wet "${OPT[@]}"
+source "$(dirname "$0")/settings.sh"
+BASE_ARCH=posnet_transformer_base
+aan_rows $DS "" "${BASE_OPT[@]}"
 run_table
