@@ -16,14 +16,8 @@ source "$(dirname "$0")/../lib/common.sh"
 recipe_init posnet-table2 "$@"
 BASELINE=transformer
 
-OPT=(--optimizer adam --adam-betas "(0.9,0.98)" --clip-norm 0.0 --lr 0.0007 --lr-scheduler inverse_sqrt
-     --warmup-updates 4000 --warmup-init-lr 1e-07 --weight-decay 0.0 --dropout 0.1
-     --criterion label_smoothed_cross_entropy --label-smoothing 0.1
-     --max-update 150000 --max-tokens 4500 --max-source-positions 128 --max-target-positions 128
-     --save-interval-updates 1000 --keep-interval-updates 21 --no-epoch-checkpoints --seed 1)
-TOKENS=27000
-AVG="best 7"
-GEN=(--beam 12 --lenpen 1.0)
+source "$(dirname "$0")/settings.sh"
+OPT=(--weight-decay 0.0 "${BASE_OPT[@]}")
 # AppTek GaussianNet: fixed Gaussians at offsets -1/0/+1 (encoder, per head) and -1/0 (decoder), biased projections.
 GAUSSIANNET=(--encoder-self-mixer hc_gaussian --decoder-self-mixer hc_gaussian
              --hc-encoder-offsets=-1,0,1,-1,0,1,-1,0 --hc-decoder-offsets=-1,0 --hc-bias)

@@ -10,13 +10,8 @@ source "$(dirname "$0")/../lib/common.sh"
 recipe_init posnet-table6 "$@"
 BASELINE=transformer
 DS=wmt14_en_de
-OPT=(--share-all-embeddings --optimizer adam --adam-betas "(0.9,0.98)" --clip-norm 0.0 --lr 0.0007
-     --lr-scheduler inverse_sqrt --warmup-updates 4000 --warmup-init-lr 1e-07 --dropout 0.1
-     --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --max-update 150000 --max-tokens 4500
-     --max-source-positions 128 --max-target-positions 128 --save-interval-updates 1000
-     --keep-interval-updates 21 --no-epoch-checkpoints --seed 1)
-TOKENS=27000; AVG="best 7"
-GEN=(--beam 12 --lenpen 1.0)
+source "$(dirname "$0")/settings.sh"
+OPT=(--share-all-embeddings "${BASE_OPT[@]}")
 GATE_ON=(--encoder-self-gating on --decoder-self-gating on)
 GATE_OFF=(--encoder-self-gating off --decoder-self-gating off)
 row transformer       $DS --arch posnet_transformer_base "${OPT[@]}"
