@@ -72,6 +72,20 @@ def random_sentences(lengths, generator, dictionary):
     return [torch.randint(low, len(dictionary), (n,), generator=generator).tolist() for n in lengths]
 
 
+def padded_batch(lengths, left, dim, seed=1):
+    """fp64 T x B x dim mixer inputs and a B x T padding mask (left- or right-padded)."""
+    g = torch.Generator().manual_seed(seed)
+    longest = max(lengths)
+    x = torch.randn(longest, len(lengths), dim, generator=g, dtype=torch.double)
+    pad = torch.ones(len(lengths), longest, dtype=torch.bool)
+    for b, n in enumerate(lengths):
+        if left:
+            pad[b, longest - n:] = False
+        else:
+            pad[b, :n] = False
+    return x, pad
+
+
 def run_cli(main_fn, argv, parser_fn):
     """Runs a fairseq_cli main in-process with argv, quietly; returns its stdout."""
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf

@@ -2,6 +2,7 @@
 border renormalisation, parameters, the presets of the PosNet paper's Table 5."""
 import pytest
 import torch
+import fairseq_testing
 from fairseq_testing import build_model
 
 from posnet_fairseq.mixers.gating import GatedMixer, GatedValue
@@ -20,17 +21,7 @@ def make(max_relative, global_context, causal, seed=0):
 
 
 def padded_batch(lengths, left, seed=1):
-    """T x B x D inputs and a B x T padding mask (left- or right-padded)."""
-    g = torch.Generator().manual_seed(seed)
-    longest = max(lengths)
-    x = torch.randn(longest, len(lengths), D, generator=g, dtype=torch.double)
-    pad = torch.ones(len(lengths), longest, dtype=torch.bool)
-    for b, n in enumerate(lengths):
-        if left:
-            pad[b, longest - n:] = False
-        else:
-            pad[b, :n] = False
-    return x, pad
+    return fairseq_testing.padded_batch(lengths, left, D, seed)
 
 
 def naive(m, x, pad):

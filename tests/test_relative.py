@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+import fairseq_testing
 from fairseq_testing import build_model, parse_train_args
 
 from posnet_fairseq.mixers.base import real_positions
@@ -25,17 +26,7 @@ def make(cls, embeddings="per-head", values=False, max_distance=2, causal=False,
 
 
 def padded_batch(lengths, left, seed=1):
-    """T x B x D inputs and a B x T padding mask (left- or right-padded)."""
-    g = torch.Generator().manual_seed(seed)
-    longest = max(lengths)
-    x = torch.randn(longest, len(lengths), D, generator=g, dtype=torch.double)
-    pad = torch.ones(len(lengths), longest, dtype=torch.bool)
-    for b, n in enumerate(lengths):
-        if left:
-            pad[b, longest - n:] = False
-        else:
-            pad[b, :n] = False
-    return x, pad
+    return fairseq_testing.padded_batch(lengths, left, D, seed)
 
 
 def naive(m, x, pad, bias=None):
