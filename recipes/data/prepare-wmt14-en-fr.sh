@@ -39,25 +39,7 @@ done
 corpora=("$TMP/orig/training/europarl-v7.fr-en" "$TMP/orig/commoncrawl.fr-en" "$TMP/orig/un/undoc.2000.fr-en"
          "$TMP/orig/training/news-commentary-v9.fr-en" "$TMP/orig/giga-fren.release2.fixed")
 
-log "train"
-for l in $src $tgt; do
-  cat "${corpora[@]/%/.$l}" > "$TMP/train.raw.$l"
-  tokenize -l $l -a --normalize --remove-non-printing "$TMP/train.raw.$l" "$TMP/train.tok.$l"
-done
-text holdout --every 1333 "$TMP/train.tok" $src $tgt "$TOK/train" "$TOK/valid"
-
-log "test (newstest2014 full)"
-text segs "$TMP/orig/test-full/newstest2014-fren-src.$src.sgm" "$RAW/test.$src"
-text segs "$TMP/orig/test-full/newstest2014-fren-ref.$tgt.sgm" "$RAW/test.$tgt"
-for l in $src $tgt; do tokenize -l $l -a "$RAW/test.$l" "$TOK/test.$l"; done
-
-learn_bpe "$MERGES" "$BPE/code" "$TOK/train.$src" "$TOK/train.$tgt"
-for split in train valid test; do
-  for l in $src $tgt; do apply_bpe "$BPE/code" "$TOK/$split.$l" "$TMP/$split.bpe.$l"; done
-done
-for split in train valid; do clean "$TMP/$split.bpe" $src $tgt "$BPE/$split" 1 250 --ratio 1.5; done
-for l in $src $tgt; do cp "$TMP/test.bpe.$l" "$BPE/test.$l"; done
-binarize $src $tgt --joined-dictionary
+wmt14_build fren 1333
 write_stats $src $tgt '{
   "target_lang": "fr", "detok": "moses", "sacrebleu_tokenize": "13a", "lowercase": false,
   "compound_split": false,

@@ -114,3 +114,31 @@ write_stats() {
     --eval-json "$TMP/eval.json" "$@"
   log "wrote $OUT/stats.json"
 }
+
+# wmt14_build PAIR VALID_EVERY: the WMT14 pipeline shared by En-De and En-Fr once the
+# corpora listed in ${corpora[@]} are unpacked: concatenate and tokenise them (punctuation
+# normalisation, non-printing removal, aggressive hyphens), hold out every VALID_EVERY-th
+# pair as valid, newstest2014 (full) as test, joint BPE ($MERGES merges), clean 1-250 tokens
+# with ratio 1.5 after BPE (train and valid), binarize with a joined dictionary.
+wmt14_build() {
+  local pair=$1 every=$2 l split
+  log "train"
+  for l in $src $tgt; do
+    cat "${corpora[@]/%/.$l}" > "$TMP/train.raw.$l"
+    tokenize -l $l -a --normalize --remove-non-printing "$TMP/train.raw.$l" "$TMP/train.tok.$l"
+  done
+  text holdout --every "$every" "$TMP/train.tok" $src $tgt "$TOK/train" "$TOK/valid"
+
+  log "test (newstest2014 full)"
+  text segs "$TMP/orig/test-full/newstest2014-$pair-src.$src.sgm" "$RAW/test.$src"
+  text segs "$TMP/orig/test-full/newstest2014-$pair-ref.$tgt.sgm" "$RAW/test.$tgt"
+  for l in $src $tgt; do tokenize -l $l -a "$RAW/test.$l" "$TOK/test.$l"; done
+
+  learn_bpe "$MERGES" "$BPE/code" "$TOK/train.$src" "$TOK/train.$tgt"
+  for split in train valid test; do
+    for l in $src $tgt; do apply_bpe "$BPE/code" "$TOK/$split.$l" "$TMP/$split.bpe.$l"; done
+  done
+  for split in train valid; do clean "$TMP/$split.bpe" $src $tgt "$BPE/$split" 1 250 --ratio 1.5; done
+  for l in $src $tgt; do cp "$TMP/test.bpe.$l" "$BPE/test.$l"; done
+  binarize $src $tgt --joined-dictionary
+}
