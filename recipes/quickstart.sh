@@ -8,7 +8,7 @@
 #   POSNET_RUN_DIR            output directory (default: runs/quickstart in the checkout)
 #   POSNET_QUICKSTART_ARCHS   architectures to compare (default: Transformer and rPosNet, tiny)
 #   POSNET_QUICKSTART_EPOCHS  training epochs per model (default 5)
-#   POSNET_QUICKSTART_JOBS    models trained at once, one core each (default: nproc)
+#   POSNET_QUICKSTART_JOBS    models trained at once, one core each (default: the number of cores)
 #   POSNET_QUICKSTART_MICRO=1 a seconds-long run on a tiny corpus (used by the tests)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -62,7 +62,8 @@ train() {  # one model; its log is checkpoints/ARCH.train.log
 
 # The models train side by side, one core each (same budget: $epochs epochs);
 # decoding then runs one model at a time so that sentences/s are comparable.
-jobs_max=${POSNET_QUICKSTART_JOBS:-$(nproc)}
+# (getconf, not nproc: nproc honours the OMP_NUM_THREADS=1 set above.)
+jobs_max=${POSNET_QUICKSTART_JOBS:-$(getconf _NPROCESSORS_ONLN)}
 pids=()
 for arch in $archs; do
   echo "== 4. fairseq-train $arch ($epochs epochs)"
