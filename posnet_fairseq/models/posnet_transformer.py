@@ -194,7 +194,8 @@ class PosNetTransformerModel(TransformerModel):
     @classmethod
     def build_model(cls, args, task):
         options.set_defaults(args)
-        if getattr(args, "cross_self_attention", False) and args.decoder_self_mixer != "mha":
+        mixers = {name.strip() for name in str(args.decoder_self_mixer).split(",")}
+        if getattr(args, "cross_self_attention", False) and mixers != {"mha"}:
             raise ValueError(
                 f"--cross-self-attention needs --decoder-self-mixer mha (got {args.decoder_self_mixer}): "
                 "it prepends the encoder output to the decoder's self-attention keys"
