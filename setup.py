@@ -19,7 +19,7 @@ setup(
             "posnet-generate = posnet_fairseq.cli.fairseq_wrappers:generate",
             "posnet-interactive = posnet_fairseq.cli.fairseq_wrappers:interactive",
             "posnet-validate = posnet_fairseq.cli.fairseq_wrappers:validate",
-            "posnet-synth = posnet_fairseq.synth:main",
+            "posnet-synth = posnet_fairseq.data.synth:main",
             "posnet-average-checkpoints = posnet_fairseq.cli.average_checkpoints:main",
             "posnet-length-ratio = posnet_fairseq.cli.length_ratio:main",
             "posnet-spm = posnet_fairseq.cli.spm:main",

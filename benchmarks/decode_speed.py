@@ -65,11 +65,11 @@ def quiet():
 
 
 def prepare_data(workdir, sentences):
-    """The synthetic corpus (posnet_fairseq.synth), binarized with a joined dictionary."""
+    """The synthetic corpus (posnet_fairseq.data.synth), binarized with a joined dictionary."""
     from fairseq import options
     from fairseq_cli import preprocess
 
-    from posnet_fairseq.synth import write_corpus
+    from posnet_fairseq.data.synth import write_corpus
 
     bin_dir = os.path.join(workdir, f"data-bin-{sentences}")
     if os.path.exists(os.path.join(bin_dir, "test.src-tgt.src.bin")):

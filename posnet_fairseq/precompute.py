@@ -13,7 +13,7 @@ inputs up front, and a mixer asked for more raises an error naming N.
 
 (For generation straight from a training checkpoint no step is needed:
 fairseq-generate calls ``make_generation_fast_``, which folds the tables in
-memory and keeps the parameters; see ``mixers/position.py``.)
+memory and keeps the parameters; see ``mixers/posnet.py``.)
 """
 import json
 import os
@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from fairseq.modules import LearnedPositionalEmbedding
 
-from .mixers.position import POSITION_NORM_KEY, PositionAttention
+from .mixers.posnet import POSITION_NORM_KEY, PositionAttention
 
 
 def position_mixers(model):

@@ -110,7 +110,7 @@ def write_synthetic_data_bin(directory, train=200, valid=20, test=20, seed=1):
     """The synthetic corpus, word level, binarized with a joined dictionary."""
     from fairseq_cli import preprocess
 
-    from posnet_fairseq.synth import write_corpus
+    from posnet_fairseq.data.synth import write_corpus
 
     raw = os.path.join(directory, "raw")
     write_corpus(raw, train=train, valid=valid, test=test, seed=seed)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fairseq_testing import build_model
-from posnet_fairseq.mixers.average import LEVEL, AverageAttention
+from posnet_fairseq.mixers.aan import LEVEL, AverageAttention
 from posnet_fairseq.mixers.base import MIXERS, MixerContext
 
 C = 16

@@ -10,17 +10,17 @@ import pytest
 import torch
 
 from fairseq_testing import build_model, train_and_generate, write_synthetic_data_bin
-from posnet_fairseq import options
+from posnet_fairseq import flags
 from posnet_fairseq.mixers.base import MIXERS, MixerContext
-from posnet_fairseq.mixers.gaussian import HardCodedSelfAttention
+from posnet_fairseq.mixers.hc_gaussian import HardCodedSelfAttention
 from posnet_fairseq.mixers.none import NoMixer
 
 PDF = [1 / math.sqrt(2 * math.pi) * math.exp(-0.5 * d * d) for d in range(6)]  # N(0, 1) at 0..5
 
 
-def make_args(**flags):
-    args = argparse.Namespace(attention_dropout=0.0, **flags)
-    options.set_defaults(args)
+def make_args(**values):
+    args = argparse.Namespace(attention_dropout=0.0, **values)
+    flags.set_defaults(args)
     return args
 
 
@@ -337,7 +337,7 @@ def test_iwslt_size():
 def test_hc_all_stores_the_training_length_ratio_and_translates(tmp_path):
     from fairseq import checkpoint_utils
 
-    from posnet_fairseq.data_stats import length_ratio
+    from posnet_fairseq.data.length_ratio import length_ratio
 
     data_bin = write_synthetic_data_bin(str(tmp_path))
     checkpoint, out = train_and_generate(data_bin, str(tmp_path / "ckpt"), "hc_gaussian_all_tiny")

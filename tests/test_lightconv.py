@@ -6,7 +6,7 @@ import fairseq_testing
 from fairseq_testing import build_model
 
 from posnet_fairseq.mixers.gating import GatedMixer, GatedValue
-from posnet_fairseq.mixers.lightconv import AppTekLightConv
+from posnet_fairseq.mixers.lightconv_apptek import AppTekLightConv
 
 D, H = 12, 3
 

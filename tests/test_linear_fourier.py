@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from fairseq_testing import build_model
-from posnet_fairseq.mixers.fourier import FourierNetMixer
-from posnet_fairseq.mixers.linear import LinearNetAttention
+from posnet_fairseq.mixers.fouriernet import FourierNetMixer
+from posnet_fairseq.mixers.linearnet import LinearNetAttention
 
 D, H = 8, 2
 

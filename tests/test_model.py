@@ -98,7 +98,7 @@ def test_length_ratio_is_computed_once_and_kept(monkeypatch, tmp_path):
     """A mixer that needs gamma gets it from the training data at build time;
     the value is written into args (hence the checkpoint) and not recomputed."""
     from fairseq_testing import write_synthetic_data_bin
-    from posnet_fairseq.data_stats import length_ratio
+    from posnet_fairseq.data.length_ratio import length_ratio
 
     data_bin = write_synthetic_data_bin(str(tmp_path), train=60, valid=5, test=5)
     monkeypatch.setitem(

@@ -12,7 +12,7 @@ from torch import nn
 
 from fairseq_testing import build_model
 from posnet_fairseq.mixers.base import MixerContext
-from posnet_fairseq.mixers.position import FOLD_START, APosNet, ARPosNet, RPosNet, sinusoids
+from posnet_fairseq.mixers.posnet import FOLD_START, APosNet, ARPosNet, RPosNet, sinusoids
 
 PAD = 1
 DIM, HEADS = 8, 2

@@ -14,7 +14,7 @@ import tarfile
 
 import pytest
 
-from posnet_fairseq.synth import generate_pairs
+from posnet_fairseq.data.synth import generate_pairs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.dirname(sys.executable)
@@ -76,7 +76,7 @@ def _check_binarized(out, src, tgt, splits=("train", "valid", "test")):
 
 
 def _check_gamma(out, src, tgt, stats):
-    from posnet_fairseq.data_stats import length_ratio
+    from posnet_fairseq.data.length_ratio import length_ratio
 
     assert stats["length_ratio"] == pytest.approx(length_ratio(os.path.join(out, "data-bin"), src, tgt), abs=1e-6)
     assert stats["length_ratio"] == pytest.approx(stats["mean_source_length"] / stats["mean_target_length"], rel=1e-3)

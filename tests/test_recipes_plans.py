@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-from posnet_fairseq.recipes_support import plancheck, tables
+from posnet_fairseq.evaluation import tables
+from posnet_fairseq.recipe_tools import plancheck
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = {
@@ -50,8 +51,8 @@ def test_dry_run_plan_parses(table, tmp_path):
     commands = plancheck.train_commands(plan)
     assert len(commands) == len(rows)
     assert plan.count("posnet-average-checkpoints ") == len(rows)
-    assert plan.count("fairseq-generate ") == plan.count("recipes_support.evaluate ") >= len(rows)
-    assert f"recipes_support.tables collect {table} " in plan
+    assert plan.count("fairseq-generate ") == plan.count("evaluation.evaluate ") >= len(rows)
+    assert f"evaluation.tables collect {table} " in plan
     for _, argv in commands:
         for flag in ("--arch", "--max-update", "--update-freq", "--warmup-updates", "--lr", "--criterion",
                      "--save-interval-updates"):
@@ -90,7 +91,7 @@ def test_two_node_plan_uses_torchrun_and_only_node_zero_evaluates(tmp_path):
 def test_cpu_processes_plan(tmp_path):
     plan = dry_run(tmp_path, "tisa/mt.sh", "--cpu-procs", "2", "--rows", "tisa_a").stdout
     assert re.findall(r"^# row (\S+)", plan, flags=re.M) == ["tisa_a", "tisa_a"]
-    line = next(l for l in plan.splitlines() if "recipes_support.launch" in l)
+    line = next(l for l in plan.splitlines() if "recipe_tools.launch" in l)
     assert "--procs 2 -- fairseq-train" in line
     for flag in ("--cpu", "--distributed-backend gloo", "--distributed-no-spawn", "--ddp-backend legacy_ddp",
                  "--distributed-world-size 2", "--distributed-init-method tcp://127.0.0.1:"):

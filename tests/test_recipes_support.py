@@ -1,11 +1,13 @@
-"""Unit tests of posnet_fairseq.recipes_support: the Python pieces of the recipes (no training)."""
+"""Unit tests of posnet_fairseq.data, .evaluation and .recipe_tools: the Python pieces of the recipes (no training)."""
 import json
 import os
 import sys
 
 import pytest
 
-from posnet_fairseq.recipes_support import avgrule, bootstrap, clean_corpus, evaluate, hooks, plancheck, tables, text
+from posnet_fairseq.data import clean_corpus, text
+from posnet_fairseq.evaluation import bootstrap, evaluate, hooks, tables
+from posnet_fairseq.recipe_tools import avgrule, plancheck
 
 
 def _write(path, lines):
@@ -246,7 +248,7 @@ def test_average_window_is_centred_on_best_and_clipped():
 def test_train_commands_found_in_plans():
     plan = "\n".join([
         "# row a ds", "fairseq-train /d --arch x --lr 1 --log-file /x",
-        "# row b ds", "python -m posnet_fairseq.recipes_support.launch --procs 2 -- fairseq-train /d --arch y",
+        "# row b ds", "python -m posnet_fairseq.recipe_tools.launch --procs 2 -- fairseq-train /d --arch y",
         "# row c ds", "torchrun --nnodes 2 -m fairseq_cli.train /d --arch z",
         "fairseq-generate /d --path p > out",
     ])

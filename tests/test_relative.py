@@ -8,7 +8,7 @@ import fairseq_testing
 from fairseq_testing import build_model, parse_train_args
 
 from posnet_fairseq.mixers.base import real_positions
-from posnet_fairseq.mixers.relative import RelativeAttention, ShawRelativeAttention
+from posnet_fairseq.mixers.shaw import RelativeAttention, ShawRelativeAttention
 
 D, H = 12, 3
 

@@ -4,8 +4,8 @@ import sys
 
 import pytest
 
-from posnet_fairseq import synth
-from posnet_fairseq.synth import NP, PP, Clause, RelClause, Sentence, render
+from posnet_fairseq.data import synth
+from posnet_fairseq.data.synth import NP, PP, Clause, RelClause, Sentence, render
 
 SPLITS = ("train", "valid", "test")
 
@@ -219,13 +219,13 @@ def test_cli_rejects_bad_flags(tmp_path, capsys, args, flag):
     assert not (tmp_path / "c").exists()
 
 
-@pytest.mark.filterwarnings("ignore:'posnet_fairseq.synth' found in sys.modules:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:'posnet_fairseq.data.synth' found in sys.modules:RuntimeWarning")
 def test_python_dash_m_entry_point(tmp_path, monkeypatch):
     # runpy executes the module as "__main__" like ``python -m`` does, without
     # paying for a fresh interpreter that imports fairseq.
-    argv = ["posnet_fairseq.synth", "--out-dir", str(tmp_path), "--train", "20", "--valid", "5", "--test", "5"]
+    argv = ["posnet_fairseq.data.synth", "--out-dir", str(tmp_path), "--train", "20", "--valid", "5", "--test", "5"]
     monkeypatch.setattr(sys, "argv", argv)
     with pytest.raises(SystemExit) as exc:
-        runpy.run_module("posnet_fairseq.synth", run_name="__main__")
+        runpy.run_module("posnet_fairseq.data.synth", run_name="__main__")
     assert exc.value.code == 0
     assert len(list(tmp_path.iterdir())) == 6

@@ -6,7 +6,7 @@ import torch
 from fairseq.modules import MultiheadAttention
 
 from fairseq_testing import build_model, random_sentences, src_batch, tgt_batch
-from posnet_fairseq.mixers.relative import ShawRelativeAttention
+from posnet_fairseq.mixers.shaw import ShawRelativeAttention
 from posnet_fairseq.mixers.tisa import TisaAttention, TisaScorer
 
 TISA = ["--encoder-self-mixer", "tisa", "--decoder-self-mixer", "tisa"]

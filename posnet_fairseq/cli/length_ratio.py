@@ -1,7 +1,7 @@
 """``posnet-length-ratio DATA_BIN -s SRC -t TGT``: prints gamma = mean source / mean target length.
 
 The same number the model computes at build time for cross-attention mixers
-(see posnet_fairseq.data_stats); pass it as ``--length-ratio`` to pin it.
+(see posnet_fairseq.data.length_ratio); pass it as ``--length-ratio`` to pin it.
 """
 import argparse
 
@@ -13,7 +13,7 @@ def main(argv=None):
     parser.add_argument("-t", "--target-lang", required=True)
     parser.add_argument("--split", default="train")
     args = parser.parse_args(argv)
-    from ..data_stats import length_ratio
+    from ..data.length_ratio import length_ratio
 
     try:
         gamma = length_ratio(args.data_bin, args.source_lang, args.target_lang, args.split)

@@ -49,7 +49,7 @@ import math
 from fairseq.modules import MultiheadAttention
 from torch import nn
 
-from .. import options
+from .. import flags
 from .base import register_site_wrapper
 from .none import NoMixer
 
@@ -87,7 +87,7 @@ def set_defaults(args):
     args.gating_gate_norm = getattr(args, "gating_gate_norm", False)
 
 
-options.register_options(add_args, set_defaults)
+flags.register_options(add_args, set_defaults)
 
 
 def layer_gating(args, site, layer_idx, num_layers):

@@ -20,7 +20,7 @@ attention adds it to its logits. Hosts:
 
 * ``tisa`` -- fairseq's MultiheadAttention (:class:`TisaAttention` wraps it and
   hands F over as a float ``attn_mask``);
-* ``tisa_shaw`` -- Shaw et al.'s relative attention (``relative.py``), whose
+* ``tisa_shaw`` -- Shaw et al.'s relative attention (``shaw.py``), whose
   ``logit_bias`` hook takes the scorer directly.
 
 Cross attention has no relative distance between a target and a source
@@ -35,9 +35,9 @@ used here is f(j - i), hence c_here = -c_code - 1 (a and b unchanged), see
 import torch
 from torch import Tensor, nn
 
-from .. import options
+from .. import flags
 from .base import Mixer, real_positions, register_mixer
-from .relative import ShawRelativeAttention
+from .shaw import ShawRelativeAttention
 
 INIT_MODES = ("random", "local")
 
@@ -58,7 +58,7 @@ def set_defaults(args):
     args.tisa_init = getattr(args, "tisa_init", "random")
 
 
-options.register_options(add_args, set_defaults)
+flags.register_options(add_args, set_defaults)
 
 
 class TisaScorer(nn.Module):

@@ -14,11 +14,11 @@ from fairseq.models.transformer.transformer_legacy import (
     transformer_vaswani_wmt_en_de_big,
 )
 
-from .. import options
+from .. import flags
 
 
 def base(args):
-    options.set_defaults(args)
+    flags.set_defaults(args)
     base_architecture(args)
 
 
@@ -26,12 +26,12 @@ def small(args):
     # fairseq's IWSLT preset leaves dropout at 0.1; the IWSLT recipes (and the
     # PosNet paper's small models) use 0.3.
     args.dropout = getattr(args, "dropout", 0.3)
-    options.set_defaults(args)
+    flags.set_defaults(args)
     transformer_iwslt_de_en(args)
 
 
 def big(args):
-    options.set_defaults(args)
+    flags.set_defaults(args)
     transformer_vaswani_wmt_en_de_big(args)
 
 

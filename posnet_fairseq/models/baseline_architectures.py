@@ -1,9 +1,9 @@
 """Presets of the PosNet paper's baselines (Schmidt & Di Gangi, Tables 2 and 6), sizes tiny/small/base/big.
 
-* ``linearnet_transformer_*``   LinearNet (``linear.py``) in the encoder and decoder self-attention,
+* ``linearnet_transformer_*``   LinearNet (``linearnet.py``) in the encoder and decoder self-attention,
                                 a 128 x 128 table per head, ``--max-source/target-positions 128``
 * ``glinearnet_transformer_*``  the same with the GeLU gating of Eq. 4 (gLinearNet)
-* ``fouriernet_transformer_*``  FourierNet (``fourier.py``) in the encoder self-attention, MHA elsewhere
+* ``fouriernet_transformer_*``  FourierNet (``fouriernet.py``) in the encoder self-attention, MHA elsewhere
 
 Cross-attention is fairseq's MultiheadAttention in all of them, as in the paper.
 """

@@ -27,8 +27,8 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, Trans
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import nn
 
-from .. import options
-from ..data_stats import length_ratio_from_task
+from .. import flags
+from ..data.length_ratio import length_ratio_from_task
 from ..mixers.base import MIXERS, SITE_FLAGS, Mixer, MixerContext, build_site_mixer, lookup_mixer
 
 logger = logging.getLogger(__name__)
@@ -189,11 +189,11 @@ class PosNetTransformerModel(TransformerModel):
     @staticmethod
     def add_args(parser):
         TransformerModel.add_args(parser)
-        options.add_model_args(parser)
+        flags.add_model_args(parser)
 
     @classmethod
     def build_model(cls, args, task):
-        options.set_defaults(args)
+        flags.set_defaults(args)
         mixers = {name.strip() for name in str(args.decoder_self_mixer).split(",")}
         if getattr(args, "cross_self_attention", False) and mixers != {"mha"}:
             raise ValueError(

@@ -18,7 +18,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 if [ -f "$OUT/stats.json" ]; then log "$OUT/stats.json exists: nothing to do"; exit 0; fi
-"$PYTHON" -m posnet_fairseq.synth --out-dir "$RAW" --train "$N_TRAIN" --valid "$N_VALID" --test "$N_TEST" \
+"$PYTHON" -m posnet_fairseq.data.synth --out-dir "$RAW" --train "$N_TRAIN" --valid "$N_VALID" --test "$N_TEST" \
   --max-len 30 >&2
 for split in train valid test; do
   for l in src tgt; do cp "$RAW/$split.$l" "$TOK/$split.$l"; cp "$RAW/$split.$l" "$BPE/$split.$l"; done

@@ -65,7 +65,7 @@ cat "${corpora[@]/%/.zh}" > "$TMP/train.raw.zh"
 tokenize -l en --normalize --remove-non-printing "$TMP/train.raw.en" "$TMP/train.tok.en"
 "$PYTHON" -c "
 import sys
-from posnet_fairseq.recipes_support.text import remove_non_printing
+from posnet_fairseq.data.text import remove_non_printing
 with open(sys.argv[1], encoding='utf-8') as f, open(sys.argv[2], 'w', encoding='utf-8') as o:
     o.writelines(' '.join(remove_non_printing(l).split()) + '\n' for l in f)
 " "$TMP/train.raw.zh" "$TMP/train.tok.zh"

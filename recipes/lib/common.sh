@@ -132,7 +132,7 @@ _update_freq() {
 
 _train_prefix() {
   if [ "$CPU_PROCS" -gt 0 ]; then
-    echo "$PYTHON -m posnet_fairseq.recipes_support.launch --procs $CPU_PROCS -- fairseq-train"
+    echo "$PYTHON -m posnet_fairseq.recipe_tools.launch --procs $CPU_PROCS -- fairseq-train"
   elif [ "$NODES" -gt 1 ]; then
     echo "torchrun --nnodes $NODES --node-rank $NODE_RANK --nproc-per-node $GPUS --master-addr $MASTER_ADDR --master-port $MASTER_PORT -m fairseq_cli.train"
   else
@@ -176,7 +176,7 @@ emit_plan() {
     read -r avg count <<<"${ROW_AVG[$i]}"
     [ "$MICRO" = 1 ] && count=2
     if [ "$avg" = best ]; then
-      echo "posnet-average-checkpoints --inputs $(q "$save") --output $(q "$save/averaged.pt") \$($PYTHON -m posnet_fairseq.recipes_support.avgrule --save-dir $(q "$save") --count $count)"
+      echo "posnet-average-checkpoints --inputs $(q "$save") --output $(q "$save/averaged.pt") \$($PYTHON -m posnet_fairseq.recipe_tools.avgrule --save-dir $(q "$save") --count $count)"
     else
       echo "posnet-average-checkpoints --inputs $(q "$save") --output $(q "$save/averaged.pt") --num-update-checkpoints $count"
     fi
@@ -189,13 +189,13 @@ emit_plan() {
       fi
       [ -n "$COMET_MODEL$COMET_PYTHON" ] && extra+=" --comet-model $(q "$COMET_MODEL") --comet-python $(q "$COMET_PYTHON")"
       [ -n "$BLEURT_MODEL$BLEURT_PYTHON" ] && extra+=" --bleurt-model $(q "$BLEURT_MODEL") --bleurt-python $(q "$BLEURT_PYTHON")"
-      echo "$PYTHON -m posnet_fairseq.recipes_support.evaluate --generate-output $(q "$res/$split/generate.txt") --stats $(q "$data/stats.json") --split $split --out-dir $(q "$res/$split") --row $name --checkpoint $(q "$save/averaged.pt")$extra"
+      echo "$PYTHON -m posnet_fairseq.evaluation.evaluate --generate-output $(q "$res/$split/generate.txt") --stats $(q "$data/stats.json") --split $split --out-dir $(q "$res/$split") --row $name --checkpoint $(q "$save/averaged.pt")$extra"
     done
   done
   [ "$NODE_RANK" = 0 ] || return 0
   echo ""
   echo "# table"
-  echo "$PYTHON -m posnet_fairseq.recipes_support.tables collect $TABLE --results $(q "$WORK/results") --out $(q "$WORK/$TABLE")"
+  echo "$PYTHON -m posnet_fairseq.evaluation.tables collect $TABLE --results $(q "$WORK/results") --out $(q "$WORK/$TABLE")"
 }
 
 run_table() {
@@ -209,7 +209,7 @@ run_table() {
   local plan="$WORK/plan.sh"
   emit_plan > "$plan"
   if [ "$DRY_RUN" = 1 ]; then cat "$plan"; return 0; fi
-  PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m posnet_fairseq.recipes_support.plancheck "$plan" \
+  PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m posnet_fairseq.recipe_tools.plancheck "$plan" \
     || die "not started: the plan $plan names something that does not exist (see above)"
   [ "$CHECK_ONLY" = 1 ] && return 0
   echo "running $plan" >&2

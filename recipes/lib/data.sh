@@ -84,9 +84,9 @@ unpack() {  # unpack ARCHIVE: extracts into TMP/orig once
   touch "$stamp"
 }
 
-text() { "$PYTHON" -m posnet_fairseq.recipes_support.text "$@"; }
+text() { "$PYTHON" -m posnet_fairseq.data.text "$@"; }
 tokenize() { text tokenize --workers "$WORKERS" "$@"; }
-clean() { "$PYTHON" -m posnet_fairseq.recipes_support.clean_corpus "$@"; }
+clean() { "$PYTHON" -m posnet_fairseq.data.clean_corpus "$@"; }
 
 # learn_bpe MERGES CODES FILE...: joint subword-nmt codes over the concatenation of FILEs.
 learn_bpe() {
@@ -110,7 +110,7 @@ binarize() {
 write_stats() {
   local src="$1" tgt="$2" eval_json="$3"; shift 3
   printf '%s\n' "$eval_json" > "$TMP/eval.json"
-  "$PYTHON" -m posnet_fairseq.recipes_support.stats "$OUT/data-bin" -s "$src" -t "$tgt" --out "$OUT/stats.json" \
+  "$PYTHON" -m posnet_fairseq.data.stats "$OUT/data-bin" -s "$src" -t "$tgt" --out "$OUT/stats.json" \
     --eval-json "$TMP/eval.json" "$@"
   log "wrote $OUT/stats.json"
 }

@@ -1,11 +1,11 @@
 """``stats.json`` of a binarized corpus: pairs per split, vocabulary sizes, mean lengths and gamma.
 
-    python -m posnet_fairseq.recipes_support.stats DATA_BIN -s SRC -t TGT --out stats.json
+    python -m posnet_fairseq.data.stats DATA_BIN -s SRC -t TGT --out stats.json
         [--eval-json EVAL.json] [--set key=value ...]
 
 Lengths are in BPE tokens without the EOS fairseq appends, over the training
 split. ``length_ratio`` (gamma, used by cross-attention mixers) comes from
-:func:`posnet_fairseq.data_stats.length_ratio`, the same function the model
+:func:`posnet_fairseq.data.length_ratio.length_ratio`, the same function the model
 uses, so the recipe and the checkpoint agree. ``--eval-json`` merges a file
 describing how to score the test sets (see :mod:`.evaluate`) under "eval".
 """
@@ -13,7 +13,7 @@ import argparse
 import json
 import os
 
-from .. import data_stats
+from . import length_ratio as gamma
 
 
 def _split_names(data_bin, src, tgt):
@@ -58,7 +58,7 @@ def corpus_stats(data_bin, src, tgt):
                                             os.path.join(data_bin, f"dict.{tgt}.txt"))
     stats["mean_source_length"] = round(float(src_sizes.sum() - n) / n, 4)
     stats["mean_target_length"] = round(float(tgt_sizes.sum() - n) / n, 4)
-    stats["length_ratio"] = round(data_stats.length_ratio(data_bin, src, tgt), 6)
+    stats["length_ratio"] = round(gamma.length_ratio(data_bin, src, tgt), 6)
     return stats
 
 

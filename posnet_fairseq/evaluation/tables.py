@@ -1,7 +1,7 @@
 """The papers' result tables: layouts, the papers' own numbers, and collection of our results into them.
 
-    python -m posnet_fairseq.recipes_support.tables collect TABLE --results DIR --out PREFIX
-    python -m posnet_fairseq.recipes_support.tables rows TABLE
+    python -m posnet_fairseq.evaluation.tables collect TABLE --results DIR --out PREFIX
+    python -m posnet_fairseq.evaluation.tables rows TABLE
 
 ``collect`` reads DIR/ROW/DATASET/SPLIT/result.json (written by
 :mod:`.evaluate`) and writes PREFIX.md and PREFIX.csv: one line per row, for

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import options
+from .. import flags
 from .base import Mixer, register_mixer
 
 SITE_LENGTH_FLAGS = {"encoder_self": "--max-source-positions", "decoder_self": "--max-target-positions"}
@@ -43,7 +43,7 @@ def set_defaults(args):
     args.linearnet_max_length = getattr(args, "linearnet_max_length", None)
 
 
-options.register_options(add_args, set_defaults)
+flags.register_options(add_args, set_defaults)
 
 
 @register_mixer(

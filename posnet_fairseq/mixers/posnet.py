@@ -51,7 +51,7 @@ import torch.nn.functional as F
 from fairseq.modules import LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
 from torch import nn
 
-from .. import options
+from .. import flags
 from .base import SITES, Mixer, masked_softmax, real_positions, register_mixer
 
 POSITION_NORM_KEY = "posnet_position_norm"
@@ -75,7 +75,7 @@ def set_defaults(args):
     args.posnet_precomputed = getattr(args, "posnet_precomputed", 0)
 
 
-options.register_options(add_args, set_defaults)
+flags.register_options(add_args, set_defaults)
 
 
 def sinusoids(length, dim):

@@ -6,7 +6,7 @@ systems on the same draw from their per-sentence sufficient statistics
 The p-value is the share of resamples in which the system is *not* better
 than the baseline; the PosNet paper marks differences with p <= 0.05.
 
-    python -m posnet_fairseq.recipes_support.bootstrap --ref REF --system HYP --baseline HYP
+    python -m posnet_fairseq.evaluation.bootstrap --ref REF --system HYP --baseline HYP
         [--metric bleu|chrf] [--tokenize 13a] [--lowercase] [--samples 1000] [--seed 12345]
 """
 import argparse

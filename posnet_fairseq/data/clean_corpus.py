@@ -4,7 +4,7 @@ A pair is kept when, after stripping and squeezing whitespace, both sides
 have between MIN and MAX tokens and neither side is more than RATIO times
 longer than the other; a pair with an empty side is always dropped. Kept lines are written whitespace-normalised.
 
-    python -m posnet_fairseq.recipes_support.clean_corpus CORPUS L1 L2 OUT MIN MAX [--ratio 1.5]
+    python -m posnet_fairseq.data.clean_corpus CORPUS L1 L2 OUT MIN MAX [--ratio 1.5]
 
 reads CORPUS.L1 / CORPUS.L2 and writes OUT.L1 / OUT.L2.
 """

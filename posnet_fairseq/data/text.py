@@ -1,16 +1,16 @@
 """Raw-text steps of the data recipes, replacing the Moses perl scripts and sed lines of fairseq's prepare-*.sh.
 
-    python -m posnet_fairseq.recipes_support.text iwslt-train IN OUT
+    python -m posnet_fairseq.data.text iwslt-train IN OUT
         drop IWSLT metadata lines (<url>, <talkid>, <keywords>) and strip
         <title>/<description> tags, as prepare-iwslt14.sh does
-    python -m posnet_fairseq.recipes_support.text segs IN OUT
+    python -m posnet_fairseq.data.text segs IN OUT
         the text of every <seg id=...> line of an IWSLT .xml or WMT .sgm file,
         with the right single quote turned into an apostrophe (as fairseq's scripts)
-    python -m posnet_fairseq.recipes_support.text tokenize -l LANG [-a] [--normalize]
+    python -m posnet_fairseq.data.text tokenize -l LANG [-a] [--normalize]
             [--remove-non-printing] [--lowercase] [--workers N] IN OUT
         sacremoses: normalize-punctuation.perl, remove-non-printing-char.perl,
         tokenizer.perl [-a] (escaping on, as tokenizer.perl), lowercase.perl
-    python -m posnet_fairseq.recipes_support.text holdout --every N CORPUS L1 L2 TRAIN VALID
+    python -m posnet_fairseq.data.text holdout --every N CORPUS L1 L2 TRAIN VALID
         every N-th pair (1-based line numbers divisible by N) to VALID, the rest to TRAIN
 """
 import argparse

@@ -1,6 +1,6 @@
 """Which update checkpoints to average: N checkpoints centred on the best-validation-loss one.
 
-    python -m posnet_fairseq.recipes_support.avgrule --save-dir DIR --count N
+    python -m posnet_fairseq.recipe_tools.avgrule --save-dir DIR --count N
 
 prints ``--num-update-checkpoints N --checkpoint-upper-bound U`` for
 ``posnet-average-checkpoints``: the window of N consecutive interval

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import options
+from .. import flags
 from .base import Mixer, masked_softmax, register_mixer
 
 # Option sets the contract tests run besides the defaults: global context, and
@@ -59,7 +59,7 @@ def set_defaults(args):
     args.lightconv_global_context = getattr(args, "lightconv_global_context", False)
 
 
-options.register_options(add_args, set_defaults)
+flags.register_options(add_args, set_defaults)
 
 
 @register_mixer("lightconv_apptek", sites=("encoder_self", "decoder_self"), variants=VARIANTS)

@@ -11,7 +11,7 @@ the same seed and flags give byte-identical files.
 
 Command line::
 
-    python -m posnet_fairseq.synth --out-dir data/synth [--seed 1] \\
+    python -m posnet_fairseq.data.synth --out-dir data/synth [--seed 1] \\
         [--train 20000] [--valid 500] [--test 500] [--max-len 60] \\
         [--src-lang src] [--tgt-lang tgt]
 

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import options
+from .. import flags
 from .base import Mixer, masked_softmax, register_mixer
 
 EMBEDDING_KINDS = ("per-head", "shared")
@@ -65,7 +65,7 @@ def set_defaults(args):
     args.relative_values = getattr(args, "relative_values", False)
 
 
-options.register_options(add_args, set_defaults)
+flags.register_options(add_args, set_defaults)
 
 
 @register_mixer("shaw", sites=("encoder_self", "decoder_self"), variants=VARIANTS)

@@ -1,6 +1,6 @@
 """Score one fairseq-generate output the way the papers report it, and say which way.
 
-    python -m posnet_fairseq.recipes_support.evaluate --generate-output GEN --stats DATA/stats.json
+    python -m posnet_fairseq.evaluation.evaluate --generate-output GEN --stats DATA/stats.json
         --split test --out-dir DIR [--checkpoint CKPT] [--row NAME] [--baseline BASELINE_DIR]
         [--comet-model PATH --comet-python PY] [--bleurt-model PATH --bleurt-python PY]
 

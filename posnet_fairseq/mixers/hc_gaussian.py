@@ -44,7 +44,7 @@ import torch
 from fairseq.modules import MultiheadAttention
 from torch import Tensor, nn
 
-from .. import options
+from .. import flags
 from .base import Mixer, real_positions, register_mixer
 
 SYMBOLS = {"l": -1.0, "c": 0.0, "r": 1.0}
@@ -95,7 +95,7 @@ def set_defaults(args):
     args.learned_cross_layers = getattr(args, "learned_cross_layers", "-1")
 
 
-options.register_options(add_args, set_defaults)
+flags.register_options(add_args, set_defaults)
 
 
 def parse_offsets(spec, flag: str, num_layers: int, num_heads: int) -> List[List[float]]:

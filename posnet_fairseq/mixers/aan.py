@@ -56,7 +56,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .. import options
+from .. import flags
 from .base import Mixer, real_positions, register_mixer
 
 PATTERNS = ("avg", "ner", "far", "wet")
@@ -97,7 +97,7 @@ def set_defaults(args):
         setattr(args, key, getattr(args, key, value))
 
 
-options.register_options(add_args, set_defaults)
+flags.register_options(add_args, set_defaults)
 
 
 def parse_patterns(spec) -> List[str]:
