@@ -294,7 +294,7 @@ def test_offsets_are_cyclic_per_head_and_settable_per_layer():
 
 @pytest.mark.parametrize("flags, message", [
     (["--hc-encoder-offsets", "l,x"], "--hc-encoder-offsets l,x: 'x' is not an offset"),
-    (["--hc-decoder-offsets", "l,c;l,c;l,c"], "--hc-decoder-offsets l,c;l,c;l,c: gives 3 per-layer offset lists"),
+    (["--hc-decoder-offsets", "l,c;l,c;l,c"], "--hc-decoder-offsets l,c;l,c;l,c: gives 3 per-layer values but the model has 2 layers"),
     (["--hc-encoder-offsets", "l,,r"], "--hc-encoder-offsets l,,r: '' is not an offset"),
     (["--hc-encoder-offsets", "nan"], "--hc-encoder-offsets nan: offset 'nan' is not finite"),
     (["--hc-sigma", "0"], "--hc-sigma 0.0: the standard deviation must be a positive number"),

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from fairseq_testing import build_model, random_sentences, src_batch, tgt_batch
-from posnet_fairseq.mixers.base import MIXERS, SITE_FLAGS
+from posnet_fairseq.mixers.base import MIXERS
+from posnet_fairseq.sites import SITE, SITES
 
 ATOL = 1e-5
 
@@ -42,7 +43,7 @@ def _model(name, site, variant):
     flags = next(f for n, s, v, f in CASES if (n, s, v) == (name, site, variant))
     if MIXERS[name].uses_length_ratio:
         flags = flags + ["--length-ratio", "1.5"]  # gamma != 1 exercises the position mapping
-    return build_model([SITE_FLAGS[site], name, *flags])
+    return build_model([SITE[site].mixer_flag, name, *flags])
 
 
 @pytest.fixture(params=CASES, ids=CASE_IDS)
@@ -53,7 +54,7 @@ def case(request):
 
 
 def test_registry_has_mha_at_every_site():
-    assert MIXERS["mha"].sites == frozenset(SITE_FLAGS)
+    assert MIXERS["mha"].sites == frozenset(SITES)
 
 
 def test_padding_invariance(case):

@@ -68,7 +68,7 @@ def test_mixer_at_a_site_it_cannot_serve(monkeypatch):
 
 
 def test_per_layer_spec_must_match_the_layer_count():
-    with pytest.raises(ValueError, match=r"--encoder-self-mixer mha,mha,mha: gives 3 per-layer mixers .* 2 layers"):
+    with pytest.raises(ValueError, match=r"--encoder-self-mixer mha,mha,mha: gives 3 per-layer values but the model has 2 layers"):
         build_model(["--encoder-self-mixer", "mha,mha,mha"])
 
 

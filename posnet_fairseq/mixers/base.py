@@ -34,12 +34,8 @@ import torch
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor, nn
 
-SITES = ("encoder_self", "decoder_self", "cross")
-SITE_FLAGS = {
-    "encoder_self": "--encoder-self-mixer",
-    "decoder_self": "--decoder-self-mixer",
-    "cross": "--cross-mixer",
-}
+from ..sites import SITE, SITES
+
 
 
 @dataclass
@@ -72,7 +68,7 @@ class MixerContext:
 
     @property
     def causal(self) -> bool:
-        return self.site == "decoder_self"
+        return SITE[self.site].causal
 
     def shared_module(self, key: str, factory: Callable[[], nn.Module]) -> nn.Module:
         """One module per encoder/decoder, created by the first layer asking for it."""
@@ -138,7 +134,7 @@ def mixers_for_site(site: str):
 
 
 def lookup_mixer(name: str, site: str) -> MixerEntry:
-    flag = SITE_FLAGS[site]
+    flag = SITE[site].mixer_flag
     if name not in MIXERS:
         raise ValueError(f"{flag} {name}: unknown mixer; choose from {', '.join(mixers_for_site(site))}")
     entry = MIXERS[name]

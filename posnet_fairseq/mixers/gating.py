@@ -50,57 +50,31 @@ from fairseq.modules import MultiheadAttention
 from torch import nn
 
 from .. import flags
+from ..sites import SITE, SITE_LIST, dest, per_layer
 from .base import register_site_wrapper
 from .none import NoMixer
 
-SITE_GATING_FLAGS = {
-    "encoder_self": "--encoder-self-gating",
-    "decoder_self": "--decoder-self-gating",
-    "cross": "--cross-gating",
-}
 VALUE_ACTS = ("none", "gelu", "glu", "sigmoid")
 GATE_ACTS = ("none", "gelu", "sigmoid")
 
 
-def add_args(parser):
-    for site, flag in SITE_GATING_FLAGS.items():
-        parser.add_argument(flag, metavar="SPEC",
-                            help=f"PosNet GeLU gating (Eq. 4) of the {site.replace('_', ' ')} mixers: on, off, "
-                            "or one per layer comma-separated (default off; the rposnet/aposnet presets: on "
-                            "where they place PosNet)")
-    parser.add_argument("--gating-value-act", choices=VALUE_ACTS,
-                        help="gating: activation of the gated values W_v x (default gelu)")
-    parser.add_argument("--gating-gate-act", choices=GATE_ACTS,
-                        help="gating: activation of the gate W_g y; none = no gate (default gelu)")
-    parser.add_argument("--gating-no-value-norm", action="store_true",
-                        help="gating: no LayerNorm on the gated values (default: LayerNorm)")
-    parser.add_argument("--gating-gate-norm", action="store_true",
-                        help="gating: LayerNorm on the gate (default: none)")
-
-
-def set_defaults(args):
-    for site in SITE_GATING_FLAGS:
-        setattr(args, f"{site}_gating", getattr(args, f"{site}_gating", "off"))
-    args.gating_value_act = getattr(args, "gating_value_act", "gelu")
-    args.gating_gate_act = getattr(args, "gating_gate_act", "gelu")
-    args.gating_no_value_norm = getattr(args, "gating_no_value_norm", False)
-    args.gating_gate_norm = getattr(args, "gating_gate_norm", False)
-
-
-flags.register_options(add_args, set_defaults)
+FLAGS = flags.declare(
+    "PosNet GeLU gating (Eq. 4)", "posnet",
+    *(flags.Flag(site.gating_flag, "off", f"PosNet GeLU gating (Eq. 4) of the {site.name.replace('_', ' ')} "
+                 "mixers: on, off, or one per layer comma-separated (the rposnet/aposnet presets: on where they "
+                 "place PosNet)", metavar="SPEC") for site in SITE_LIST),
+    flags.Flag("--gating-value-act", "gelu", "gating: activation of the gated values W_v x", choices=VALUE_ACTS),
+    flags.Flag("--gating-gate-act", "gelu", "gating: activation of the gate W_g y; none = no gate",
+               choices=GATE_ACTS),
+    flags.Flag("--gating-no-value-norm", False, "gating: no LayerNorm on the gated values (default: LayerNorm)"),
+    flags.Flag("--gating-gate-norm", False, "gating: LayerNorm on the gate"),
+)
 
 
 def layer_gating(args, site, layer_idx, num_layers):
     """Whether layer ``layer_idx`` of ``site`` is gated, from its on/off spec."""
-    flag = SITE_GATING_FLAGS[site]
-    spec = str(getattr(args, f"{site}_gating", "off"))
-    switches = [s.strip() for s in spec.split(",")]
-    if len(switches) == 1:
-        switches = switches * num_layers
-    if len(switches) != num_layers or any(s not in ("on", "off") for s in switches):
-        raise ValueError(f"{flag} {spec}: give on, off, or exactly {num_layers} comma-separated on/off values "
-                         "(one per layer)")
-    return switches[layer_idx] == "on"
+    flag = SITE[site].gating_flag
+    return per_layer(flag, getattr(args, dest(flag)), num_layers, choices=("on", "off"))[layer_idx] == "on"
 
 
 def _activation(name, flag):
@@ -196,4 +170,4 @@ def gate_site(module, ctx):
     """Site wrapper: gates the mixer of ``ctx.site``/``ctx.layer_idx`` when its gating flag says on."""
     if isinstance(module, NoMixer) or not layer_gating(ctx.args, ctx.site, ctx.layer_idx, ctx.num_layers):
         return module
-    return gate_module(module, ctx.args, SITE_GATING_FLAGS[ctx.site])
+    return gate_module(module, ctx.args, SITE[ctx.site].gating_flag)

@@ -45,82 +45,51 @@ from fairseq.modules import MultiheadAttention
 from torch import Tensor, nn
 
 from .. import flags
+from ..sites import SITE, SITE_LIST, dest, per_layer, spec_items
 from .base import Mixer, real_positions, register_mixer
 
 SYMBOLS = {"l": -1.0, "c": 0.0, "r": 1.0}
 KERNELS = ("gaussian", "conv", "index")
 CENTERS = ("floor", "exact")
-OFFSET_FLAGS = {
-    "encoder_self": "--hc-encoder-offsets",
-    "decoder_self": "--hc-decoder-offsets",
-    "cross": "--hc-cross-offsets",
-}
 
 
-def add_args(parser):
-    parser.add_argument("--hc-encoder-offsets", metavar="OFFSETS",
-                        help="hard-coded encoder self-attention centres i+o per head: numbers or l/c/r, "
-                        "cyclic over heads, ';' separates per-layer lists (default: l,r)")
-    parser.add_argument("--hc-decoder-offsets", metavar="OFFSETS",
-                        help="hard-coded decoder self-attention offsets, same syntax (default: l,c)")
-    parser.add_argument("--hc-cross-offsets", metavar="OFFSETS",
-                        help="hard-coded cross-attention offsets around gamma*i, same syntax (default: l,c,r)")
-    parser.add_argument("--hc-sigma", type=float, metavar="SIGMA",
-                        help="standard deviation of the hard-coded Gaussians (default: 1.0)")
-    parser.add_argument("--hc-kernel", choices=KERNELS,
-                        help="gaussian: the full pdf; conv: the pdf on the 3 positions nearest the centre; "
-                        "index: weight 1 on the position nearest the centre (default: gaussian)")
-    parser.add_argument("--hc-cross-center", choices=CENTERS,
-                        help="hard-coded cross-attention centre: floor(gamma*i + o) as in the paper, or the "
-                        "unfloored gamma*i + o of the reference code (default: floor)")
-    parser.add_argument("--hc-bias", action="store_true",
-                        help="give the value and output projections of hard-coded heads a bias")
-    parser.add_argument("--learned-cross-heads", type=int, metavar="N",
-                        help="heads of the learned_cross mixer (SH-X: 1 head of dimension D; default: 1)")
-    parser.add_argument("--learned-cross-layers", metavar="LAYERS",
-                        help="hc_gaussian_shx* architectures: comma-separated 0-based decoder layers that get a "
-                        "learned_cross sub-layer, negative counts from the end; the other layers have no cross "
-                        "attention (default: -1, the last layer)")
-
-
-def set_defaults(args):
-    args.hc_encoder_offsets = getattr(args, "hc_encoder_offsets", "l,r")
-    args.hc_decoder_offsets = getattr(args, "hc_decoder_offsets", "l,c")
-    args.hc_cross_offsets = getattr(args, "hc_cross_offsets", "l,c,r")
-    args.hc_sigma = getattr(args, "hc_sigma", 1.0)
-    args.hc_kernel = getattr(args, "hc_kernel", "gaussian")
-    args.hc_cross_center = getattr(args, "hc_cross_center", "floor")
-    args.hc_bias = getattr(args, "hc_bias", False)
-    args.learned_cross_heads = getattr(args, "learned_cross_heads", 1)
-    args.learned_cross_layers = getattr(args, "learned_cross_layers", "-1")
-
-
-flags.register_options(add_args, set_defaults)
+FLAGS = flags.declare(
+    "Hard-coded Gaussian attention", "hc_gaussian",
+    *(flags.Flag(site.hc_offsets_flag, default, f"hard-coded {site.name.replace('_', ' ')} attention {what}",
+                 metavar="OFFSETS")
+      for site, default, what in zip(SITE_LIST, ("l,r", "l,c", "l,c,r"), (
+          "centres i+o per head: numbers or l/c/r, cyclic over heads, ';' separates per-layer lists",
+          "offsets, same syntax", "offsets around gamma*i, same syntax"))),
+    flags.Flag("--hc-sigma", 1.0, "standard deviation of the hard-coded Gaussians", type=float, metavar="SIGMA"),
+    flags.Flag("--hc-kernel", "gaussian", "gaussian: the full pdf; conv: the pdf on the 3 positions nearest the "
+               "centre; index: weight 1 on the position nearest the centre", choices=KERNELS),
+    flags.Flag("--hc-cross-center", "floor", "hard-coded cross-attention centre: floor(gamma*i + o) as in the "
+               "paper, or the unfloored gamma*i + o of the reference code", choices=CENTERS),
+    flags.Flag("--hc-bias", False, "give the value and output projections of hard-coded heads a bias"),
+    flags.Flag("--learned-cross-heads", 1, "heads of the learned_cross mixer (SH-X: 1 head of dimension D)",
+               type=int, metavar="N"),
+    flags.Flag("--learned-cross-layers", "-1", "hc_gaussian_shx* architectures: comma-separated 0-based decoder "
+               "layers that get a learned_cross sub-layer, negative counts from the end; the other layers have no "
+               "cross attention", metavar="LAYERS", default_doc="-1, the last layer"),
+)
 
 
 def parse_offsets(spec, flag: str, num_layers: int, num_heads: int) -> List[List[float]]:
     """Per-layer, per-head offsets from ``spec`` (see the module docstring)."""
-    groups = str(spec).split(";")
-    if len(groups) == 1:
-        groups = groups * num_layers
-    if len(groups) != num_layers:
-        raise ValueError(
-            f"{flag} {spec}: gives {len(groups)} per-layer offset lists (separated by ';') but there are "
-            f"{num_layers} layers; give one list for all layers or exactly one per layer"
-        )
-    per_layer = []
-    for group in groups:
+
+    def head_offsets(group):
         values = []
-        for item in (x.strip() for x in group.split(",")):
+        for item in spec_items(group):
             try:
                 value = SYMBOLS[item] if item in SYMBOLS else float(item)
             except ValueError:
-                raise ValueError(f"{flag} {spec}: {item!r} is not an offset (a number or one of l, c, r)") from None
+                raise ValueError(f"{item!r} is not an offset (a number or one of l, c, r)") from None
             if not math.isfinite(value):
-                raise ValueError(f"{flag} {spec}: offset {item!r} is not finite")
+                raise ValueError(f"offset {item!r} is not finite")
             values.append(value)
-        per_layer.append([values[h % len(values)] for h in range(num_heads)])
-    return per_layer
+        return [values[h % len(values)] for h in range(num_heads)]
+
+    return per_layer(flag, spec, num_layers, parse=head_offsets, sep=";")
 
 
 def hard_coded_weights(distance: Tensor, sigma: float, kernel: str) -> Tensor:
@@ -204,8 +173,8 @@ class HardCodedSelfAttention(_HardCodedAttention):
     def build(cls, ctx):
         args = ctx.args
         _check_common(args)
-        flag = OFFSET_FLAGS[ctx.site]
-        spec = getattr(args, flag[2:].replace("-", "_"))
+        flag = SITE[ctx.site].hc_offsets_flag
+        spec = getattr(args, dest(flag))
         offsets = parse_offsets(spec, flag, ctx.num_layers, ctx.num_heads)[ctx.layer_idx]
         return cls(ctx.embed_dim, ctx.num_heads, offsets, args.hc_sigma, args.hc_kernel, bool(args.hc_bias),
                    ctx.causal)
@@ -265,8 +234,8 @@ class HardCodedCrossAttention(_HardCodedAttention):
                              "gamma (mean source / mean target length)")
         if args.hc_cross_center not in CENTERS:
             raise ValueError(f"--hc-cross-center {args.hc_cross_center}: choose from {', '.join(CENTERS)}")
-        offsets = parse_offsets(args.hc_cross_offsets, "--hc-cross-offsets", ctx.num_layers,
-                                ctx.num_heads)[ctx.layer_idx]
+        flag = SITE["cross"].hc_offsets_flag
+        offsets = parse_offsets(getattr(args, dest(flag)), flag, ctx.num_layers, ctx.num_heads)[ctx.layer_idx]
         return cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, offsets, args.hc_sigma, args.hc_kernel,
                    bool(args.hc_bias), gamma, args.hc_cross_center == "floor")
 

@@ -52,30 +52,20 @@ from fairseq.modules import LearnedPositionalEmbedding, SinusoidalPositionalEmbe
 from torch import nn
 
 from .. import flags
-from .base import SITES, Mixer, masked_softmax, real_positions, register_mixer
+from ..sites import SITE, SITES
+from .base import Mixer, masked_softmax, real_positions, register_mixer
 
 POSITION_NORM_KEY = "posnet_position_norm"
 # First size of the in-memory tables made by make_generation_fast_ (the
 # paper's maximum sentence length); they double when an input needs more.
 FOLD_START = 128
-LEARNED_POS_FLAGS = {"encoder_self": "--encoder-learned-pos", "decoder_self": "--decoder-learned-pos",
-                     "cross": "--decoder-learned-pos"}
 
 
-def add_args(parser):
-    parser.add_argument("--posnet-max-relative", type=int, metavar="K",
-                        help="rposnet/arposnet: relative distances are clipped to [-K, K] "
-                        "(default 16; the *_big presets use 8)")
-
-
-def set_defaults(args):
-    args.posnet_max_relative = getattr(args, "posnet_max_relative", 16)
-    # Set by posnet-precompute in the checkpoint it writes: the mixers then
-    # hold N-position energy tables instead of their position parameters.
-    args.posnet_precomputed = getattr(args, "posnet_precomputed", 0)
-
-
-flags.register_options(add_args, set_defaults)
+FLAGS = flags.declare(
+    "aPosNet / rPosNet", "posnet",
+    flags.Flag("--posnet-max-relative", 16, "rposnet/arposnet: relative distances are clipped to [-K, K] "
+               "(the *_big presets use 8)", type=int, metavar="K"),
+)
 
 
 def sinusoids(length, dim):
@@ -152,7 +142,7 @@ class PositionAttention(Mixer):
                 raise ValueError(
                     f"{cls.NAME} at the {ctx.site} site takes its queries from the model's position embeddings: "
                     f"drop --no-token-positional-embeddings (the paper uses learned ones, "
-                    f"{LEARNED_POS_FLAGS[ctx.site]}, as the rposnet_* presets do)")
+                    f"{SITE[ctx.site].learned_pos_flag}, as the rposnet_* presets do)")
             norm = ctx.shared_module(POSITION_NORM_KEY, lambda: nn.LayerNorm(ctx.embed_dim))
         return cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, ctx.site, int(max_relative), float(length_ratio),
                    ctx.dropout, getattr(args, "dropout", 0.0), positions, norm, precomputed)

@@ -49,23 +49,16 @@ VARIANTS = {
 }
 
 
-def add_args(parser):
-    parser.add_argument("--relative-max-distance", type=int, metavar="K",
-                        help="shaw/relattn: distances are clipped to [-K, K] (default 16; *_big presets: 8)")
-    parser.add_argument("--relative-embeddings", choices=EMBEDDING_KINDS,
-                        help="shaw/relattn: 'per-head' slices of a (2K+1) x D table (PosNet paper baseline) "
-                        "or one (2K+1) x d_h table 'shared' by all heads (Shaw et al., 2018) (default per-head)")
-    parser.add_argument("--relative-values", action="store_true",
-                        help="shaw/relattn: also add relative embeddings to the values (Shaw et al. Eq. 3)")
-
-
-def set_defaults(args):
-    args.relative_max_distance = getattr(args, "relative_max_distance", 16)
-    args.relative_embeddings = getattr(args, "relative_embeddings", "per-head")
-    args.relative_values = getattr(args, "relative_values", False)
-
-
-flags.register_options(add_args, set_defaults)
+FLAGS = flags.declare(
+    "Shaw et al. / relative attention", "posnet",
+    flags.Flag("--relative-max-distance", 16, "shaw/relattn: distances are clipped to [-K, K] (*_big presets: 8)",
+               type=int, metavar="K"),
+    flags.Flag("--relative-embeddings", "per-head", "shaw/relattn: 'per-head' slices of a (2K+1) x D table "
+               "(PosNet paper baseline) or one (2K+1) x d_h table 'shared' by all heads (Shaw et al., 2018)",
+               choices=EMBEDDING_KINDS),
+    flags.Flag("--relative-values", False, "shaw/relattn: also add relative embeddings to the values "
+               "(Shaw et al. Eq. 3)"),
+)
 
 
 @register_mixer("shaw", sites=("encoder_self", "decoder_self"), variants=VARIANTS)

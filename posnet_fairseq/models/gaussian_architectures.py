@@ -19,6 +19,7 @@ import copy
 
 from fairseq.models import register_model_architecture
 
+from ..sites import layer_indices
 from .architectures import base, small, tiny
 
 
@@ -60,16 +61,7 @@ def learned_cross_layers(args, size_fn):
     probe = copy.copy(args)
     size_fn(probe)
     layers, spec = probe.decoder_layers, probe.learned_cross_layers
-    chosen = set()
-    for item in str(spec).split(","):
-        try:
-            index = int(item)
-        except ValueError:
-            raise ValueError(f"--learned-cross-layers {spec}: {item!r} is not a layer index") from None
-        if not -layers <= index < layers:
-            raise ValueError(f"--learned-cross-layers {spec}: layer {index} does not exist in a decoder of "
-                             f"{layers} layers (0..{layers - 1}, or negative from the end)")
-        chosen.add(index % layers)
+    chosen = layer_indices("--learned-cross-layers", spec, layers)
     args.cross_mixer = ",".join("learned_cross" if i in chosen else "none" for i in range(layers))
 
 

@@ -15,24 +15,20 @@ rposnet`` (gated rPosNet cross-attention with gamma = the training-set length
 ratio). ``--encoder-self-gating off --decoder-self-gating off`` gives the
 ungated rows of Table 6.
 """
+from ..sites import SITE_LIST, dest, spec_items
 from .architectures import register_sizes
 
 POSNET_MIXERS = ("rposnet", "aposnet", "arposnet")
-SITE_MIXER_ATTRS = {
-    "encoder_self": ("encoder_self_mixer", "encoder_layers"),
-    "decoder_self": ("decoder_self_mixer", "decoder_layers"),
-    "cross": ("cross_mixer", "decoder_layers"),
-}
 
 
 def _gating_follows_mixers(args):
-    for site, (mixer_attr, _) in SITE_MIXER_ATTRS.items():
-        if getattr(args, f"{site}_gating", None) is not None:
+    for site in SITE_LIST:
+        if getattr(args, dest(site.gating_flag), None) is not None:
             continue
-        names = [n.strip() for n in str(getattr(args, mixer_attr, "mha")).split(",")]
+        names = spec_items(getattr(args, dest(site.mixer_flag), "mha"))
         switches = ["on" if n in POSNET_MIXERS else "off" for n in names]
         # One value for a uniform site, so that the spec fits any layer count.
-        setattr(args, f"{site}_gating", switches[0] if len(set(switches)) == 1 else ",".join(switches))
+        setattr(args, dest(site.gating_flag), switches[0] if len(set(switches)) == 1 else ",".join(switches))
 
 
 def _posnet_mechanism(mixer, max_relative, learned_positions):
