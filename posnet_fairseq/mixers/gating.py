@@ -66,7 +66,7 @@ FLAGS = flags.declare(
     flags.Flag("--gating-value-act", "gelu", "gating: activation of the gated values W_v x", choices=VALUE_ACTS),
     flags.Flag("--gating-gate-act", "gelu", "gating: activation of the gate W_g y; none = no gate",
                choices=GATE_ACTS),
-    flags.Flag("--gating-no-value-norm", False, "gating: no LayerNorm on the gated values (default: LayerNorm)"),
+    flags.Flag("--gating-no-value-norm", False, "gating: no LayerNorm on the gated values"),
     flags.Flag("--gating-gate-norm", False, "gating: LayerNorm on the gate"),
 )
 
