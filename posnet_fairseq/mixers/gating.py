@@ -31,18 +31,11 @@ fairseq's MultiheadAttention has a fused fast path that reads the projection
 weights instead of calling the modules; gating switches it to its explicit
 path (``_set_skip_embed_dim_check``), which calls ``v_proj`` and ``out_proj``.
 
-Flags (the Table 6 ablations):
-
-* ``--encoder-self-gating``, ``--decoder-self-gating``, ``--cross-gating``:
-  ``on``, ``off`` or one of them per layer, comma-separated (default ``off``;
-  the rposnet/aposnet presets turn it on where they place a PosNet mixer);
-  layers whose mixer is ``none`` are left alone;
-* ``--gating-value-act {none,gelu,glu,sigmoid}`` (default ``gelu``; ``glu``
-  makes W_v D -> 2D);
-* ``--gating-gate-act {none,gelu,sigmoid}`` (default ``gelu``; ``none``: no
-  gate and no W_g, only the value branch);
-* ``--gating-no-value-norm``: no LayerNorm on v' (default: LN on);
-* ``--gating-gate-norm``: a LayerNorm on g (default off, as the paper).
+The flags (``FLAGS`` below; docs/posnet.md lists them) give the Table 6
+ablations: gating per site and per layer (layers whose mixer is ``none`` are
+left alone), the value and gate activations (``glu`` makes W_v D -> 2D; a gate
+activation ``none`` drops W_g, keeping only the value branch) and the two
+LayerNorms.
 """
 import math
 

@@ -25,9 +25,6 @@ positions from the padding mask (sources are left-padded). Table 5's
 "+ GeLU gating" step is the PosNet gating wrapper (``--encoder-self-gating on
 --decoder-self-gating on``, see gating.py), which wraps this mixer's
 ``v_proj``/``out_proj``.
-
-Flags: ``--lightconv-max-relative K`` (default 16), ``--lightconv-global-context``
-(default off).
 """
 import torch
 import torch.nn.functional as F

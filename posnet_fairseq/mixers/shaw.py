@@ -19,15 +19,12 @@ Both serve the encoder and decoder self-attention sites only (cross attention
 has no distance between a target and a source position). Distances are taken
 between real positions (sources are left-padded); the decoder is causal.
 
-Flags (shared by both mixers):
-
-* ``--relative-max-distance K`` (default 16; the ``*_big`` presets use 8),
-* ``--relative-embeddings {per-head,shared}`` (default ``per-head``): a
-  (2K+1) x D table whose D columns are split into one d_h slice per head, as
-  in the PosNet paper's baseline (AppTek ``RelativeMultiHeadAttention``), or
-  one (2K+1) x d_h table shared by all heads, as in Shaw et al.,
-* ``--relative-values``: add the value-side term of Eq. 3 (off, as in the
-  PosNet paper's baseline and the NEU fairseq fork).
+Both mixers share their flags (``FLAGS`` below): the clipping distance K;
+``--relative-embeddings``: a (2K+1) x D table whose D columns are split into
+one d_h slice per head, as in the PosNet paper's baseline (AppTek
+``RelativeMultiHeadAttention``), or one (2K+1) x d_h table shared by all
+heads, as in Shaw et al.; ``--relative-values``: the value-side term of Eq. 3
+(off by default, as in the PosNet paper's baseline and the NEU fairseq fork).
 """
 import math
 
