@@ -130,11 +130,15 @@ def test_architecture_names_in_the_docs_are_registered():
     assert not unknown, f"architectures named in the docs but not registered: {unknown}"
 
 
-def test_mixer_names_in_mixer_tables_are_registered():
+def test_mixer_tables_name_registered_mixers_and_model_md_names_them_all():
     for path in PAGES:
         for line, cell in table_columns(read(path), lambda h: h == "mixer"):
             for name in re.findall(r"`([^`]+)`", cell):
                 assert name in MIXERS, f"{rel(path)}:{line}: mixer `{name}` is not registered"
+    model_md = os.path.join(REPO, "docs", "model.md")
+    listed = {name for _, cell in table_columns(read(model_md), lambda h: h == "mixer")
+              for name in re.findall(r"`([^`]+)`", cell)}
+    assert not set(MIXERS) - listed, f"docs/model.md's mixer table lacks {sorted(set(MIXERS) - listed)}"
 
 
 def test_every_registered_architecture_is_documented():
