@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from fairseq_testing import build_model
+from fairseq_testing import build_model, step_mixer
 from posnet_fairseq.mixers.fouriernet import FourierNetMixer
 from posnet_fairseq.mixers.linearnet import LinearNetAttention
 
@@ -129,9 +129,7 @@ def test_linearnet_refuses_longer_inputs():
     x = torch.randn(17, 1, D)
     with pytest.raises(ValueError, match="17 positions exceeds its table of 16 .--linearnet-max-length"):
         mixer(x, x, x)
-    state = {}
     causal = LinearNetAttention(D, H, max_length=2, dropout=0.0, causal=True)
-    for _ in range(2):
-        causal(x[:1], x[:1], x[:1], incremental_state=state)
+    _, state = step_mixer(causal, x[:2])
     with pytest.raises(ValueError, match="3 positions exceeds its table of 2"):
         causal(x[:1], x[:1], x[:1], incremental_state=state)

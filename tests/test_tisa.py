@@ -5,7 +5,7 @@ import pytest
 import torch
 from fairseq.modules import MultiheadAttention
 
-from fairseq_testing import build_model, random_sentences, src_batch, tgt_batch
+from fairseq_testing import build_model, decode_incrementally, random_sentences, src_batch, step_mixer, tgt_batch
 from posnet_fairseq.mixers.shaw import ShawRelativeAttention
 from posnet_fairseq.mixers.tisa import TisaAttention, TisaScorer
 
@@ -111,11 +111,9 @@ def test_zero_amplitudes_give_the_plain_transformer(flags):
     got, _ = tisa(src, lengths, tgt)
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
     # ... and step-by-step decoding (TISA's incremental path) too.
-    enc = tisa.encoder(src, lengths)
-    state = {}
-    steps = [tisa.decoder(tgt[:, : t + 1], encoder_out=enc, incremental_state=state)[0] for t in range(tgt.size(1))]
     mask = tgt.ne(task.target_dictionary.pad())
-    torch.testing.assert_close(torch.cat(steps, 1)[mask], expected[mask], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(decode_incrementally(tisa, src, lengths, tgt)[mask], expected[mask], atol=1e-5,
+                               rtol=1e-5)
 
 
 def test_nonzero_amplitudes_change_the_output():
@@ -181,12 +179,8 @@ def test_multi_token_incremental_block_is_causal():
     mixer = model.decoder.layers[0].self_attn
     x = torch.randn(4, 2, 16)
     full, _ = mixer(x, x, x)  # no attn_mask given: the mixer is causal by itself
-    block_state, step_state = {}, {}
-    block, _ = mixer(x[:3], x[:3], x[:3], incremental_state=block_state)
-    last, _ = mixer(x[3:], x[3:], x[3:], incremental_state=block_state)
-    torch.testing.assert_close(torch.cat([block, last]), full, atol=1e-6, rtol=1e-5)
-    steps = [mixer(x[t:t + 1], x[t:t + 1], x[t:t + 1], incremental_state=step_state)[0] for t in range(4)]
-    torch.testing.assert_close(torch.cat(steps), full, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(step_mixer(mixer, x, block=3)[0], full, atol=1e-6, rtol=1e-5)  # 3 tokens, then 1
+    torch.testing.assert_close(step_mixer(mixer, x)[0], full, atol=1e-6, rtol=1e-5)
 
 
 def test_encoder_scores_use_real_positions_of_left_padded_sources():
