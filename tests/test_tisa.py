@@ -138,30 +138,30 @@ def test_negative_kernel_count_is_rejected_naming_the_flag():
         build_model(TISA + ["--tisa-kernels", "-1"])
 
 
+def _encode_permuted(model, task):
+    """The encoder output of a permuted sentence, and the permuted encoder output of the sentence."""
+    d = task.source_dictionary
+    src = torch.tensor([[d.nspecial + i for i in (5, 1, 9, 3, 7)] + [d.eos()]])
+    perm = torch.tensor([3, 0, 4, 2, 1, 5])  # EOS stays last
+    lengths = torch.tensor([src.size(1)])
+    out = model.encoder(src, lengths)["encoder_out"][0]
+    return model.encoder(src[:, perm], lengths)["encoder_out"][0], out[perm]
+
+
 def test_zero_kernels_is_the_host_attention_and_bag_of_words_without_positions():
     model, task = build_model(["--tisa-kernels", "0"], arch="tisa_nope_transformer_tiny")
     assert type(model.encoder.layers[0].self_attn) is MultiheadAttention
     # No position information at all: permuting the source permutes the encoder output.
-    d = task.source_dictionary
-    src = torch.tensor([[d.nspecial + i for i in (5, 1, 9, 3, 7)] + [d.eos()]])
-    perm = torch.tensor([3, 0, 4, 2, 1, 5])
-    lengths = torch.tensor([src.size(1)])
-    out = model.encoder(src, lengths)["encoder_out"][0]
-    out_perm = model.encoder(src[:, perm], lengths)["encoder_out"][0]
-    torch.testing.assert_close(out_perm, out[perm], atol=1e-6, rtol=1e-5)
+    out_of_permuted, permuted_out = _encode_permuted(model, task)
+    torch.testing.assert_close(out_of_permuted, permuted_out, atol=1e-6, rtol=1e-5)
 
 
 def test_tisa_without_position_embeddings_is_order_sensitive():
     model, task = build_model([], arch="tisa_nope_transformer_tiny")
     assert isinstance(model.encoder.layers[0].self_attn, TisaAttention)
     assert model.encoder.embed_positions is None
-    d = task.source_dictionary
-    src = torch.tensor([[d.nspecial + i for i in (5, 1, 9, 3, 7)] + [d.eos()]])
-    perm = torch.tensor([3, 0, 4, 2, 1, 5])
-    lengths = torch.tensor([src.size(1)])
-    out = model.encoder(src, lengths)["encoder_out"][0]
-    out_perm = model.encoder(src[:, perm], lengths)["encoder_out"][0]
-    assert (out_perm - out[perm]).abs().max() > 1e-4
+    out_of_permuted, permuted_out = _encode_permuted(model, task)
+    assert (out_of_permuted - permuted_out).abs().max() > 1e-4
 
 
 def test_architectures_set_the_modes():
