@@ -73,6 +73,16 @@ def random_sentences(lengths, generator, dictionary):
     return [torch.randint(low, len(dictionary), (n,), generator=generator).tolist() for n in lengths]
 
 
+def random_batch(dictionary, src_lengths, tgt_lengths, seed=0):
+    """Random sentences of the given lengths as a model's inputs: left-padded source
+    tokens and their lengths (:func:`src_batch`), right-padded decoder inputs
+    (:func:`tgt_batch`)."""
+    g = torch.Generator().manual_seed(seed)
+    pad, eos = dictionary.pad(), dictionary.eos()
+    tokens, lengths = src_batch(random_sentences(src_lengths, g, dictionary), pad, eos)
+    return tokens, lengths, tgt_batch(random_sentences(tgt_lengths, g, dictionary), pad, eos)
+
+
 def padded_batch(lengths, left, dim, seed=1):
     """fp64 T x B x dim mixer inputs and a B x T padding mask (left- or right-padded)."""
     g = torch.Generator().manual_seed(seed)

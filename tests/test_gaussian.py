@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from fairseq_testing import (
-    build_model, decode_incrementally, random_sentences, src_batch, tgt_batch, train_and_generate,
-    write_synthetic_data_bin,
+    build_model, decode_incrementally, random_batch, train_and_generate, write_synthetic_data_bin,
 )
 from posnet_fairseq import flags
 from posnet_fairseq.mixers.base import MIXERS, MixerContext
@@ -219,10 +218,7 @@ def test_learned_cross_heads_spread_over_layers_or_gathered_in_one():
 
 def test_shx_translates_incrementally_like_teacher_forcing():
     model, task = build_model(arch="hc_gaussian_shx_tiny")
-    d = task.source_dictionary
-    g = torch.Generator().manual_seed(0)
-    tokens, lengths = src_batch(random_sentences([5, 8], g, d), d.pad(), d.eos())
-    prev = tgt_batch(random_sentences([6, 6], g, d), d.pad(), d.eos())
+    tokens, lengths, prev = random_batch(task.source_dictionary, [5, 8], [6, 6])
     with torch.no_grad():
         full = model(tokens, lengths, prev)[0]
     torch.testing.assert_close(decode_incrementally(model, tokens, lengths, prev), full, atol=1e-5, rtol=0)

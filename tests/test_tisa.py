@@ -5,7 +5,7 @@ import pytest
 import torch
 from fairseq.modules import MultiheadAttention
 
-from fairseq_testing import build_model, decode_incrementally, random_sentences, src_batch, step_mixer, tgt_batch
+from fairseq_testing import build_model, decode_incrementally, random_batch, src_batch, step_mixer
 from posnet_fairseq.mixers.shaw import ShawRelativeAttention
 from posnet_fairseq.mixers.tisa import TisaAttention, TisaScorer
 
@@ -82,12 +82,8 @@ def test_kernel_parameters_receive_gradients():
         assert p.grad is not None and p.grad.abs().sum() > 0
 
 
-def _batch(task, seed=0):
-    d = task.source_dictionary
-    g = torch.Generator().manual_seed(seed)
-    src, lengths = src_batch(random_sentences([3, 7, 5], g, d), d.pad(), d.eos())
-    tgt = tgt_batch(random_sentences([6, 2, 4], g, d), d.pad(), d.eos())
-    return src, lengths, tgt
+def _batch(task):
+    return random_batch(task.source_dictionary, [3, 7, 5], [6, 2, 4])
 
 
 def _load_plain_weights(tisa_model, plain_model):
