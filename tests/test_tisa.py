@@ -73,13 +73,19 @@ def test_scores_stay_fp32_and_finite_for_a_half_precision_model():
         assert scores.dtype == torch.float32 and torch.isfinite(scores).all()
 
 
-def test_kernel_parameters_receive_gradients():
+def test_kernel_parameter_gradients_are_those_of_the_formula():
     torch.manual_seed(0)
     scorer = TisaScorer(2, 3, init="local")
     positions = torch.arange(6).unsqueeze(0)
     scorer(positions, positions).pow(2).sum().backward()
-    for p in (scorer.offsets, scorer.amplitudes, scorer.sharpness):
-        assert p.grad is not None and p.grad.abs().sum() > 0
+    # The same loss written from the formula F[h, i, j] = sum_s a exp(-|b| (j - i - c)^2), on copies.
+    c, a, b = (p.detach().clone().requires_grad_() for p in (scorer.offsets, scorer.amplitudes, scorer.sharpness))
+    distance = (positions - positions.t()).float()  # [i, j] = j - i
+    kernels = a[..., None, None] * torch.exp(-b.abs()[..., None, None] * (distance - c[..., None, None]) ** 2)
+    kernels.sum(1).pow(2).sum().backward()
+    for p, reference in zip((scorer.offsets, scorer.amplitudes, scorer.sharpness), (c, a, b)):
+        assert reference.grad.abs().min() > 0  # every kernel parameter matters
+        torch.testing.assert_close(p.grad, reference.grad)
 
 
 def _batch(task):
