@@ -155,7 +155,7 @@ def test_gradients_finite_with_padding_at_length_1024(name):
     out = mixer(z, z, z, key_padding_mask=pad)[0]
     out.pow(2).sum().backward()
     assert torch.isfinite(out).all() and torch.isfinite(z.grad).all()
-    assert all(torch.isfinite(p.grad).all() for p in mixer.parameters() if p.grad is not None)
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in mixer.parameters())
 
 
 def test_left_and_right_padding_give_the_same_real_rows():

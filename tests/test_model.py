@@ -110,6 +110,7 @@ def test_length_ratio_is_computed_once_and_kept(monkeypatch, tmp_path):
     assert expected == pytest.approx(len(src) / len(tgt))  # word level: no BPE in this corpus
     args.data = "/nonexistent"  # a second build (e.g. at load time) must not need the data
     TranslationTask(args, task.src_dict, task.tgt_dict).build_model(args)
+    assert args.length_ratio == pytest.approx(expected)
 
 
 def test_every_posnet_arch_is_registered_under_the_plugin_model():

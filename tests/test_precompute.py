@@ -58,6 +58,7 @@ def test_precomputed_model_gives_the_same_outputs_and_translations(name):
         model.make_generation_fast_()  # the in-memory tables fairseq-generate uses
         sample_input = {"net_input": {"src_tokens": tokens, "src_lengths": lengths}}
         hyps = [SequenceGenerator([m], d, beam_size=4, max_len_b=N - 2)(sample_input) for m in (model, reloaded)]
+    assert [len(h) for h in hyps] == [3, 3]  # one beam per sentence from each model
     for before, after in zip(*hyps):
         assert [h["tokens"].tolist() for h in before] == [h["tokens"].tolist() for h in after]
         torch.testing.assert_close(torch.stack([h["score"] for h in after]),
