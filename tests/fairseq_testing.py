@@ -168,14 +168,15 @@ def run_cli(main_fn, argv, parser_fn):
     return out.getvalue()
 
 
-def write_synthetic_data_bin(directory, train=200, valid=20, test=20, seed=1):
-    """The synthetic corpus, word level, binarized with a joined dictionary."""
+def write_synthetic_data_bin(directory, train=200, valid=20, test=20, seed=1, max_len=60):
+    """The synthetic corpus (sentences of at most ``max_len`` tokens), word level,
+    binarized with a joined dictionary."""
     from fairseq_cli import preprocess
 
     from posnet_fairseq.data.synth import write_corpus
 
     raw = os.path.join(directory, "raw")
-    write_corpus(raw, train=train, valid=valid, test=test, seed=seed)
+    write_corpus(raw, train=train, valid=valid, test=test, seed=seed, max_len=max_len)
     bin_dir = os.path.join(directory, "data-bin")
     parser = options.get_preprocessing_parser()
     args = parser.parse_args([
