@@ -1,7 +1,8 @@
 """The model and its named architectures.
 
-Importing this package registers ``posnet_transformer`` first and then every
-other module here (the base presets and one preset module per paper), so a new
+Importing this package registers ``posnet_transformer`` first, then the sizes
+and plain Transformer rows (``architectures.py``), then every other module
+here: one ``<mixer>_architectures.py`` per mixer module with presets, so a new
 preset file needs no edit here.
 """
 import importlib
