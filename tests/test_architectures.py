@@ -13,9 +13,10 @@ import os
 import sys
 
 import pytest
+import torch
 from fairseq.models import ARCH_MODEL_INV_REGISTRY
 
-from fairseq_testing import parse_train_args
+from fairseq_testing import build_model, parse_train_args, train_and_generate, write_synthetic_data_bin
 from posnet_fairseq import flags
 
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "architectures_resolved.json")
@@ -127,10 +128,33 @@ def test_flags_interact_with_presets_as_pinned(case, pinned):
     assert resolved(case, pinned["reference (posnet_transformer_base)"]) == pinned["with flags"][case]
 
 
+@pytest.fixture(scope="module")
+def data_bin(tmp_path_factory):
+    return write_synthetic_data_bin(str(tmp_path_factory.mktemp("synthetic")), train=60, valid=5, test=5)
+
+
+@pytest.mark.parametrize("name", ["linearnet_transformer_tiny", "glinearnet_transformer_tiny"])
+def test_linearnet_presets_train_with_default_flags(name, data_bin, tmp_path):
+    """No size or position flag at all: the preset's 128 positions apply, not fairseq's 1024."""
+    checkpoint, out = train_and_generate(data_bin, str(tmp_path / "ckpt"), name, dims=())
+    assert len([line for line in out.splitlines() if line.startswith("H-")]) == 5, out[-2000:]
+    cfg = torch.load(checkpoint, weights_only=True)["cfg"]
+    assert (cfg["model"].max_source_positions, cfg["model"].max_target_positions) == (128, 128)
+    assert (cfg["task"]["max_source_positions"], cfg["task"]["max_target_positions"]) == (128, 128)
+
+
+def test_an_explicit_position_flag_wins_over_the_linearnet_preset():
+    model, _ = build_model(["--max-source-positions", "64"], arch="linearnet_transformer_tiny", dims=())
+    assert model.max_positions() == (64, 128)
+    with pytest.raises(ValueError, match="--max-target-positions 256 exceeds the 128 positions"):
+        build_model(["--max-target-positions", "256"], arch="glinearnet_transformer_tiny", dims=())
+
+
 def _write_fixture():
     data = current()
     # One line per architecture: a reviewable diff when a preset changes.
-    lines = ["{", f'  "reference (posnet_transformer_base)": {json.dumps(data["reference (posnet_transformer_base)"])},']
+    reference = json.dumps(data["reference (posnet_transformer_base)"])
+    lines = ["{", f'  "reference (posnet_transformer_base)": {reference},']
     for section in ("architectures", "with flags"):
         rows = [f"    {json.dumps(k)}: {json.dumps(v)}" for k, v in data[section].items()]
         lines += [f"  {json.dumps(section)}: {{", ",\n".join(rows), "  }" + ("," if section == "architectures" else "")]
