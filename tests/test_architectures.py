@@ -14,7 +14,7 @@ import sys
 
 import pytest
 import torch
-from fairseq.models import ARCH_MODEL_INV_REGISTRY
+from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_INV_REGISTRY
 
 from fairseq_testing import build_model, parse_train_args, train_and_generate, write_synthetic_data_bin
 from posnet_fairseq import flags
@@ -106,6 +106,13 @@ def current():
 
 def test_the_registered_names_are_exactly_these():
     assert sorted(ARCH_MODEL_INV_REGISTRY["posnet_transformer"]) == NAMES
+
+
+def test_a_name_ends_with_its_size():
+    sizes = {"tiny", "small", "base", "big", "deep", "iwslt"}
+    for name in NAMES:
+        suffix = name.rsplit("_", 1)[-1]
+        assert ARCH_CONFIG_REGISTRY[name].size.name == (suffix if suffix in sizes else "base"), name
 
 
 @pytest.fixture(scope="module")

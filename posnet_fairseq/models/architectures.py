@@ -11,7 +11,8 @@ rows and the machinery.
 Adding a family is one edit: its rows, with the settings they share, in the
 module of its mixer (a new ``models/<mixer>_architectures.py`` is imported by
 ``models/__init__.py`` without further registration). ``tests/test_architectures.py``
-pins the list of names, so the new names are added there deliberately.
+pins the names and what each resolves to, so a new name is added there
+deliberately (then ``python tests/test_architectures.py --write-fixture``).
 
 A setting is a default: a flag given on the command line (or stored in a
 checkpoint) always wins. Its value is a constant, or a function of the
@@ -23,7 +24,7 @@ plugin's, and fairseq's model flags such as ``--max-source-positions``) are
 parsed without argparse defaults, so "not given" is "absent from args".
 """
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Mapping
+from typing import Any, Callable, Mapping
 
 from fairseq.models import register_model_architecture
 from fairseq.models.transformer.transformer_legacy import (
@@ -39,7 +40,7 @@ from .. import flags
 class Size:
     """A model size: fairseq fields set unless given, then one of fairseq's presets for the rest."""
 
-    name: str
+    name: str  # the suffix of the names that use it; base: no suffix or _base
     fairseq_preset: Callable
     fields: Mapping[str, Any]
 
@@ -50,23 +51,23 @@ class Size:
         self.fairseq_preset(args)
 
 
-def _both_sides(**fields):
-    return {f"{side}_{name}": value for side in ("encoder", "decoder") for name, value in fields.items()}
-
-
 # The sizes, by the suffix-free name the docs use for them.
-TINY = Size("tiny", base_architecture,  # tests and the quick start
-            {**_both_sides(embed_dim=128, ffn_embed_dim=512, attention_heads=4, layers=3),
-             "share_decoder_input_output_embed": True})
+TINY = Size("tiny", base_architecture, {  # tests and the quick start
+    "encoder_embed_dim": 128, "encoder_ffn_embed_dim": 512, "encoder_attention_heads": 4, "encoder_layers": 3,
+    "decoder_embed_dim": 128, "decoder_ffn_embed_dim": 512, "decoder_attention_heads": 4, "decoder_layers": 3,
+    "share_decoder_input_output_embed": True,
+})
 # fairseq's IWSLT preset leaves dropout at 0.1; the IWSLT recipes (and the PosNet
 # paper's small models) use 0.3.
 SMALL = Size("small", transformer_iwslt_de_en, {"dropout": 0.3})
 BASE = Size("base", base_architecture, {})  # Vaswani et al. (2017) base = fairseq's transformer
 BIG = Size("big", transformer_vaswani_wmt_en_de_big, {})  # Vaswani et al. big
-DEEP = Size("deep", base_architecture, _both_sides(layers=12))  # AAN+ Table 4 "Deep Transformer"
-# You et al. (2020), section 4: embedding 288, hidden 507, 4 heads, 5 layers (their IWSLT setting).
-IWSLT = Size("iwslt", transformer_iwslt_de_en,
-             {**_both_sides(embed_dim=288, ffn_embed_dim=507, attention_heads=4, layers=5), "dropout": 0.3})
+DEEP = Size("deep", base_architecture, {"encoder_layers": 12, "decoder_layers": 12})  # AAN+ Table 4 "Deep"
+IWSLT = Size("iwslt", transformer_iwslt_de_en, {  # You et al. (2020), section 4.2: their IWSLT setting
+    "encoder_embed_dim": 288, "encoder_ffn_embed_dim": 507, "encoder_attention_heads": 4, "encoder_layers": 5,
+    "decoder_embed_dim": 288, "decoder_ffn_embed_dim": 507, "decoder_attention_heads": 4, "decoder_layers": 5,
+    "dropout": 0.3,
+})
 
 TESTS = "no paper table: tests and the quick start"
 
@@ -106,13 +107,10 @@ class Architecture:
         flags.set_defaults(args)
 
 
-ARCHITECTURES: Dict[str, Architecture] = {}
-
-
 def register(*architectures: Architecture):
+    """Registers each row with fairseq (``ARCH_CONFIG_REGISTRY[name]`` is then the row itself)."""
     for arch in architectures:
         register_model_architecture("posnet_transformer", arch.name)(arch)
-        ARCHITECTURES[arch.name] = arch
 
 
 register(
