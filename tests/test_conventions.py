@@ -22,7 +22,7 @@ from fairseq.modules import SinusoidalPositionalEmbedding
 from torch import nn
 
 from fairseq_testing import TINY_DIMS, build_model
-from posnet_fairseq.mixers.base import AppTekLayerNorm
+from posnet_fairseq.mixers.base import AppTekLayerNorm, layer_norm
 from posnet_fairseq.mixers.gating import GatedMixer
 from posnet_fairseq.mixers.posnet import sinusoids
 
@@ -186,9 +186,12 @@ def test_norm_flags_default_to_torch_and_choose_the_apptek_norm():
     assert norms(["--gating-norm", "apptek"]) == [nn.LayerNorm, AppTekLayerNorm, AppTekLayerNorm]
 
 
-def test_bad_norm_value_names_the_flag():
+def test_bad_norm_value_names_the_flag(capsys):
     with pytest.raises(SystemExit):  # argparse refuses it, listing the choices
         build_model(["--gating-norm", "rms"])
+    assert "--gating-norm: invalid choice: 'rms'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="--posnet-position-norm rms: choose from torch, apptek"):
+        layer_norm("rms", D, "--posnet-position-norm")  # e.g. from an edited checkpoint
 
 
 # ----- (b) the aPosNet sinusoids -----
