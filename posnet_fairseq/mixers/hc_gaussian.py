@@ -147,7 +147,7 @@ class _HardCodedAttention(Mixer):
         """``weights``: (B or 1) x H x T x S in fp32; ``v``: B x H x S x head_dim."""
         B, H, S, d = v.shape
         T = weights.size(2)
-        returned = weights
+        returned = weights  # as fairseq's MultiheadAttention: the weights before dropout
         if self.weight_dropout and self.training:
             # Like attention dropout, after masking, on the weights (the AppTek
             # GaussianNet); one mask per sentence, so the pattern is expanded.
