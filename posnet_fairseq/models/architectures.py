@@ -183,6 +183,8 @@ AAN_PLUS_AVG = {"decoder_self_mixer": "aan", "aan_patterns": "avg", "aan_ffn": F
 AAN_PLUS_NER = {"decoder_self_mixer": "aan", "aan_patterns": "ner", "aan_ffn": False}  # exp(alpha k)
 AAN_PLUS_FAR = {"decoder_self_mixer": "aan", "aan_patterns": "far", "aan_ffn": False}  # exp(-beta k)
 AAN_PLUS_WET = {"decoder_self_mixer": "aan", "aan_patterns": "wet", "aan_ffn": False}  # exp(gamma U z_k)
+SSRU = {"decoder_self_mixer": "ssru"}  # mixers/ssru.py: the AAN+ paper's SSRU baseline (Kim et al., 2019)
+LINEAR_ATTENTION = {"decoder_self_mixer": "linear_attention"}  # mixers/linear_attention.py (Katharopoulos et al.)
 
 # ----- Hard-coded Gaussian attention (You, Sun & Iyyer 2020) -----
 
@@ -303,6 +305,14 @@ ARCHITECTURES = (
     Architecture("aan_plus_wet", BASE, AAN_PLUS_WET, "AAN+ Tables 2, 6 and 7 (WET); Table 5 with --aan-activation"),
     Architecture("aan_plus_wet_deep", DEEP, AAN_PLUS_WET, "AAN+ Table 4 (deep, WET)"),
     Architecture("aan_plus_wet_big", BIG, AAN_PLUS_WET, "AAN+ Table 4 (big, WET)"),
+    Architecture("ssru_tiny", TINY, SSRU, TESTS),
+    Architecture("ssru", BASE, SSRU, "AAN+ Tables 2 and 7 (SSRU)"),
+    Architecture("ssru_deep", DEEP, SSRU, "AAN+ Table 4 (deep, SSRU)"),
+    Architecture("ssru_big", BIG, SSRU, "AAN+ Table 4 (big, SSRU)"),
+    Architecture("linear_attention_tiny", TINY, LINEAR_ATTENTION, TESTS),
+    Architecture("linear_attention", BASE, LINEAR_ATTENTION, "AAN+ Tables 2 and 7 (linear attention)"),
+    Architecture("linear_attention_deep", DEEP, LINEAR_ATTENTION, "AAN+ Table 4 (deep, linear attention)"),
+    Architecture("linear_attention_big", BIG, LINEAR_ATTENTION, "AAN+ Table 4 (big, linear attention)"),
 
     # Hard-coded Gaussian attention: the base size (the paper's WMT setting) has no suffix.
     Architecture("hc_gaussian_tiny", TINY, HC_SA, TESTS),
