@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 import torch
+import torch.nn.functional as F
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor, nn
 
@@ -307,6 +308,59 @@ class Mixer(FairseqIncrementalState, nn.Module):
         query_pos = self.decoding_steps(buffer, batch, length, device)
         *cached, pad, key_pos = self.cache_self_attention(incremental_state, buffer, pad, pad_key, **tensors)
         return (*cached, pad, query_pos, key_pos)
+
+    def clipped_decoding_step(self, buffer: Dict[str, Optional[Tensor]], v: Tensor, pad: Optional[Tensor],
+                              energy: Tensor, shared_tail: bool, dropout: float = 0.0) -> Tensor:
+        """One causal decoding step of softmax attention with clipped relative energies, in constant state.
+
+        The energy of the key at distance ``n - m = j`` from the query ``n``
+        may depend on ``j`` only through ``min(j, K)``; ``energy`` (fp32,
+        (B or 1) x H x (K+1)) gives it oldest first: entry ``i`` is the
+        energy at distance ``K - i``, entry 0 that of every key at distance
+        >= K (the *tail*). With ``shared_tail`` False the tail is the one key
+        at distance exactly K (keys further away are not seen). The keys of
+        one energy enter the softmax as one term ``e + log(count)`` carrying
+        their mean value, so the step is the same function as attending over
+        the whole prefix, at O(K d) per step (docs/constant-cost-decoding.md).
+
+        ``v`` is this step's B x H x 1 x D_h value and ``pad`` (B x 1) says
+        whether it is a pad key. ``buffer`` holds the state, batch first so
+        that :meth:`reorder_incremental_state` follows beam search, and of a
+        size that does not depend on the step: ``window`` (B x H x K x D_h,
+        the values at distances K-1..0 after this step), ``window_pad``
+        (B x K, True where that position is a pad or before the start),
+        ``tail`` (B x H x 1 x D_h, fp32: the sum of the tail's valid values)
+        and ``tail_count`` (B x 1, fp32). Returns the B x H x 1 x D_h output
+        before ``merge_heads``; attention dropout (training only) drops the
+        tail as one term.
+        """
+        batch, heads, _, head_dim = v.shape
+        acc = torch.promote_types(v.dtype, torch.float32)
+        k = energy.size(-1) - 1
+        if "window" not in buffer:
+            buffer["window"] = v.new_zeros(batch, heads, k, head_dim)
+            buffer["window_pad"] = torch.ones(batch, k, dtype=torch.bool, device=v.device)
+            buffer["tail"] = torch.zeros(batch, heads, 1, head_dim, dtype=acc, device=v.device)
+            buffer["tail_count"] = torch.zeros(batch, 1, dtype=acc, device=v.device)
+        if pad is None:
+            pad = torch.zeros(batch, 1, dtype=torch.bool, device=v.device)
+        keys = torch.cat([buffer["window"], v], dim=2)  # distances K..0
+        keys_pad = torch.cat([buffer["window_pad"], pad], dim=1)
+        # The key now at distance K joins the tail (or, unshared, is the tail).
+        entering = keys[:, :, :1].to(acc).masked_fill(keys_pad[:, None, :1, None], 0.0)
+        valid = (~keys_pad[:, :1]).to(acc)
+        tail = buffer["tail"] + entering if shared_tail else entering
+        count = buffer["tail_count"] + valid if shared_tail else valid
+        buffer["window"], buffer["window_pad"] = keys[:, :, 1:], keys_pad[:, 1:]
+        buffer["tail"], buffer["tail_count"] = tail, count
+
+        logits = energy.expand(batch, heads, k + 1).clone()
+        logits[:, :, 0] += torch.log(count.clamp(min=1.0))
+        invalid = torch.cat([count == 0, keys_pad[:, 1:]], dim=1).unsqueeze(1)  # B x 1 x (K+1)
+        probs = F.dropout(masked_softmax(logits, invalid), p=dropout, training=self.training)
+        mean = tail / count.clamp(min=1.0).view(batch, 1, 1, 1)
+        recent = torch.matmul(probs[:, :, None, 1:].to(v.dtype), keys[:, :, 1:])
+        return (probs[:, :, None, :1] * mean + recent.to(acc)).to(v.dtype)
 
     @staticmethod
     def fairseq_weights(probs: Tensor, dtype, need_weights: bool, need_head_weights: bool) -> Optional[Tensor]:

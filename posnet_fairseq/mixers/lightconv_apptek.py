@@ -106,6 +106,9 @@ class AppTekLightConv(Mixer):
             raise ValueError("lightconv_apptek does not return pre-softmax logits (before_softmax=True)")
         length, batch, _ = query.shape
         v = self.split_heads(self.v_proj(value))  # B x H x S x d_h
+        acc = torch.promote_types(v.dtype, torch.float32)
+        if incremental_state is not None:
+            return self._decode(incremental_state, v, key_padding_mask, acc, need_weights or need_head_weights)
         v, pad, query_pos, key_pos = self.self_attention_positions(incremental_state, key_padding_mask, prev_value=v)
         key_len = v.size(2)
 
@@ -113,7 +116,6 @@ class AppTekLightConv(Mixer):
         slot = distance.clamp(-self.max_relative, self.max_relative) + self.max_relative
         # Energies and softmax in (at least) fp32 whatever the model's dtype; W
         # is gathered per head: H x B x T x S -> B x H x T x S.
-        acc = torch.promote_types(v.dtype, torch.float32)
         logits = self.weight.to(acc)[:, slot].transpose(0, 1)
 
         invalid = None if pad is None else pad[:, None, :].expand(batch, length, key_len)
@@ -127,3 +129,19 @@ class AppTekLightConv(Mixer):
 
         out = self.merge_heads(torch.matmul(dropped.to(v.dtype), v))
         return out, self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
+
+    def _decode(self, incremental_state, v, pad, acc, need_weights):
+        """Causal decoding in constant state: a query sees the distances 0..K with their own weights and,
+        with global context, every older key with the border weight W[h, 0] (a running sum of their
+        values); without it only the key at distance K has W[h, 0] (docs/constant-cost-decoding.md)."""
+        if need_weights:
+            raise ValueError("lightconv_apptek keeps no per-key state while decoding incrementally: it returns "
+                             "no attention weights there")
+        buffer = self._get_input_buffer(incremental_state)
+        energy = self.weight.to(acc)[:, : self.max_relative + 1].unsqueeze(0)  # distances K..0
+        out = torch.cat([
+            self.clipped_decoding_step(buffer, v[:, :, t: t + 1], None if pad is None else pad[:, t: t + 1], energy,
+                                       shared_tail=self.global_context, dropout=self.dropout)
+            for t in range(v.size(2))], dim=2)
+        self._set_input_buffer(incremental_state, buffer)
+        return self.merge_heads(out), None
