@@ -309,25 +309,26 @@ class Mixer(FairseqIncrementalState, nn.Module):
         *cached, pad, key_pos = self.cache_self_attention(incremental_state, buffer, pad, pad_key, **tensors)
         return (*cached, pad, query_pos, key_pos)
 
-    def clipped_decoding_step(self, buffer: Dict[str, Optional[Tensor]], v: Tensor, pad: Optional[Tensor],
+    def clipped_decoding_step(self, buffer: Dict[str, Optional[Tensor]], step: int, v: Tensor, pad: Optional[Tensor],
                               energy: Tensor, shared_tail: bool, dropout: float = 0.0) -> Tensor:
         """One causal decoding step of softmax attention with clipped relative energies, in constant state.
 
         The energy of the key at distance ``n - m = j`` from the query ``n``
-        may depend on ``j`` only through ``min(j, K)``; ``energy`` (fp32,
-        (B or 1) x H x (K+1)) gives it oldest first: entry ``i`` is the
-        energy at distance ``K - i``, entry 0 that of every key at distance
-        >= K (the *tail*). With ``shared_tail`` False the tail is the one key
-        at distance exactly K (keys further away are not seen). The keys of
-        one energy enter the softmax as one term ``e + log(count)`` carrying
-        their mean value, so the step is the same function as attending over
-        the whole prefix, at O(K d) per step (docs/constant-cost-decoding.md).
+        (= ``step``, the same for the whole batch) may depend on ``j`` only
+        through ``min(j, K)``; ``energy`` (fp32, (B or 1) x H x (K+1)) gives
+        it oldest first: entry ``K - j`` is the energy at distance j < K,
+        entry 0 that of every key at distance >= K (the *tail*). With
+        ``shared_tail`` False the tail is the one key at distance exactly K
+        (keys further away are not seen). The keys of one energy enter the
+        softmax as one term ``e + log(count)`` carrying their mean value, so
+        the step is the same function as attending over the whole prefix, at
+        O(K D_h) per step (docs/constant-cost-decoding.md).
 
         ``v`` is this step's B x H x 1 x D_h value and ``pad`` (B x 1) says
         whether it is a pad key. ``buffer`` holds the state, batch first so
         that :meth:`reorder_incremental_state` follows beam search, and of a
-        size that does not depend on the step: ``window`` (B x H x K x D_h,
-        the values at distances K-1..0 after this step), ``window_pad``
+        size that does not depend on the step: ``window`` (B x H x K x D_h, a
+        ring: position m in slot m mod K, written in place), ``window_pad``
         (B x K, True where that position is a pad or before the start),
         ``tail`` (B x H x 1 x D_h, fp32: the sum of the tail's valid values)
         and ``tail_count`` (B x 1, fp32). Returns the B x H x 1 x D_h output
@@ -344,22 +345,31 @@ class Mixer(FairseqIncrementalState, nn.Module):
             buffer["tail_count"] = torch.zeros(batch, 1, dtype=acc, device=v.device)
         if pad is None:
             pad = torch.zeros(batch, 1, dtype=torch.bool, device=v.device)
-        keys = torch.cat([buffer["window"], v], dim=2)  # distances K..0
-        keys_pad = torch.cat([buffer["window_pad"], pad], dim=1)
-        # The key now at distance K joins the tail (or, unshared, is the tail).
-        entering = keys[:, :, :1].to(acc).masked_fill(keys_pad[:, None, :1, None], 0.0)
-        valid = (~keys_pad[:, :1]).to(acc)
-        tail = buffer["tail"] + entering if shared_tail else entering
+        window, window_pad = buffer["window"], buffer["window_pad"]
+        # The key now at distance K joins the tail (or, unshared, is the tail):
+        # position n-K, in the slot that this step's value overwrites.
+        slot = step % k if k else 0
+        entering, entering_pad = (window[:, :, slot: slot + 1], window_pad[:, slot: slot + 1]) if k else (v, pad)
+        entering = entering.to(acc).masked_fill(entering_pad[:, :, None, None], 0.0)
+        valid = (~entering_pad).to(acc)
         count = buffer["tail_count"] + valid if shared_tail else valid
-        buffer["window"], buffer["window_pad"] = keys[:, :, 1:], keys_pad[:, 1:]
-        buffer["tail"], buffer["tail_count"] = tail, count
+        buffer["tail"] = buffer["tail"] + entering if shared_tail else entering
+        buffer["tail_count"] = count
+        if k:
+            window[:, :, slot: slot + 1] = v
+            window_pad[:, slot: slot + 1] = pad
 
-        logits = energy.expand(batch, heads, k + 1).clone()
-        logits[:, :, 0] += torch.log(count.clamp(min=1.0))
-        invalid = torch.cat([count == 0, keys_pad[:, 1:]], dim=1).unsqueeze(1)  # B x 1 x (K+1)
-        probs = F.dropout(masked_softmax(logits, invalid), p=dropout, training=self.training)
-        mean = tail / count.clamp(min=1.0).view(batch, 1, 1, 1)
-        recent = torch.matmul(probs[:, :, None, 1:].to(v.dtype), keys[:, :, 1:])
+        # Slot i holds distance (slot - i) mod K: its energy is entry K - that.
+        order = torch.tensor([0] + [k - (slot - i) % k for i in range(k)], device=v.device)  # tail, then slots
+        # log(count) on the tail's energy; -inf (log 0) where the tail or a slot holds no key.
+        no_key = torch.zeros(batch, k, dtype=acc, device=v.device).masked_fill_(window_pad, float("-inf"))
+        bias = torch.cat([torch.log(count), no_key], dim=1).unsqueeze(1)  # B x 1 x (K+1)
+        probs = torch.softmax(energy[:, :, order] + bias, dim=-1)
+        # Before any real key (pads only) the row is 0, not NaN, as masked_softmax makes it.
+        probs = probs.masked_fill(((count == 0) & window_pad.all(dim=1, keepdim=True)).unsqueeze(-1), 0.0)
+        probs = F.dropout(probs, p=dropout, training=self.training)
+        mean = buffer["tail"] / count.clamp(min=1.0).view(batch, 1, 1, 1)
+        recent = torch.matmul(probs[:, :, None, 1:].to(v.dtype), window)
         return (probs[:, :, None, :1] * mean + recent.to(acc)).to(v.dtype)
 
     @staticmethod

@@ -138,9 +138,11 @@ class AppTekLightConv(Mixer):
             raise ValueError("lightconv_apptek keeps no per-key state while decoding incrementally: it returns "
                              "no attention weights there")
         buffer = self._get_input_buffer(incremental_state)
+        steps = self.decoding_steps(buffer, v.size(0), v.size(2), v.device)
         energy = self.weight.to(acc)[:, : self.max_relative + 1].unsqueeze(0)  # distances K..0
         out = torch.cat([
-            self.clipped_decoding_step(buffer, v[:, :, t: t + 1], None if pad is None else pad[:, t: t + 1], energy,
+            self.clipped_decoding_step(buffer, int(steps[0, t]), v[:, :, t: t + 1],
+                                       None if pad is None else pad[:, t: t + 1], energy,
                                        shared_tail=self.global_context, dropout=self.dropout)
             for t in range(v.size(2))], dim=2)
         self._set_input_buffer(incremental_state, buffer)

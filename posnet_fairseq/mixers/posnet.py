@@ -361,8 +361,9 @@ class PositionAttention(Mixer):
         # A causal query sees the slots m - n = -K..0, i.e. 0..K.
         energy = self._step_energies(steps)[..., : self.max_relative + 1]
         return torch.cat([
-            self.clipped_decoding_step(buffer, v[:, :, t: t + 1], None if pad is None else pad[:, t: t + 1],
-                                       energy[:, t], shared_tail=True, dropout=self.dropout)
+            self.clipped_decoding_step(buffer, int(steps[0, t]), v[:, :, t: t + 1],
+                                       None if pad is None else pad[:, t: t + 1], energy[:, t], shared_tail=True,
+                                       dropout=self.dropout)
             for t in range(length)], dim=2)
 
     def _cache_source(self, buffer, value, pad):
