@@ -50,8 +50,6 @@ from .base import Mixer, real_positions, register_mixer
 SYMBOLS = {"l": -1.0, "c": 0.0, "r": 1.0}
 KERNELS = ("gaussian", "conv", "index")
 CENTERS = ("floor", "exact")
-# How far decoding_window looks when the mixer is built without --max-target-positions.
-WINDOW_SCAN = 1 << 16
 OFFSET_FLAGS = {
     "encoder_self": "--hc-encoder-offsets",
     "decoder_self": "--hc-decoder-offsets",
@@ -182,6 +180,10 @@ class _HardCodedAttention(Mixer):
         return self.merge_heads(mixed), weights
 
 
+# How far decoding_window looks when the mixer is built without --max-target-positions.
+WINDOW_SCAN = 1 << 16
+
+
 @register_mixer(
     "hc_gaussian",
     sites=("encoder_self", "decoder_self"),
@@ -193,7 +195,11 @@ class _HardCodedAttention(Mixer):
     },
 )
 class HardCodedSelfAttention(_HardCodedAttention):
-    """Hard-coded Gaussian self-attention centred at i + o_h (You et al., 2020, §3.1)."""
+    """Hard-coded Gaussian self-attention centred at i + o_h (You et al., 2020, §3.1).
+
+    In the decoder, incremental decoding keeps only the last ``window`` values
+    (:meth:`decoding_window`): every older key's weight is exactly 0.0 in fp32.
+    """
 
     def __init__(self, embed_dim, num_heads, offsets, sigma, kernel, bias, causal, max_length=None):
         super().__init__(embed_dim, num_heads, embed_dim, offsets, sigma, kernel, bias)

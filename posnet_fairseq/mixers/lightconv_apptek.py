@@ -68,7 +68,9 @@ class AppTekLightConv(Mixer):
 
     ``v_proj`` (applied to the value input before the head split) and
     ``out_proj`` (applied to the concatenated heads) are ``nn.Linear`` with
-    bias, so the PosNet gating wrapper can gate them.
+    bias, so the PosNet gating wrapper can gate them. Incremental decoding
+    keeps the last K values and, with global context, the sum of the older
+    ones: constant cost per step (:meth:`_decode`).
     """
 
     def __init__(self, embed_dim, num_heads, max_relative=16, global_context=False, dropout=0.0, causal=False):

@@ -457,7 +457,12 @@ RELATIVE_VARIANTS = {
 
 @register_mixer("rposnet", sites=SITES, variants=RELATIVE_VARIANTS, uses_length_ratio=True)
 class RPosNet(PositionAttention):
-    """rPosNet (PosNet paper, Eq. 9-10): position queries x relative-position keys."""
+    """rPosNet (PosNet paper, Eq. 9-10): position queries x relative-position keys.
+
+    Incremental decoding runs at constant cost per step (``_decode_self``,
+    ``_decode_cross``; docs/constant-cost-decoding.md): keys beyond the
+    clipping distance share one energy, so their sum replaces their cache.
+    """
 
     NAME = "rposnet"
     ENERGIES = ("r",)
@@ -465,7 +470,10 @@ class RPosNet(PositionAttention):
 
 @register_mixer("aposnet", sites=SITES, variants={"gated": dict(GATED)})
 class APosNet(PositionAttention):
-    """aPosNet (PosNet paper, Eq. 8): absolute-position queries x absolute-position keys."""
+    """aPosNet (PosNet paper, Eq. 8): absolute-position queries x absolute-position keys.
+
+    Decodes with the whole prefix cached: every key has its own energy.
+    """
 
     NAME = "aposnet"
     ENERGIES = ("a",)
@@ -474,7 +482,12 @@ class APosNet(PositionAttention):
 @register_mixer("arposnet", sites=SITES, variants={"k2_gated": {"posnet_max_relative": 2, **GATED}},
                 uses_length_ratio=True)
 class ARPosNet(PositionAttention):
-    """arPosNet (PosNet paper): the sum of the aPosNet and rPosNet energies."""
+    """arPosNet (PosNet paper): the sum of the aPosNet and rPosNet energies.
+
+    Decodes with the whole prefix cached, unlike rPosNet: the absolute part is
+    not Toeplitz (it depends on m itself, not on m - n), so keys beyond K no
+    longer share an energy and their sum cannot stand in for them.
+    """
 
     NAME = "arposnet"
     ENERGIES = ("a", "r")
