@@ -111,7 +111,8 @@ class AppTekLightConv(Mixer):
         acc = torch.promote_types(v.dtype, torch.float32)
         if incremental_state is not None:
             return self._decode(incremental_state, v, key_padding_mask, acc, need_weights or need_head_weights)
-        v, pad, query_pos, key_pos = self.self_attention_positions(incremental_state, key_padding_mask, prev_value=v)
+        # Teacher-forced from here on (decoding returned above).
+        v, pad, query_pos, key_pos = self.self_attention_positions(None, key_padding_mask, prev_value=v)
         key_len = v.size(2)
 
         distance = key_pos.unsqueeze(1) - query_pos.unsqueeze(2)  # B x T x S, m - n

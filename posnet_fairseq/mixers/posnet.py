@@ -403,6 +403,11 @@ class PositionAttention(Mixer):
         energy = self._step_energies(steps)  # B x T x H x (2K+1)
         anchors = steps if self.length_ratio == 1.0 else torch.floor(steps.double() * self.length_ratio).long()
         inner = max(2 * k - 1, 0)  # the sources with a slot of their own, a-K+1..a+K-1
+
+        def mean(sums, at, count):  # sums[at] / count, per head: B x H x 1 x D_h
+            picked = sums.gather(2, at[:, None, :, None].expand(batch, heads, 1, head_dim))
+            return picked / count.clamp(min=1).view(batch, 1, 1, 1)
+
         outs, weights = [], []
         for t in range(length):
             anchor = anchors[:, t: t + 1]  # B x 1
@@ -412,11 +417,6 @@ class PositionAttention(Mixer):
             window = anchor - k + 1 + torch.arange(inner, device=source.device)  # B x (2K-1)
             outside = (window < 0) | (window >= lengths)
             index = window.clamp(0, src_len - 1)[:, None, :, None].expand(batch, heads, inner, head_dim)
-
-            def mean(sums, at, count):
-                picked = sums.gather(2, at[:, None, :, None].expand(batch, heads, 1, head_dim))
-                return picked / count.clamp(min=1).view(batch, 1, 1, 1)
-
             values = torch.cat([mean(prefix, left_count, left_count),
                                 source.gather(2, index).to(prefix.dtype),
                                 mean(suffix, right_start, right_count)], dim=2)  # B x H x (2K+1) x D_h
