@@ -288,7 +288,8 @@ def test_hc_gaussian_keeps_the_cache_when_no_window_is_shorter_than_the_longest_
     sizes = check_self(mixer, naive_hc_self, 256)
     assert sizes[-1] > sizes[4]
     # The same sigma with a longer limit gets its (exact) window back.
-    assert isinstance(HardCodedSelfAttention(16, 2, [-1.0, 0.0], 30.0, "gaussian", False, True, 4096).window, int)
+    window = HardCodedSelfAttention(16, 2, [-1.0, 0.0], 30.0, "gaussian", False, True, max_length=4096).window
+    assert isinstance(window, int) and 256 < window < 4096
 
 
 # --- beam search ----------------------------------------------------------------------------------
