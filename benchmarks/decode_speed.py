@@ -10,11 +10,17 @@ models alternate within each round; the table gives the median over rounds of
 fairseq's own sentences/s (generation time only, loading excluded) and the
 ratio to the baseline measured in the same run. A second pair of columns gives
 the process CPU time spent generating (median) and its ratio: on a machine
-shared with other jobs it is the steadier figure.
+shared with other jobs it is the steadier figure. The last column, CPU time /
+(sentences x output tokens), is the per-token decoding cost; with several
+``--lengths`` a second table gives it per length and its growth from the first
+length to the last (1.0: every decoding step costs the same, as in a decoder
+with a constant-size state).
 
     python benchmarks/decode_speed.py                       # transformer vs aan_plus_*, base dims
     python benchmarks/decode_speed.py --archs posnet_transformer_base,hc_gaussian --lengths 30,80
     python benchmarks/decode_speed.py --quick               # smoke test
+    python benchmarks/decode_speed.py --threads 1 --lengths 30,80,200 \
+        --archs transformer,rposnet_transformer_base,hc_gaussian,transformer_nosa   # per-token cost growth
 
 ``transformer`` in ``--archs`` stands for ``posnet_transformer_base``. Extra
 fairseq model flags for every arch go after ``--``.
@@ -213,9 +219,11 @@ def main(argv=None):
               flush=True)
 
     base = args.archs[0]
+    # Per-token cost: CPU seconds spent generating / (sentences x output tokens per hypothesis).
+    per_token = {key: statistics.median(cpu[key]) / (args.sentences * out_len[key]) for key in cpu}
     print(f"\n| arch | params | output tokens (incl. EOS) | sentences/s (median) | all rounds | ratio vs {base} "
-          f"| CPU s (median) | CPU-time ratio |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"| CPU s (median) | CPU-time ratio | CPU ms per token |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for length in args.lengths:
         base_rate = statistics.median(rates[base, length])
         base_cpu = statistics.median(cpu[base, length])
@@ -224,7 +232,19 @@ def main(argv=None):
             med_cpu = statistics.median(cpu[arch, length])
             rounds = " ".join(f"{x:.2f}" for x in rates[arch, length])
             print(f"| {arch} | {params[arch] / 1e6:.1f}M | {out_len[arch, length]:.0f} | {med:.2f} | {rounds} "
-                  f"| {med / base_rate:.2f}x | {med_cpu:.2f} | {base_cpu / med_cpu:.2f}x |")
+                  f"| {med / base_rate:.2f}x | {med_cpu:.2f} | {base_cpu / med_cpu:.2f}x "
+                  f"| {1000 * per_token[arch, length]:.3f} |")
+    if len(args.lengths) > 1:
+        first, last = args.lengths[0], args.lengths[-1]
+        print(f"\nPer-token decoding cost (CPU ms per output token, median) and its growth: cost at {last} tokens "
+              f"/ cost at {first} (1.00 = constant cost per step). Speed ratio = {base}'s CPU time / the arch's.")
+        print("| arch | " + " | ".join(f"ms/token at {n}" for n in args.lengths) + f" | {last} / {first} | "
+              + " | ".join(f"speed ratio at {n}" for n in args.lengths) + " |")
+        print("|---|" + "---|" * (2 * len(args.lengths) + 1))
+        for arch in args.archs:
+            costs = " | ".join(f"{1000 * per_token[arch, n]:.3f}" for n in args.lengths)
+            speed = " | ".join(f"{per_token[base, n] / per_token[arch, n]:.2f}x" for n in args.lengths)
+            print(f"| {arch} | {costs} | {per_token[arch, last] / per_token[arch, first]:.2f} | {speed} |")
     print(f"\n# load average at end: {load_average()}; wall {time.time() - start:.0f}s")
 
     if args.profile:

@@ -165,6 +165,10 @@ class _HardCodedAttention(Mixer):
         return self.merge_heads(mixed), weights
 
 
+# How far decoding_window looks when the mixer is built without --max-target-positions.
+WINDOW_SCAN = 1 << 16
+
+
 @register_mixer(
     "hc_gaussian",
     sites=("encoder_self", "decoder_self"),
@@ -177,14 +181,47 @@ class _HardCodedAttention(Mixer):
     },
 )
 class HardCodedSelfAttention(_HardCodedAttention):
-    """Hard-coded Gaussian self-attention centred at i + o_h (You et al., 2020, §3.1)."""
+    """Hard-coded Gaussian self-attention centred at i + o_h (You et al., 2020, §3.1).
 
-    def __init__(self, embed_dim, num_heads, offsets, sigma, kernel, bias, causal, weight_dropout=0.0):
+    In the decoder, incremental decoding keeps only the last ``window`` values
+    (:meth:`decoding_window`): every older key's weight is exactly 0.0 in fp32.
+    """
+
+    def __init__(self, embed_dim, num_heads, offsets, sigma, kernel, bias, causal, weight_dropout=0.0,
+                 max_length=None):
         super().__init__(embed_dim, num_heads, embed_dim, offsets, sigma, kernel, bias, weight_dropout)
         self.causal = causal
+        self.window = self.decoding_window(max_length) if causal else None
 
     def extra_repr(self):
-        return f"{super().extra_repr()}, causal={self.causal}"
+        return f"{super().extra_repr()}, causal={self.causal}, window={self.window}"
+
+    def _causal_weights(self, lo, hi):
+        """H x (hi-lo) fp32 weights of the keys at j - i = -hi+1 .. -lo (oldest first), computed as forward does."""
+        distance = -torch.arange(hi - 1, lo - 1, -1, device=self.offsets.device).view(1, -1)
+        return hard_coded_weights(distance - self.offsets.float().view(-1, 1), self.sigma, self.kernel)
+
+    @torch.no_grad()
+    def decoding_window(self, max_length):
+        """How many of the latest keys a decoding step needs, or None for the whole prefix.
+
+        Found numerically, not from a formula: the weights of every distance a
+        target of ``max_length`` tokens can hold (--max-target-positions;
+        WINDOW_SCAN without one) are evaluated as forward evaluates them, and
+        the window ends where every head's weight is exactly 0.0 in fp32 from
+        there on (the pdf underflows near 14.4 sigma + |o|; conv and index
+        are 0 beyond their 3 / 1 positions by definition). Keys beyond the
+        window then add exactly 0, so the window is the same function. If
+        some weight at the longest distance is not 0, no window is shorter
+        than the longest target: None keeps the cache, which grows only as
+        far as the target does.
+        """
+        length = int(max_length or WINDOW_SCAN)
+        nonzero = (self._causal_weights(0, length) != 0).any(dim=0).nonzero()
+        if nonzero.numel() == 0:
+            return 1  # every weight is 0: one zero-weight key keeps the shapes
+        window = length - int(nonzero[0])  # the oldest key with a weight, counted from the query
+        return None if window >= length else window
 
     @classmethod
     def build(cls, ctx):
@@ -194,7 +231,7 @@ class HardCodedSelfAttention(_HardCodedAttention):
         spec = getattr(args, dest(flag))
         offsets = parse_offsets(spec, flag, ctx.num_layers, ctx.num_heads)[ctx.layer_idx]
         return cls(ctx.embed_dim, ctx.num_heads, offsets, args.hc_sigma, args.hc_kernel, bool(args.hc_bias),
-                   ctx.causal, weight_dropout)
+                   ctx.causal, weight_dropout, getattr(args, "max_target_positions", None))
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
@@ -202,7 +239,9 @@ class HardCodedSelfAttention(_HardCodedAttention):
         v = self.split_heads(self.v_proj(value))
         if key_padding_mask is not None:  # pads contribute nothing (their weight is lost, not renormalised)
             v = v.masked_fill(key_padding_mask.view(B, 1, -1, 1), 0)
-        if incremental_state is not None:
+        if incremental_state is not None and self.window is not None:
+            return self._decode_window(incremental_state, v, need_weights or need_head_weights)
+        if incremental_state is not None:  # a window as long as the longest target: the cache is cheaper
             buffer = self._get_input_buffer(incremental_state)
             query_pos = self.decoding_steps(buffer, B, T, query.device)  # B x T
             v, _, _ = self.cache_self_attention(incremental_state, buffer, None, pad_key=None, value=v)
@@ -218,6 +257,28 @@ class HardCodedSelfAttention(_HardCodedAttention):
         if self.causal:
             weights = weights.masked_fill(distance > 0, 0.0)
         return self._mix(weights, v, need_weights, need_head_weights)
+
+    def _decode_window(self, incremental_state, v, need_weights):
+        """Causal decoding with the last ``self.window`` values as the whole state (zeros before the
+        start, like pads): each step is one H x window weighting, whatever the step."""
+        if need_weights:
+            raise ValueError("hc_gaussian decoder self-attention keeps only its window while decoding "
+                             "incrementally: it returns no attention weights there")
+        buffer = self._get_input_buffer(incremental_state)
+        B, H, T, d = v.shape
+        window = buffer.get("window")
+        if window is None:
+            window = v.new_zeros(B, H, self.window, d)
+        keys = torch.cat([window, v], dim=2)
+        buffer["window"] = keys[:, :, -self.window:]
+        self._set_input_buffer(incremental_state, buffer)
+        # Every query weighs the window that ends at itself alike (1 x H x 1 x window).
+        weights = self._causal_weights(0, self.window).unsqueeze(1).unsqueeze(0)
+        if self.weight_dropout and self.training:  # as _mix does (fairseq never decodes in training mode)
+            weights = F.dropout(weights.expand(B, H, 1, self.window), self.weight_dropout, training=True)
+        weights = weights.to(v.dtype)
+        mixed = torch.cat([torch.matmul(weights, keys[:, :, t + 1: t + 1 + self.window]) for t in range(T)], dim=2)
+        return self.merge_heads(mixed), None
 
 
 @register_mixer(

@@ -57,7 +57,9 @@ class AppTekLightConv(Mixer):
 
     ``v_proj`` (applied to the value input before the head split) and
     ``out_proj`` (applied to the concatenated heads) are ``nn.Linear`` with
-    bias, so the PosNet gating wrapper can gate them.
+    bias, so the PosNet gating wrapper can gate them. Incremental decoding
+    keeps the last K values and, with global context, the sum of the older
+    ones: constant cost per step (:meth:`_decode`).
     """
 
     def __init__(self, embed_dim, num_heads, max_relative=16, global_context=False, dropout=0.0, causal=False):
@@ -95,14 +97,17 @@ class AppTekLightConv(Mixer):
             raise ValueError("lightconv_apptek does not return pre-softmax logits (before_softmax=True)")
         length, batch, _ = query.shape
         v = self.split_heads(self.v_proj(value))  # B x H x S x d_h
-        v, pad, query_pos, key_pos = self.self_attention_positions(incremental_state, key_padding_mask, prev_value=v)
+        acc = torch.promote_types(v.dtype, torch.float32)
+        if incremental_state is not None:
+            return self._decode(incremental_state, v, key_padding_mask, acc, need_weights or need_head_weights)
+        # Teacher-forced from here on (decoding returned above).
+        v, pad, query_pos, key_pos = self.self_attention_positions(None, key_padding_mask, prev_value=v)
         key_len = v.size(2)
 
         distance = key_pos.unsqueeze(1) - query_pos.unsqueeze(2)  # B x T x S, m - n
         slot = distance.clamp(-self.max_relative, self.max_relative) + self.max_relative
         # Energies and softmax in (at least) fp32 whatever the model's dtype; W
         # is gathered per head: H x B x T x S -> B x H x T x S.
-        acc = torch.promote_types(v.dtype, torch.float32)
         logits = self.weight.to(acc)[:, slot].transpose(0, 1)
 
         invalid = None if pad is None else pad[:, None, :].expand(batch, length, key_len)
@@ -116,3 +121,21 @@ class AppTekLightConv(Mixer):
 
         out = self.merge_heads(torch.matmul(dropped.to(v.dtype), v))
         return out, self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
+
+    def _decode(self, incremental_state, v, pad, acc, need_weights):
+        """Causal decoding in constant state: a query sees the distances 0..K with their own weights and,
+        with global context, every older key with the border weight W[h, 0] (a running sum of their
+        values); without it only the key at distance K has W[h, 0] (docs/constant-cost-decoding.md)."""
+        if need_weights:
+            raise ValueError("lightconv_apptek keeps no per-key state while decoding incrementally: it returns "
+                             "no attention weights there")
+        buffer = self._get_input_buffer(incremental_state)
+        steps = self.decoding_steps(buffer, v.size(0), v.size(2), v.device)
+        energy = self.weight.to(acc)[:, : self.max_relative + 1].unsqueeze(0)  # distances K..0
+        out = torch.cat([
+            self.clipped_decoding_step(buffer, int(steps[0, t]), v[:, :, t: t + 1],
+                                       None if pad is None else pad[:, t: t + 1], energy,
+                                       shared_tail=self.global_context, dropout=self.dropout)
+            for t in range(v.size(2))], dim=2)
+        self._set_input_buffer(incremental_state, buffer)
+        return self.merge_heads(out), None

@@ -340,6 +340,19 @@ class PositionAttention(Mixer):
         length, batch, _ = query.shape
         device = query.device
         buffer = self._get_input_buffer(incremental_state) if incremental_state is not None else None
+        if buffer is not None and "a" not in self.ENERGIES:
+            if self.site == "cross":
+                out, probs = self._decode_cross(buffer, value, key_padding_mask, length,
+                                                need_weights or need_head_weights)
+            else:
+                if need_weights or need_head_weights:
+                    raise ValueError(f"{self.NAME} decoder self-attention keeps the sum of the keys beyond K, "
+                                     "not their weights: it returns no weights while decoding incrementally")
+                out, probs = self._decode_self(buffer, value, key_padding_mask, length), None
+            self._set_input_buffer(incremental_state, buffer)
+            return self.merge_heads(out), self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
+        # Teacher-forced, and aPosNet/arPosNet decoding: the whole prefix is
+        # cached, since absolute energies give every key its own weight.
         query_step = None if buffer is None else self.decoding_steps(buffer, batch, length, device)
 
         if self.site == "cross":
@@ -381,6 +394,104 @@ class PositionAttention(Mixer):
         out = self.merge_heads(torch.matmul(dropped.to(v.dtype), v))
         return out, self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
 
+    # ----- rPosNet decoding at constant cost per step (docs/constant-cost-decoding.md) -----
+
+    def _step_energies(self, steps):
+        """Scaled fp32 rPosNet energies of the query positions ``steps`` (B x T): B x T x H x (2K+1)."""
+        lo = int(steps.min())
+        table = self._relative_energies(lo, int(steps.max()) + 1)  # H x n x (2K+1)
+        return table[:, steps - lo].permute(1, 2, 0, 3) * self.scaling
+
+    def _decode_self(self, buffer, value, pad, length):
+        """Decoder self-attention, step by step: every key at distance >= K shares the slot-0 energy of
+        Eq. 10, so the last K values, the sum of the older ones and their count replace the cache."""
+        v = self.split_heads(self.v_proj(value))
+        steps = self.decoding_steps(buffer, v.size(0), length, v.device)
+        # A causal query sees the slots m - n = -K..0, i.e. 0..K.
+        energy = self._step_energies(steps)[..., : self.max_relative + 1]
+        return torch.cat([
+            self.clipped_decoding_step(buffer, int(steps[0, t]), v[:, :, t: t + 1],
+                                       None if pad is None else pad[:, t: t + 1], energy[:, t], shared_tail=True,
+                                       dropout=self.dropout)
+            for t in range(length)], dim=2)
+
+    def _cache_source(self, buffer, value, pad):
+        """The encoder side of cross-attention, once per sentence: the values in real-position order
+        (pads last, zeroed), their prefix and suffix sums (fp32) and the sentence lengths."""
+        v = self.split_heads(self.v_proj(value))  # B x H x S x D_h
+        batch, heads, src_len, head_dim = v.shape
+        acc = torch.promote_types(v.dtype, torch.float32)
+        positions = real_positions(pad, batch, src_len, v.device)
+        if pad is None:
+            pad = torch.zeros(batch, src_len, dtype=torch.bool, device=v.device)
+        # A stable sort of the pad flags puts the real tokens first, in order, whichever side is padded.
+        order = torch.sort(pad.to(torch.uint8), dim=1, stable=True).indices
+        source = v.gather(2, order[:, None, :, None].expand_as(v))
+        lengths = (~pad).sum(dim=1, keepdim=True)  # B x 1
+        beyond = torch.arange(src_len, device=v.device).unsqueeze(0) >= lengths
+        source = source.masked_fill(beyond[:, None, :, None], 0.0)
+        zero = source.new_zeros(batch, heads, 1, head_dim, dtype=acc)
+        buffer["source"] = source
+        buffer["prefix"] = torch.cat([zero, torch.cumsum(source.to(acc), dim=2)], dim=2)  # sum of m < j
+        buffer["suffix"] = torch.cat([torch.cumsum(source.to(acc).flip(2), dim=2).flip(2), zero], dim=2)  # m >= j
+        buffer["source_lengths"] = lengths
+        # Only for the attention weights fairseq may ask for, in its column layout.
+        buffer["source_positions"], buffer["source_pad"] = positions, pad
+
+    def _decode_cross(self, buffer, value, pad, length, need_weights):
+        """Cross-attention, step by step: around the anchor a = floor(gamma n) (Eq. 10) the sources
+        m <= a-K share the slot-0 energy and m >= a+K the slot-2K one, so the step attends over the
+        2K-1 values in between and the two means from the prefix/suffix sums: O(K D) per step."""
+        if "source" not in buffer:
+            self._cache_source(buffer, value, pad)
+        source, prefix, suffix = buffer["source"], buffer["prefix"], buffer["suffix"]
+        lengths = buffer["source_lengths"]
+        batch, heads, src_len, head_dim = source.shape
+        k = self.max_relative
+        steps = self.decoding_steps(buffer, batch, length, source.device)
+        energy = self._step_energies(steps)  # B x T x H x (2K+1)
+        anchors = steps if self.length_ratio == 1.0 else torch.floor(steps.double() * self.length_ratio).long()
+        inner = max(2 * k - 1, 0)  # the sources with a slot of their own, a-K+1..a+K-1
+
+        def mean(sums, at, count):  # sums[at] / count, per head: B x H x 1 x D_h
+            picked = sums.gather(2, at[:, None, :, None].expand(batch, heads, 1, head_dim))
+            return picked / count.clamp(min=1).view(batch, 1, 1, 1)
+
+        outs, weights = [], []
+        for t in range(length):
+            anchor = anchors[:, t: t + 1]  # B x 1
+            left_count = (anchor - k + 1).clamp(min=0).minimum(lengths)  # m <= a-K
+            right_start = (anchor + max(k, 1)).clamp(min=0).minimum(lengths)  # m >= a+K (K=0: beyond a)
+            right_count = lengths - right_start
+            window = anchor - k + 1 + torch.arange(inner, device=source.device)  # B x (2K-1)
+            outside = (window < 0) | (window >= lengths)
+            index = window.clamp(0, src_len - 1)[:, None, :, None].expand(batch, heads, inner, head_dim)
+            values = torch.cat([mean(prefix, left_count, left_count),
+                                source.gather(2, index).to(prefix.dtype),
+                                mean(suffix, right_start, right_count)], dim=2)  # B x H x (2K+1) x D_h
+            e = energy[:, t]
+            logits = torch.cat([e[..., :1] + torch.log(left_count.clamp(min=1)).unsqueeze(1),
+                                e[..., 1: 1 + inner],
+                                e[..., 2 * k:] + torch.log(right_count.clamp(min=1)).unsqueeze(1)], dim=-1)
+            invalid = torch.cat([left_count == 0, outside, right_count == 0], dim=1).unsqueeze(1)
+            probs = masked_softmax(logits, invalid)  # B x H x (2K+1)
+            dropped = F.dropout(probs, p=self.dropout, training=self.training)
+            outs.append(torch.matmul(dropped.unsqueeze(2), values).to(source.dtype))
+            if need_weights:
+                weights.append(self._source_weights(buffer, probs, anchor, right_start, left_count, right_count))
+        return torch.cat(outs, dim=2), torch.cat(weights, dim=2) if need_weights else None
+
+    def _source_weights(self, buffer, probs, anchor, right_start, left_count, right_count):
+        """B x H x 1 x S attention weights in fairseq's column layout: a source in a shared-energy
+        group gets its group's probability divided by the group's size (they are equal)."""
+        positions, pad = buffer["source_positions"], buffer["source_pad"]
+        inner = probs.size(-1) - 2
+        group = torch.where(positions <= anchor - self.max_relative, 0,
+                            torch.where(positions >= right_start, inner + 1, positions - anchor + self.max_relative))
+        size = torch.where(group == 0, left_count, torch.where(group == inner + 1, right_count, 1))
+        shares = probs.gather(2, group.unsqueeze(1).expand(-1, probs.size(1), -1)) / size.unsqueeze(1)
+        return shares.masked_fill(pad.unsqueeze(1), 0.0).unsqueeze(2)
+
 
 # Option sets the contract tests run besides the defaults: a K shorter than
 # the test sentences (clipping), the paper's learned positions, and the
@@ -397,7 +508,12 @@ RELATIVE_VARIANTS = {
 
 @register_mixer("rposnet", sites=SITES, variants=RELATIVE_VARIANTS, uses_length_ratio=True)
 class RPosNet(PositionAttention):
-    """rPosNet (PosNet paper, Eq. 9-10): position queries x relative-position keys."""
+    """rPosNet (PosNet paper, Eq. 9-10): position queries x relative-position keys.
+
+    Incremental decoding runs at constant cost per step (``_decode_self``,
+    ``_decode_cross``; docs/constant-cost-decoding.md): keys beyond the
+    clipping distance share one energy, so their sum replaces their cache.
+    """
 
     NAME = "rposnet"
     ENERGIES = ("r",)
@@ -406,7 +522,10 @@ class RPosNet(PositionAttention):
 @register_mixer("aposnet", sites=SITES,
                 variants={"gated": dict(GATED), "apptek_sinusoids": {"aposnet_sinusoids": "apptek"}})
 class APosNet(PositionAttention):
-    """aPosNet (PosNet paper, Eq. 8): absolute-position queries x absolute-position keys."""
+    """aPosNet (PosNet paper, Eq. 8): absolute-position queries x absolute-position keys.
+
+    Decodes with the whole prefix cached: every key has its own energy.
+    """
 
     NAME = "aposnet"
     ENERGIES = ("a",)
@@ -416,7 +535,12 @@ class APosNet(PositionAttention):
                                                   "apptek_sinusoids": {"aposnet_sinusoids": "apptek"}},
                 uses_length_ratio=True)
 class ARPosNet(PositionAttention):
-    """arPosNet (PosNet paper): the sum of the aPosNet and rPosNet energies."""
+    """arPosNet (PosNet paper): the sum of the aPosNet and rPosNet energies.
+
+    Decodes with the whole prefix cached, unlike rPosNet: the absolute part is
+    not Toeplitz (it depends on m itself, not on m - n), so keys beyond K no
+    longer share an energy and their sum cannot stand in for them.
+    """
 
     NAME = "arposnet"
     ENERGIES = ("a", "r")
