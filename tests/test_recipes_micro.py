@@ -42,6 +42,24 @@ def test_micro_table_end_to_end(tmp_path):
     assert (work / "aan-table2.csv").read_text().startswith("Model,tok. BLEU (ours),tok. BLEU (paper)")
 
 
+def test_micro_en_zh_column_with_a_valid_sentence_over_the_length_limit(tmp_path):
+    """PosNet Table 2's En-Zh rows in --micro mode. The micro corpus has a valid pair longer than the
+    models' --max-*-positions (as real valid sets have one over 128), which fairseq skips in validation
+    only with --skip-invalid-size-inputs-valid-test; generation translates every test sentence."""
+    work = tmp_path / "work"
+    proc = subprocess.run(["bash", os.path.join(REPO, "recipes", "posnet", "table2.sh"), "--micro", "--work", str(work),
+                           "--rows", "transformer,rposnet", "--datasets", "wmt18_en_zh"],
+                          env=_env(), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    valid = (work / "data" / "synth" / "raw" / "valid.src").read_text().splitlines()
+    assert len(valid[-1].split()) > 40 and max(len(line.split()) for line in valid[:-1]) <= 30
+    assert proc.stderr.count("1 samples have invalid sizes and will be skipped, max_positions=(32, 32)") == 2
+    for row in ("transformer", "rposnet"):
+        result = json.loads((work / "results" / row / "wmt18_en_zh" / "test" / "result.json").read_text())
+        assert result["sentences"] == 20 and result["missing"] == 0, result
+    assert not (work / "results" / "rposnet" / "wmt18_en_zh" / "test1").exists()
+
+
 DUMP = r"""
 import sys, torch
 import fairseq_cli.train as train
