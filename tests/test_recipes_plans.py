@@ -50,13 +50,17 @@ def test_dry_run_plan_parses(table, tmp_path):
     # one training, averaging, generation and evaluation per row and test set
     commands = plancheck.train_commands(plan)
     assert len(commands) == len(rows)
-    assert plan.count("posnet-average-checkpoints ") == len(rows)
+    assert plan.count("-m posnet_fairseq.cli.average_checkpoints ") == len(rows)
     assert plan.count("fairseq-generate ") == plan.count("evaluation.evaluate ") >= len(rows)
     assert f"evaluation.tables collect {table} " in plan
     for _, argv in commands:
         for flag in ("--arch", "--max-update", "--update-freq", "--warmup-updates", "--lr", "--criterion",
-                     "--save-interval-updates"):
+                     "--save-interval-updates", "--skip-invalid-size-inputs-valid-test"):
             assert flag in argv, (flag, argv)
+    # every test sentence is translated: no batch rounding to fairseq's training multiple of 8
+    for line in plan.splitlines():
+        if line.startswith("fairseq-generate "):
+            assert "--required-batch-size-multiple 1 " in line, line
     bad = plancheck.check_plan(plan)
     assert not bad, f"{table}: " + plancheck.report(bad)
 
@@ -96,6 +100,14 @@ def test_cpu_processes_plan(tmp_path):
     for flag in ("--cpu", "--distributed-backend gloo", "--distributed-no-spawn", "--ddp-backend legacy_ddp",
                  "--distributed-world-size 2", "--distributed-init-method tcp://127.0.0.1:"):
         assert flag in line
+
+
+def test_datasets_option_selects_columns(tmp_path):
+    plan = dry_run(tmp_path, "posnet/table2.sh", "--datasets", "wmt18_en_zh").stdout
+    rows = re.findall(r"^# row (\S+) (\S+)$", plan, flags=re.M)
+    assert rows and {ds for _, ds in rows} == {"wmt18_en_zh"}
+    proc = dry_run(tmp_path, "posnet/table2.sh", "--datasets", "wmt99_xx_yy", check=False)
+    assert proc.returncode != 0 and "--datasets: no row of posnet-table2 is on wmt99_xx_yy" in proc.stderr
 
 
 def test_unknown_row_and_option_are_refused(tmp_path):

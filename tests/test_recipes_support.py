@@ -7,7 +7,8 @@ import pytest
 
 from posnet_fairseq.data import clean_corpus, text
 from posnet_fairseq.evaluation import bootstrap, evaluate, hooks, tables
-from posnet_fairseq.recipe_tools import avgrule, plancheck
+from posnet_fairseq.cli import average_checkpoints
+from posnet_fairseq.recipe_tools import plancheck
 
 
 def _write(path, lines):
@@ -68,6 +69,18 @@ def test_holdout_every_nth(tmp_path):
     counts = text.holdout(str(tmp_path / "c"), "a", "b", str(tmp_path / "t"), str(tmp_path / "v"), 3)
     assert counts == (5, 2)
     assert _read(tmp_path / "v.a") == ["3", "6"] and _read(tmp_path / "t.b") == ["1", "2", "4", "5", "7"]
+
+
+def test_long_pair_joins_the_corpus_pairs(tmp_path):
+    _write(tmp_path / "v.src", ["a b c", "d e"])
+    _write(tmp_path / "v.tgt", ["x y", "z"])
+    assert text.append_long_pair(str(tmp_path / "v"), "src", "tgt", 6) == (13, 8)  # both sides over 6
+    assert _read(tmp_path / "v.src")[2] == "a b c d e a b c d e a b c"
+    assert _read(tmp_path / "v.tgt")[2] == "x y z x y z x y"
+    _write(tmp_path / "e.src", [""])
+    _write(tmp_path / "e.tgt", [""])
+    with pytest.raises(ValueError, match="no pair over 3 tokens"):
+        text.append_long_pair(str(tmp_path / "e"), "src", "tgt", 3)
 
 
 def test_moses_tokenisation_matches_tokenizer_perl_conventions():
@@ -235,14 +248,57 @@ def test_comet_hook_runs_in_another_environment(tmp_path, monkeypatch):
 
 # --- averaging window, plan parsing, tables -----------------------------------------------------
 
-def test_average_window_is_centred_on_best_and_clipped():
-    updates = list(range(300, 3301, 300))  # 11 checkpoints
-    assert avgrule.window(updates, 1500, 5) == 2100    # 900..2100 around 1500
-    assert avgrule.window(updates, 3300, 5) == 3300    # best is last: the last 5
-    assert avgrule.window(updates, 300, 5) == 1500     # best is first: the first 5
-    assert avgrule.window(updates, 1600, 4) == 1800    # between checkpoints: centre on 1500 (900..1800)
-    with pytest.raises(ValueError):
-        avgrule.window(updates[:3], 600, 5)
+def _checkpoints(directory, updates, best, value=lambda u: float(u)):
+    """Update checkpoints checkpoint_1_U.pt whose one weight is ``value(U)``, and checkpoint_best.pt at ``best``."""
+    import torch
+
+    os.makedirs(directory, exist_ok=True)
+    for u in list(updates) + ["best"]:
+        n = best if u == "best" else u
+        state = {"model": {"w": torch.tensor([value(n)])}, "optimizer_history": [{"num_updates": n}],
+                 "extra_state": {"val_loss": abs(n - best) + 1.0}, "last_optimizer_state": {"x": 1}}
+        torch.save(state, os.path.join(directory, "checkpoint_best.pt" if u == "best" else f"checkpoint_1_{u}.pt"))
+
+
+def test_best_and_following_checkpoints(tmp_path):
+    """PosNet paper 5.3: the best checkpoint and the N-1 after it, else the last N."""
+    d = str(tmp_path / "c")
+    _checkpoints(d, range(300, 3301, 300), best=1500)  # 11 update checkpoints, 300 apart
+    name = lambda paths: [os.path.basename(p) for p in paths]  # noqa: E731
+    assert name(average_checkpoints.best_and_following(d, 3)) == [
+        "checkpoint_1_1500.pt", "checkpoint_1_1800.pt", "checkpoint_1_2100.pt"]
+    assert name(average_checkpoints.best_and_following(d, 7)) == [  # the best and all 6 after it
+        f"checkpoint_1_{u}.pt" for u in range(1500, 3301, 300)]
+    # only 6 checkpoints follow the best: not enough for 8, so the last 8
+    assert name(average_checkpoints.best_and_following(d, 8)) == [
+        f"checkpoint_1_{u}.pt" for u in range(1200, 3301, 300)]
+    # a best saved between interval checkpoints (end of an epoch): checkpoint_best.pt itself and the next ones
+    assert name(average_checkpoints.best_and_following(d, 2, best_update=1650)) == [
+        "checkpoint_best.pt", "checkpoint_1_1800.pt"]
+    with pytest.raises(ValueError, match="only 11 update checkpoints"):
+        average_checkpoints.best_and_following(d, 12)
+
+
+def test_best_and_following_refuses_when_the_followers_were_deleted(tmp_path):
+    d = str(tmp_path / "c")
+    _checkpoints(d, range(2400, 3301, 300), best=600)  # --keep-interval-updates kept 2400..3300 only
+    with pytest.raises(ValueError, match="older than the update checkpoints kept"):
+        average_checkpoints.best_and_following(d, 2)
+
+
+def test_average_checkpoints_cli_averages_the_chosen_weights(tmp_path):
+    import torch
+
+    d = str(tmp_path / "c")
+    _checkpoints(d, [2, 4, 6, 8], best=4, value=lambda u: {2: 1.0, 4: 10.0, 6: 20.0, 8: 40.0}[u])
+    out = str(tmp_path / "avg.pt")
+    average_checkpoints.main(["--inputs", d, "--output", out, "--best-and-following", "2"])
+    state = torch.load(out, weights_only=True)
+    assert state["model"]["w"].item() == 15.0 and state["last_optimizer_state"] is None  # (10 + 20) / 2
+    average_checkpoints.main(["--inputs", d, "--output", out, "--num-update-checkpoints", "3"])
+    assert torch.load(out, weights_only=True)["model"]["w"].item() == pytest.approx(70 / 3)
+    with pytest.raises(SystemExit):
+        average_checkpoints.main(["--inputs", d, "--output", out, "--best-and-following", "5"])
 
 
 def test_train_commands_found_in_plans():

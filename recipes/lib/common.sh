@@ -97,7 +97,8 @@ world_size() {
 }
 
 # row NAME DATASET FLAGS...: one model of the table. GEN (generation flags),
-# AVG ("best N" = N checkpoints around the best-perplexity one, "last N")
+# AVG ("best N": checkpoint_best.pt and the N-1 update checkpoints after it, else the last N;
+# "last N": the last N update checkpoints; see posnet_fairseq/cli/average_checkpoints.py)
 # and TOKENS (tokens per update, reached with --update-freq) are taken as
 # they are set when the row is declared.
 row() {
@@ -160,7 +161,7 @@ _distributed_flags() {
 }
 
 emit_plan() {
-  local baseline="${BASELINE:-}" i name ds data conv save res split avg count freq micro=""
+  local baseline="${BASELINE:-}" i name ds data conv save res split avg count rule freq micro=""
   echo "#!/usr/bin/env bash"
   echo "# plan of $TABLE ($(date -u +%Y-%m-%dT%H:%M:%SZ)); world size $(world_size)"
   echo "set -euo pipefail"
@@ -187,11 +188,12 @@ emit_plan() {
     [ "$NODE_RANK" = 0 ] || continue
     read -r avg count <<<"${ROW_AVG[$i]}"
     [ "$MICRO" = 1 ] && count=2
-    if [ "$avg" = best ]; then
-      echo "posnet-average-checkpoints --inputs $(q "$save") --output $(q "$save/averaged.pt") \$($PYTHON -m posnet_fairseq.recipe_tools.avgrule --save-dir $(q "$save") --count $count)"
-    else
-      echo "posnet-average-checkpoints --inputs $(q "$save") --output $(q "$save/averaged.pt") --num-update-checkpoints $count"
-    fi
+    case "$avg" in
+      best) rule="--best-and-following $count" ;;
+      last) rule="--num-update-checkpoints $count" ;;
+      *) die "row $name: AVG=\"${ROW_AVG[$i]}\": expected 'best N' or 'last N'" ;;
+    esac
+    echo "$PYTHON -m posnet_fairseq.cli.average_checkpoints --inputs $(q "$save") --output $(q "$save/averaged.pt") $rule"
     for split in $(dataset_splits "$conv"); do
       echo "mkdir -p $(q "$res/$split")"
       # --required-batch-size-multiple 1: fairseq's default of 8 is for training; every test sentence
