@@ -184,18 +184,51 @@ def test_evaluate_perfect_output_scores_100_everywhere(tmp_path, capsys):
     assert "tok:13a" in capsys.readouterr().out
 
 
-def test_evaluate_missing_sentences_and_significance(tmp_path):
+def test_evaluate_missing_sentences_and_significance_in_both_directions(tmp_path):
     tok_ref = _dataset(tmp_path, n=30)
     _generate_output(tmp_path / "base.gen", [(i, "the dog") for i in range(30)])
     _generate_output(tmp_path / "sys.gen", [(i, t) for i, t in enumerate(tok_ref) if i != 3])
     evaluate.main(_args(tmp_path, "base"))
-    evaluate.main(_args(tmp_path, "sys", baseline=tmp_path / "base", bootstrap_samples=100))
+    evaluate.main(_args(tmp_path, "sys", baseline=f"base={tmp_path / 'base'}", bootstrap_samples=100))
     result = json.load(open(tmp_path / "sys" / "result.json"))
     assert result["missing"] == 1 and _read(tmp_path / "sys" / "hyp.tok")[3] == ""
     assert result["sacrebleu"]["score"] < 100.0
-    sig = result["significance"]
-    assert sig["sacrebleu"]["significant"] and sig["bleu_tok"]["p_value"] == 0.0
-    assert sig["baseline"] == os.path.join("..", "base")
+    sig = result["significance"]["base"]
+    assert sig["sacrebleu"]["direction"] == "better" and sig["bleu_tok"]["p_value"] == 0.0
+    assert sig["bleu_tok"]["p_value_worse"] == 1.0 and sig["baseline"] == os.path.join("..", "base")
+    # the other way round the difference is marked too, as a degradation (the PosNet paper's marks)
+    os.rename(tmp_path / "base.gen", tmp_path / "base2.gen")
+    evaluate.main(_args(tmp_path, "base2", baseline=f"sys={tmp_path / 'sys'}", bootstrap_samples=100))
+    sig = json.load(open(tmp_path / "base2" / "result.json"))["significance"]["sys"]
+    assert sig["sacrebleu"]["direction"] == "worse" and sig["sacrebleu"]["p_value"] == 1.0
+    assert sig["sacrebleu"]["p_value_worse"] == 0.0 and sig["sacrebleu"]["significant"]
+
+
+def test_evaluate_baseline_without_output_is_noted_and_bad_spec_refused(tmp_path):
+    tok_ref = _dataset(tmp_path)
+    _generate_output(tmp_path / "sys.gen", list(enumerate(tok_ref)))
+    evaluate.main(_args(tmp_path, "sys", baseline=f"shaw={tmp_path / 'nothing'}"))
+    result = json.load(open(tmp_path / "sys" / "result.json"))
+    assert "significance" not in result and list(result["significance_skipped"]) == ["shaw"]
+    with pytest.raises(SystemExit):
+        evaluate.main(_args(tmp_path, "sys", baseline=str(tmp_path / "base")))
+
+
+def test_decode_time_and_training_speed_from_the_fairseq_logs(tmp_path):
+    _write(tmp_path / "gen.log", ["INFO:fairseq_cli.generate:NOTE: hypothesis and token scores are output in base 2",
+                                  "INFO:fairseq_cli.generate:Translated 3,003 sentences (88,412 tokens) in 41.7s "
+                                  "(72.01 sentences/s, 2120.19 tokens/s)"])
+    assert evaluate.decode_seconds(str(tmp_path / "gen.log")) == {"seconds": 41.7, "sentences": 3003, "tokens": 88412}
+    _write(tmp_path / "train.log", [
+        "2026-01-01 | INFO | train_inner | epoch 001:    100 / 900 loss=9.1, nll_loss=9, wps=1000, ups=1.2",
+        "2026-01-01 | INFO | train_inner | epoch 001:    200 / 900 loss=8.1, nll_loss=8, wps=3000, ups=1.2",
+        "2026-01-01 | INFO | train_inner | epoch 001:    300 / 900 loss=7.1, nll_loss=7, wps=2000, ups=1.2",
+        "2026-01-01 | INFO | train | epoch 001 | loss 7.0 | wps 1500 | ups 1.2 | train_wall 5 |"])
+    assert evaluate.train_speed(str(tmp_path / "train.log")) == {"wps": 2000.0, "lines": 3, "source": "train_inner"}
+    _write(tmp_path / "short.log", ["2026-01-01 | INFO | train | epoch 001 | loss 9.296 | wps 1720.1 | ups 2.3 |"])
+    assert evaluate.train_speed(str(tmp_path / "short.log"))["wps"] == 1720.1
+    with pytest.raises(ValueError, match="no 'Translated"):
+        evaluate.decode_seconds(str(tmp_path / "short.log"))
 
 
 def test_evaluate_lowercase_and_zh_conventions(tmp_path):
@@ -229,21 +262,49 @@ def test_hooks_report_unavailable(tmp_path, capsys):
     assert "COMET: unavailable" in capsys.readouterr().out
 
 
-def test_comet_hook_runs_in_another_environment(tmp_path, monkeypatch):
-    """A stand-in ``comet`` package in a separate path plays the metric's environment."""
+def _comet_stub(tmp_path):
+    """A stand-in ``comet`` package in a separate path plays the metric's environment: a sentence scores
+    1 when the hypothesis equals the reference, else 0."""
     pkg = tmp_path / "env" / "comet"
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text(
-        "class _Out:\n    def __init__(self, s): self.system_score = s\n"
+        "class _Out:\n    def __init__(self, s): self.scores, self.system_score = s, sum(s) / len(s)\n"
         "class _Model:\n    def predict(self, data, batch_size, gpus):\n"
-        "        return _Out(sum(d['mt'] == d['ref'] for d in data) / len(data))\n"
+        "        return _Out([float(d['mt'] == d['ref']) for d in data])\n"
         "def load_from_checkpoint(path):\n    assert path.endswith('model.ckpt')\n    return _Model()\n")
     (tmp_path / "model.ckpt").write_text("x")
+    return str(tmp_path / "env")
+
+
+def test_comet_hook_runs_in_another_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", _comet_stub(tmp_path))
     for name, lines in (("s", ["a", "b"]), ("h", ["x", "y"]), ("r", ["x", "z"])):
         _write(tmp_path / name, lines)
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "env"))
     res = hooks.comet(str(tmp_path / "model.ckpt"), sys.executable, *(str(tmp_path / n) for n in "shr"))
-    assert res["available"] and res["score"] == 0.5
+    assert res["available"] and res["score"] == 0.5 and res["scores"] == [1.0, 0.0]
+
+
+def test_comet_sentence_scores_are_bootstrapped_against_the_baseline(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", _comet_stub(tmp_path))
+    tok_ref = _dataset(tmp_path, n=30)
+    _generate_output(tmp_path / "base.gen", [(i, "the dog") for i in range(30)])
+    _generate_output(tmp_path / "sys.gen", list(enumerate(tok_ref)))
+    comet = {"comet_model": tmp_path / "model.ckpt", "comet_python": sys.executable}
+    evaluate.main(_args(tmp_path, "base", **comet))
+    evaluate.main(_args(tmp_path, "sys", baseline=f"transformer={tmp_path / 'base'}", bootstrap_samples=50, **comet))
+    result = json.load(open(tmp_path / "sys" / "result.json"))
+    assert result["comet"]["score"] == 1.0 and "scores" not in result["comet"]
+    assert _read(tmp_path / "sys" / "comet.scores") == ["1.0"] * 30
+    sig = result["significance"]["transformer"]["comet"]
+    assert (sig["system"], sig["baseline"], sig["p_value"], sig["direction"]) == (1.0, 0.0, 0.0, "better")
+
+
+def test_bootstrap_of_sentence_score_means():
+    res = bootstrap.paired_bootstrap_means([1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0], samples=50)
+    assert (res["system"], res["p_value"], res["p_value_worse"]) == (2.5, 1.0, 1.0)
+    assert bootstrap.significance(res) is None
+    res = bootstrap.paired_bootstrap_means([0.5] * 20, [0.4] * 20, samples=50)
+    assert (res["p_value"], res["p_value_worse"], bootstrap.significance(res)) == (0.0, 1.0, "better")
 
 
 # --- averaging window, plan parsing, tables -----------------------------------------------------
@@ -332,7 +393,7 @@ def _result(path, **scores):
     if "params" in scores:
         data["params"] = scores["params"]
     if path.endswith("rposnet/wmt14_en_de/test"):
-        data["significance"] = {"sacrebleu": {"significant": True}, "bleu_tok": {"significant": False}}
+        data["significance"] = {"transformer": {"sacrebleu": {"significant": True}, "bleu_tok": {"significant": False}}}
     with open(os.path.join(path, "result.json"), "w") as f:
         json.dump(data, f)
 

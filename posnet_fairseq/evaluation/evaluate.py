@@ -1,7 +1,8 @@
 """Score one fairseq-generate output the way the papers report it, and say which way.
 
     python -m posnet_fairseq.evaluation.evaluate --generate-output GEN --stats DATA/stats.json
-        --split test --out-dir DIR [--checkpoint CKPT] [--row NAME] [--baseline BASELINE_DIR]
+        --split test --out-dir DIR [--checkpoint CKPT] [--row NAME] [--baseline NAME=DIR ...]
+        [--generate-log LOG] [--train-log LOG] [--sacrebleu-tokenize TOK]
         [--comet-model PATH --comet-python PY] [--bleurt-model PATH --bleurt-python PY]
 
 How to score is read from the "eval" section the data recipe wrote into
@@ -13,14 +14,20 @@ anything (not for SentencePiece Chinese: ``tokenized_bleu: false``), and per tes
 source/reference files and the tokenized reference (what fairseq's T- lines
 hold, but without <unk>). Reported, each with its signature:
 
-* ``sacrebleu``: detokenized hypotheses against the raw references (real sacreBLEU);
+* ``sacrebleu``: detokenized hypotheses against the raw references (real
+  sacreBLEU; ``--sacrebleu-tokenize`` overrides the data's tokenizer, e.g.
+  ``intl`` for the hard-coded Gaussian paper);
 * ``bleu_tok``: tokenized BLEU, hypotheses after BPE removal against the
   tokenized reference, no smoothing (= multi-bleu.perl / fairseq-generate BLEU4);
 * ``bleu_compound_split``: tokenized BLEU after ##AT##-##AT## splitting of
   hyphenated compounds (fairseq's compound_split_bleu.sh; AIAYN-style En-De);
 * ``chrf``: chrF2 on detokenized text;
-* ``comet`` / ``bleurt``: optional, see :mod:`.hooks`;
-* ``significance``: paired bootstrap against a baseline's output directory.
+* ``comet`` / ``bleurt``: optional, see :mod:`.hooks` (sentence scores in DIR/comet.scores, DIR/bleurt.scores);
+* ``decode_seconds``: fairseq-generate's own timing of the translation (``--generate-log``, its stderr);
+* ``train_wps``: training speed in target tokens per second (``--train-log``, fairseq's log file);
+* ``significance``: paired bootstrap against each ``--baseline NAME=DIR`` (an
+  evaluated output directory), in both directions, for sacreBLEU, tokenized
+  BLEU and, where both sides have sentence scores, COMET and BLEURT.
 
 Sentences fairseq-generate skipped (longer than the model allows) count as
 empty hypotheses and are reported as ``missing``. Writes DIR/result.json and
@@ -35,6 +42,8 @@ import sys
 from . import bootstrap, hooks
 
 _LINE = re.compile(r"^([HD])-(\d+)\t[^\t]*\t(.*)$")
+THRESHOLD = 0.05  # the PosNet paper's p <= 0.05
+SENTENCE_SCORED = ("comet", "bleurt")  # metrics whose sentence scores the bootstrap resamples
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
 
@@ -116,20 +125,60 @@ def score(hyp_tok, hyp_detok, ref_tok, ref_raw, conf):
     return result
 
 
+def _scores(path):
+    return [float(x) for x in _read(path)] if os.path.exists(path) else None
+
+
 def significance(out_dir, baseline_dir, hyp_tok, hyp_detok, ref_tok, ref_raw, conf, samples, seed):
+    """Paired bootstrap of this output against one baseline's output directory, per metric, both directions."""
     lowercase = bool(conf.get("lowercase", False))
     base_tok, base_detok = _read(os.path.join(baseline_dir, "hyp.tok")), _read(os.path.join(baseline_dir, "hyp.detok"))
     sacre = bootstrap.make_metric("bleu", conf.get("sacrebleu_tokenize", "13a"), lowercase)
     tok = bootstrap.make_metric("bleu-nosmooth", "none", lowercase)
-    sig = {"baseline": os.path.relpath(baseline_dir, out_dir), "threshold": 0.05}
-    tests = [("sacrebleu", sacre, hyp_detok, base_detok, ref_raw)]
+    sig = {"baseline": os.path.relpath(baseline_dir, out_dir), "threshold": THRESHOLD}
+    tests = [("sacrebleu", lambda: bootstrap.paired_bootstrap(sacre, hyp_detok, base_detok, ref_raw, samples, seed))]
     if conf.get("tokenized_bleu", True):
-        tests.append(("bleu_tok", tok, hyp_tok, base_tok, ref_tok))
-    for name, metric, hyps, base, refs in tests:
-        res = bootstrap.paired_bootstrap(metric, hyps, base, refs, samples, seed)
-        res["significant"] = res["p_value"] <= 0.05 and res["system"] > res["baseline"]
+        tests.append(("bleu_tok", lambda: bootstrap.paired_bootstrap(tok, hyp_tok, base_tok, ref_tok, samples, seed)))
+    for metric in SENTENCE_SCORED:
+        ours = _scores(os.path.join(out_dir, f"{metric}.scores"))
+        theirs = _scores(os.path.join(baseline_dir, f"{metric}.scores"))
+        if ours is not None and theirs is not None:
+            tests.append((metric, lambda a=ours, b=theirs: bootstrap.paired_bootstrap_means(a, b, samples, seed)))
+    for name, run in tests:
+        res = run()
+        res["direction"] = bootstrap.significance(res, THRESHOLD)
+        res["significant"] = res["direction"] is not None
         sig[name] = res
     return sig
+
+
+_TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s")
+# --log-format simple: "| train_inner | epoch 001:    100 / 900 loss=9.1, ..., wps=1234.5, ..." every
+# --log-interval updates, "| train | epoch 001 | loss 9.3 | ... | wps 1720.1 | ..." at the end of an epoch.
+_WPS = re.compile(r"\| (train_inner|train) \|.*?\bwps[= ]([\d.]+)")
+
+
+def decode_seconds(log_path):
+    """fairseq-generate's own timing of the translation (model loading excluded), from its log."""
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        found = _TRANSLATED.findall(f.read())
+    if not found:
+        raise ValueError(f"{log_path}: no 'Translated N sentences ... in Xs' line (is it fairseq-generate's stderr?)")
+    sentences, tokens, seconds = found[-1]
+    return {"seconds": float(seconds), "sentences": int(sentences.replace(",", "")),
+            "tokens": int(tokens.replace(",", ""))}
+
+
+def train_speed(log_path):
+    """Median target tokens per second of fairseq's train_inner log lines (every --log-interval updates),
+    or of its end-of-epoch train lines when training was shorter than one log interval."""
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        found = _WPS.findall(f.read())
+    for kind in ("train_inner", "train"):
+        values = sorted(float(v) for k, v in found if k == kind)
+        if values:
+            return {"wps": values[len(values) // 2], "lines": len(values), "source": kind}
+    raise ValueError(f"{log_path}: no '| train_inner |' or '| train |' line with wps (is it fairseq-train's log?)")
 
 
 def evaluate(args):
@@ -138,6 +187,8 @@ def evaluate(args):
     conf = stats.get("eval")
     if conf is None:
         raise ValueError(f"{args.stats} has no 'eval' section: re-run the data recipe")
+    if args.sacrebleu_tokenize:
+        conf = dict(conf, sacrebleu_tokenize=args.sacrebleu_tokenize)
     if args.split not in conf["test_sets"]:
         raise ValueError(f"--split {args.split}: {args.stats} describes {sorted(conf['test_sets'])}")
     test = conf["test_sets"][args.split]
@@ -154,6 +205,7 @@ def evaluate(args):
     bad = [i for i in hyps if i >= len(ref_raw)]
     if bad:
         raise ValueError(f"{args.generate_output}: sentence id {bad[0]} but the test set has {len(ref_raw)} lines")
+    baselines = dict(_baseline(b) for b in args.baseline or [])
     hyp_tok = [hyps.get(i, "") for i in range(len(ref_raw))]
     hyp_detok = detokenize(hyp_tok, conf["target_lang"], conf.get("detok", "moses"))
     os.makedirs(args.out_dir, exist_ok=True)
@@ -165,22 +217,40 @@ def evaluate(args):
     result.update(score(hyp_tok, hyp_detok, ref_tok, ref_raw, conf))
     if args.checkpoint:
         result["params"] = count_parameters(args.checkpoint)
-    if args.baseline and not os.path.exists(os.path.join(args.baseline, "hyp.detok")):
-        print(f"note: baseline {args.baseline} has no output yet: significance not computed")
-        result["significance_skipped"] = f"baseline {args.baseline} had no output"
-    elif args.baseline:
-        result["significance"] = significance(args.out_dir, args.baseline, hyp_tok, hyp_detok, ref_tok, ref_raw,
-                                              conf, args.bootstrap_samples, args.seed)
+    if args.generate_log:
+        result["decode_seconds"] = decode_seconds(args.generate_log)
+    if args.train_log:
+        result["train_wps"] = train_speed(args.train_log)
     hyp_path = os.path.join(args.out_dir, "hyp.detok")
     ref_path, src_path = os.path.join(base, test["raw_ref"]), os.path.join(base, test["raw_source"])
+    learned = {}
     if args.comet_model or args.comet_python:
-        result["comet"] = hooks.comet(args.comet_model, args.comet_python, src_path, hyp_path, ref_path)
+        learned["comet"] = hooks.comet(args.comet_model, args.comet_python, src_path, hyp_path, ref_path)
     if args.bleurt_model or args.bleurt_python:
-        result["bleurt"] = hooks.bleurt(args.bleurt_model, args.bleurt_python, hyp_path, ref_path)
+        learned["bleurt"] = hooks.bleurt(args.bleurt_model, args.bleurt_python, hyp_path, ref_path)
+    for metric, res in learned.items():
+        scores = res.pop("scores", None)
+        if scores is not None:
+            _write(os.path.join(args.out_dir, f"{metric}.scores"), [repr(x) for x in scores])
+        result[metric] = res
+    for name, directory in baselines.items():
+        if not os.path.exists(os.path.join(directory, "hyp.detok")):
+            print(f"note: baseline {name} ({directory}) has no output yet: significance against it not computed")
+            result.setdefault("significance_skipped", {})[name] = f"{directory} had no output"
+            continue
+        result.setdefault("significance", {})[name] = significance(
+            args.out_dir, directory, hyp_tok, hyp_detok, ref_tok, ref_raw, conf, args.bootstrap_samples, args.seed)
     with open(os.path.join(args.out_dir, "result.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2, sort_keys=True)
         f.write("\n")
     return result
+
+
+def _baseline(spec):
+    name, sep, directory = spec.partition("=")
+    if not sep or not name or not directory:
+        raise ValueError(f"--baseline {spec}: expected NAME=DIR (the baseline row's name and its output directory)")
+    return name, directory
 
 
 def summary(result):
@@ -189,20 +259,24 @@ def summary(result):
     for key in ("sacrebleu", "bleu_tok", "bleu_compound_split", "chrf"):
         if key in result:
             lines.append(f"  {key:20s} {result[key]['score']:6.2f}  {result[key]['signature']}")
-    for key in ("comet", "bleurt"):
+    for key in SENTENCE_SCORED:
         if key in result:
             r = result[key]
             lines.append(f"  {key:20s} " + (f"{r['score']:.4f}" if r["available"] else f"unavailable ({r['reason']})"))
     if "params" in result:
         lines.append(f"  params               {result['params']:,}")
-    if "significance" in result:
-        sig = result["significance"]
-        for key in ("sacrebleu", "bleu_tok"):
+    if "decode_seconds" in result:
+        lines.append(f"  decoding             {result['decode_seconds']['seconds']:.1f} s (fairseq-generate's timing)")
+    if "train_wps" in result:
+        lines.append(f"  training             {result['train_wps']['wps']:,.0f} target tokens/s (median)")
+    for name, sig in result.get("significance", {}).items():
+        for key in ("sacrebleu", "bleu_tok") + SENTENCE_SCORED:
             if key not in sig:
                 continue
             s = sig[key]
-            lines.append(f"  vs {sig['baseline']} ({key}): {s['system']:.2f} vs {s['baseline']:.2f}, "
-                         f"p = {s['p_value']:.4f}" + (" (significant, p <= 0.05)" if s["significant"] else ""))
+            mark = f" (significantly {s['direction']}, p <= {sig['threshold']})" if s["significant"] else ""
+            lines.append(f"  vs {name} ({key}): {s['system']:.2f} vs {s['baseline']:.2f}, p(not better) = "
+                         f"{s['p_value']:.4f}, p(not worse) = {s['p_value_worse']:.4f}{mark}")
     return "\n".join(lines)
 
 
@@ -214,7 +288,11 @@ def main(argv=None):
     parser.add_argument("--out-dir", required=True)
     parser.add_argument("--row", default=None, help="row name recorded in result.json")
     parser.add_argument("--checkpoint", help="count the model's parameters")
-    parser.add_argument("--baseline", help="output directory of the baseline's evaluation (paired bootstrap)")
+    parser.add_argument("--baseline", action="append", metavar="NAME=DIR",
+                        help="a baseline row and its evaluated output directory (paired bootstrap); repeatable")
+    parser.add_argument("--generate-log", help="fairseq-generate's stderr: its translation time is recorded")
+    parser.add_argument("--train-log", help="fairseq-train's --log-file: its speed (target tokens/s) is recorded")
+    parser.add_argument("--sacrebleu-tokenize", help="sacreBLEU tokenizer instead of the data's (e.g. intl)")
     parser.add_argument("--bootstrap-samples", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--comet-model")

@@ -162,15 +162,19 @@ def _load(results, row, col):
         return json.load(f)
 
 
-def cell(result, col):
+def cell(result, col, marks=(("", "*"),)):
+    """Our number for one column; ``marks`` [(baseline row, mark)] are appended where the paired bootstrap
+    against that baseline found a difference (either direction, p <= 0.05)."""
     if result is None or col.metric not in result:
         return "-"
     if col.metric == "params":
         return f"{result['params'] / 1e6:.1f}M"
     text = f"{result[col.metric]['score']:.2f}"
-    sig = result.get("significance", {}).get(col.metric if col.metric != "bleu_compound_split" else "bleu_tok")
-    if sig and sig.get("significant"):
-        text += "*"
+    key = col.metric if col.metric != "bleu_compound_split" else "bleu_tok"
+    for baseline, mark in marks:
+        sig = result.get("significance", {}).get(baseline, {}).get(key)
+        if sig and sig.get("significant"):
+            text += mark
     return text
 
 
@@ -183,7 +187,7 @@ def collect(name, results):
     for key, label in table.rows:
         line = [label]
         for col in table.columns:
-            line.append(cell(_load(results, key, col), col))
+            line.append(cell(_load(results, key, col), col, [(table.baseline, "*")] if table.baseline else []))
             line.append(paper.get(key, {}).get(col.key, ""))
         rows.append(line)
     return header, rows

@@ -10,7 +10,7 @@ COMMON=(--share-all-embeddings --optimizer adam --adam-betas "(0.9,0.98)" --clip
         --save-interval-updates 5000 --keep-interval-updates 5 --no-epoch-checkpoints --seed 1)
 BASE_OPT=(--lr 0.0007 --dropout 0.1 "${COMMON[@]}")
 TOKENS=25000; AVG="last 5"
-GEN=(--beam 4 --lenpen 0.6)
+GEN=(--beam 4 --lenpen 0.6 --batch-size 64)
 
 # aan_rows DATASET SUFFIX [flags...]: the Transformer, the 2018 AAN and AAN+ with each
 # pattern, as rows NAME$SUFFIX of architecture NAME$SUFFIX (the Transformer: BASE_ARCH).

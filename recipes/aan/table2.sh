@@ -9,7 +9,7 @@
 #   bash recipes/aan/table2.sh [--dry-run|--check|--micro] [--rows a,b] [--data-root data] [--gpus N] ...
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init aan-table2 "$@"
-BASELINE=transformer
+BASELINES=transformer
 DS=wmt14_en_de
 source "$(dirname "$0")/settings.sh"
 BASE_ARCH=posnet_transformer_base

@@ -7,7 +7,7 @@
 #   bash recipes/aan/table6.sh [--dry-run|--check|--micro] [--rows a,b] [--data-root data] [--gpus N] ...
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init aan-table6 "$@"
-BASELINE=aan_plus_avg
+BASELINES=aan_plus_avg
 DS=wmt14_en_de
 source "$(dirname "$0")/settings.sh"
 OPT=("${BASE_OPT[@]}")

@@ -6,7 +6,7 @@
 #   bash recipes/aan/table7.sh [--dry-run|--check|--micro] [--rows a,b] [--data-root data] [--gpus N] ...
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init aan-table7 "$@"
-BASELINE=transformer
+BASELINES=transformer
 DS=wmt14_en_fr
 source "$(dirname "$0")/settings.sh"
 BASE_ARCH=posnet_transformer_base

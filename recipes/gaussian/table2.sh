@@ -16,13 +16,13 @@
 #   bash recipes/gaussian/table2.sh [--dry-run|--check|--micro] [--rows a,b] [--data-root data] [--gpus N] ...
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init gaussian-table2 "$@"
-BASELINE=base
+BASELINES=base
 WMT=(--share-all-embeddings --optimizer adam --adam-betas "(0.9,0.98)" --clip-norm 0.0 --lr 0.0007
      --lr-scheduler inverse_sqrt --warmup-updates 4000 --warmup-init-lr 1e-07 --dropout 0.1
      --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --max-update 100000 --max-tokens 4096
      --save-interval-updates 1000 --keep-interval-updates 5 --no-epoch-checkpoints --seed 1)
 TOKENS=25000; AVG="last 5"
-GEN=(--beam 4 --lenpen 0.6)
+GEN=(--beam 4 --lenpen 0.6 --batch-size 64)
 for ds in wmt14_en_de wmt14_en_fr; do
   row base   "$ds" --arch posnet_transformer_base "${WMT[@]}"
   row hc_sa  "$ds" --arch hc_gaussian "${WMT[@]}"
@@ -35,7 +35,7 @@ IWSLT=(--share-decoder-input-output-embed --optimizer adam --adam-betas "(0.9,0.
        --dropout 0.3 --criterion label_smoothed_cross_entropy --label-smoothing 0.0 --max-update 30000
        --max-tokens 4096 --save-interval-updates 1000 --keep-interval-updates 5 --no-epoch-checkpoints --seed 1)
 TOKENS=16000; AVG="last 5"
-GEN=(--beam 5 --lenpen 1.0)
+GEN=(--beam 5 --lenpen 1.0 --batch-size 64)
 SIZE=(--encoder-embed-dim 288 --decoder-embed-dim 288 --encoder-ffn-embed-dim 507 --decoder-ffn-embed-dim 507
       --encoder-attention-heads 4 --decoder-attention-heads 4 --encoder-layers 5 --decoder-layers 5)
 row base   iwslt14_de_en --arch posnet_transformer_small "${SIZE[@]}" "${IWSLT[@]}"

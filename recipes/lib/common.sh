@@ -34,6 +34,7 @@ ROW_ARGS=()
 ROW_GEN=()
 ROW_AVG=()
 ROW_TOKENS=()
+ROW_EVAL=()
 
 die() { echo "$(basename "$0"): $*" >&2; exit 1; }
 
@@ -87,16 +88,20 @@ recipe_init() {
   if [ "$MICRO" = 1 ]; then DATA_ROOT="$WORK/data"; fi
   case "$DATA_ROOT" in /*) ;; *) DATA_ROOT="$PWD/$DATA_ROOT" ;; esac
   # Settings a table script may change between rows (captured by `row`).
-  GEN=(--beam 5 --lenpen 1.0)
+  GEN=(--beam 5 --lenpen 1.0 --batch-size 64)
+  EVAL=()
   AVG="last 5"
   TOKENS=0
+  # Rows the others are tested against (paired bootstrap), in the order of their marks in the table.
+  BASELINES=""
 }
 
 world_size() {
   if [ "$CPU_PROCS" -gt 0 ]; then echo "$CPU_PROCS"; else echo $((GPUS * NODES)); fi
 }
 
-# row NAME DATASET FLAGS...: one model of the table. GEN (generation flags),
+# row NAME DATASET FLAGS...: one model of the table. GEN (generation flags), EVAL (flags of
+# posnet_fairseq.evaluation.evaluate, e.g. --meteor),
 # AVG ("best N": checkpoint_best.pt and the N-1 update checkpoints after it, else the last N;
 # "last N": the last N update checkpoints; see posnet_fairseq/cli/average_checkpoints.py)
 # and TOKENS (tokens per update, reached with --update-freq) are taken as
@@ -107,6 +112,7 @@ row() {
   ROW_ARGS+=("$(printf '%q ' "$@")")
   ROW_GEN+=("$(printf '%q ' "${GEN[@]}")")
   ROW_AVG+=("$AVG"); ROW_TOKENS+=("$TOKENS")
+  ROW_EVAL+=("$(printf '%q ' "${EVAL[@]+"${EVAL[@]}"}")")
 }
 
 # Dataset conventions that the plan needs before the data exist. The test sets the papers
@@ -161,7 +167,7 @@ _distributed_flags() {
 }
 
 emit_plan() {
-  local baseline="${BASELINE:-}" i name ds data conv save res split avg count rule freq micro=""
+  local i name ds data conv save res split avg count rule freq micro="" b
   echo "#!/usr/bin/env bash"
   echo "# plan of $TABLE ($(date -u +%Y-%m-%dT%H:%M:%SZ)); world size $(world_size)"
   echo "set -euo pipefail"
@@ -198,14 +204,15 @@ emit_plan() {
       echo "mkdir -p $(q "$res/$split")"
       # --required-batch-size-multiple 1: fairseq's default of 8 is for training; every test sentence
       # is translated. Sentences over the model's maximum length are skipped (and scored as empty).
-      echo "fairseq-generate $(q "$data/data-bin") --user-dir $(q "$PLUGIN_DIR") --path $(q "$save/averaged.pt") --gen-subset $split ${ROW_GEN[$i]}--batch-size 64 --required-batch-size-multiple 1 --skip-invalid-size-inputs-valid-test $(dataset_post_process "$conv")$([ "$MICRO" = 1 ] && printf ' %q' "${MICRO_GEN[@]}") > $(q "$res/$split/generate.txt")"
-      local extra=""
-      if [ -n "$baseline" ] && [ "$name" != "$baseline" ]; then
-        extra=" --baseline $(q "$WORK/results/$baseline/$ds/$split")"
-      fi
+      # Its log (stderr) holds fairseq's timing of the translation; shown when generation fails.
+      echo "fairseq-generate $(q "$data/data-bin") --user-dir $(q "$PLUGIN_DIR") --path $(q "$save/averaged.pt") --gen-subset $split ${ROW_GEN[$i]}--required-batch-size-multiple 1 --skip-invalid-size-inputs-valid-test $(dataset_post_process "$conv")$([ "$MICRO" = 1 ] && printf ' %q' "${MICRO_GEN[@]}") > $(q "$res/$split/generate.txt") 2> $(q "$res/$split/generate.log") || { tail -n 30 $(q "$res/$split/generate.log") >&2; exit 1; }"
+      local extra=" --generate-log $(q "$res/$split/generate.log") --train-log $(q "$save/train.log")"
+      for b in $BASELINES; do
+        [ "$b" = "$name" ] || extra+=" --baseline $b=$(q "$WORK/results/$b/$ds/$split")"
+      done
       [ -n "$COMET_MODEL$COMET_PYTHON" ] && extra+=" --comet-model $(q "$COMET_MODEL") --comet-python $(q "$COMET_PYTHON")"
       [ -n "$BLEURT_MODEL$BLEURT_PYTHON" ] && extra+=" --bleurt-model $(q "$BLEURT_MODEL") --bleurt-python $(q "$BLEURT_PYTHON")"
-      echo "$PYTHON -m posnet_fairseq.evaluation.evaluate --generate-output $(q "$res/$split/generate.txt") --stats $(q "$data/stats.json") --split $split --out-dir $(q "$res/$split") --row $name --checkpoint $(q "$save/averaged.pt")$extra"
+      echo "$PYTHON -m posnet_fairseq.evaluation.evaluate --generate-output $(q "$res/$split/generate.txt") --stats $(q "$data/stats.json") --split $split --out-dir $(q "$res/$split") --row $name --checkpoint $(q "$save/averaged.pt") ${ROW_EVAL[$i]}$extra"
     done
   done
   [ "$NODE_RANK" = 0 ] || return 0

@@ -11,4 +11,4 @@ BASE_OPT=(--optimizer adam --adam-betas "(0.9,0.98)" --clip-norm 0.0 --lr 0.0007
           --max-update 150000 --max-tokens 4500 --max-source-positions 128 --max-target-positions 128
           --save-interval-updates 1000 --keep-interval-updates 21 --no-epoch-checkpoints --seed 1)
 TOKENS=27000; AVG="best 7"
-GEN=(--beam 12 --lenpen 1.0)
+GEN=(--beam 12 --lenpen 1.0 --batch-size 64)

@@ -14,7 +14,7 @@
 # prepare-wmt18-en-zh.sh, into --data-root.
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init posnet-table2 "$@"
-BASELINE=transformer
+BASELINES=transformer
 
 source "$(dirname "$0")/settings.sh"
 OPT=(--weight-decay 0.0 "${BASE_OPT[@]}")

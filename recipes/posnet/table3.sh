@@ -12,8 +12,8 @@
 #   bash recipes/posnet/table3.sh [--dry-run|--check|--micro] [--rows a,b] [--data-root data] [--gpus N] ...
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init posnet-table3 "$@"
-BASELINE=transformer
-GEN=(--beam 12 --lenpen 1.0)
+BASELINES=transformer
+GEN=(--beam 12 --lenpen 1.0 --batch-size 64)
 COMMON=(--optimizer adam --adam-betas "(0.9,0.98)" --clip-norm 0.0 --lr-scheduler inverse_sqrt
         --warmup-updates 4000 --warmup-init-lr 1e-07 --criterion label_smoothed_cross_entropy
         --label-smoothing 0.1 --max-source-positions 128 --max-target-positions 128 --no-epoch-checkpoints --seed 1)

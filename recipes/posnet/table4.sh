@@ -9,7 +9,7 @@
 #   bash recipes/posnet/table4.sh [--dry-run|--check|--micro] [--rows a,b] [--data-root data] [--gpus N] ...
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init posnet-table4 "$@"
-BASELINE=transformer
+BASELINES=transformer
 DS=wmt14_en_de
 source "$(dirname "$0")/settings.sh"
 OPT=(--share-all-embeddings "${BASE_OPT[@]}")

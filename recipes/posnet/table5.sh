@@ -9,7 +9,7 @@
 #   bash recipes/posnet/table5.sh [--dry-run|--check|--micro] [--rows a,b] [--data-root data] [--gpus N] ...
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init posnet-table5 "$@"
-BASELINE=lightconv
+BASELINES=lightconv
 DS=wmt14_en_de
 source "$(dirname "$0")/settings.sh"
 OPT=(--share-all-embeddings "${BASE_OPT[@]}")

@@ -14,11 +14,11 @@
 #   bash recipes/tisa/mt.sh [--dry-run|--check|--micro] [--rows a,b] [--data-root data] [--gpus N] ...
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init tisa-mt "$@"
-BASELINE=transformer
+BASELINES=transformer
 COMMON=(--optimizer adam --adam-betas "(0.9,0.98)" --clip-norm 0.0 --lr-scheduler inverse_sqrt
         --warmup-updates 4000 --warmup-init-lr 1e-07 --criterion label_smoothed_cross_entropy
         --label-smoothing 0.1 --max-source-positions 128 --max-target-positions 128 --no-epoch-checkpoints --seed 1)
-GEN=(--beam 12 --lenpen 1.0)
+GEN=(--beam 12 --lenpen 1.0 --batch-size 64)
 
 BASE=(--share-all-embeddings --lr 0.0007 --dropout 0.1 --max-update 150000 --max-tokens 4500
       --save-interval-updates 1000 --keep-interval-updates 21 "${COMMON[@]}")
