@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from posnet_fairseq.data import clean_corpus, text
-from posnet_fairseq.evaluation import bootstrap, evaluate, hooks, tables
+from posnet_fairseq.evaluation import bootstrap, evaluate, hooks, meteor, tables
 from posnet_fairseq.cli import average_checkpoints
 from posnet_fairseq.recipe_tools import plancheck
 
@@ -305,6 +305,36 @@ def test_bootstrap_of_sentence_score_means():
     assert bootstrap.significance(res) is None
     res = bootstrap.paired_bootstrap_means([0.5] * 20, [0.4] * 20, samples=50)
     assert (res["p_value"], res["p_value_worse"], bootstrap.significance(res)) == (0.0, 1.0, "better")
+
+
+# --- METEOR -------------------------------------------------------------------------------------
+
+def test_meteor_on_known_sentences_or_says_why_not(capsys):
+    """METEOR by hand: 'a cat sat' / 'the cat sat down': 2 matches in 1 chunk, P = 2/3, R = 1/2,
+    F = PR / (0.9 P + 0.1 R) = 0.51282, penalty 0.5 (1/2)^3 = 0.0625 -> 48.08; an identical 6-word
+    sentence: 1 - 0.5 (1/6)^3 -> 99.77; German 'die Häuser stehen' / 'das Haus steht': one stem match
+    (Häuser, Haus) in 1 chunk, F = 1/3, penalty 0.5 -> 16.67."""
+    try:
+        import nltk  # noqa: F401
+    except ImportError:
+        res = meteor.meteor(["a cat sat"], ["the cat sat down"], "en")
+        assert res == {"available": False, "reason": res["reason"]} and "nltk is not installed" in res["reason"]
+        return
+    res = meteor.meteor(["a cat sat", "the cat sat on the mat"], ["the cat sat down", "the cat sat on the mat"], "en")
+    assert res["scores"] == [pytest.approx(48.0769, abs=1e-4), pytest.approx(99.7685, abs=1e-4)]
+    assert res["score"] == 73.92 and "not meteor-1.5" in res["signature"]
+    res = meteor.meteor(["die Häuser stehen"], ["das Haus steht"], "de")
+    assert res["scores"] == [pytest.approx(100 / 6)] and "snowball-german" in res["signature"]
+
+
+def test_meteor_unavailable_is_said_not_failed(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "nltk", None)  # as if nltk were not installed
+    monkeypatch.setitem(sys.modules, "nltk.stem.snowball", None)
+    res = meteor.meteor(["a b"], ["a b"], "de")
+    assert not res["available"] and res["reason"].startswith("nltk is not installed (pip install nltk)")
+    assert "METEOR: unavailable: nltk is not installed" in capsys.readouterr().out
+    res = meteor.meteor(["a b"], ["a b"], "zh")
+    assert not res["available"] and "no Snowball stemmer for target language 'zh'" in res["reason"]
 
 
 # --- averaging window, plan parsing, tables -----------------------------------------------------

@@ -2,7 +2,7 @@
 
     python -m posnet_fairseq.evaluation.evaluate --generate-output GEN --stats DATA/stats.json
         --split test --out-dir DIR [--checkpoint CKPT] [--row NAME] [--baseline NAME=DIR ...]
-        [--generate-log LOG] [--train-log LOG] [--sacrebleu-tokenize TOK]
+        [--generate-log LOG] [--train-log LOG] [--sacrebleu-tokenize TOK] [--meteor]
         [--comet-model PATH --comet-python PY] [--bleurt-model PATH --bleurt-python PY]
 
 How to score is read from the "eval" section the data recipe wrote into
@@ -22,12 +22,13 @@ hold, but without <unk>). Reported, each with its signature:
 * ``bleu_compound_split``: tokenized BLEU after ##AT##-##AT## splitting of
   hyphenated compounds (fairseq's compound_split_bleu.sh; AIAYN-style En-De);
 * ``chrf``: chrF2 on detokenized text;
+* ``meteor`` (``--meteor``): nltk's METEOR on the tokenized text, see :mod:`.meteor` (not meteor-1.5);
 * ``comet`` / ``bleurt``: optional, see :mod:`.hooks` (sentence scores in DIR/comet.scores, DIR/bleurt.scores);
 * ``decode_seconds``: fairseq-generate's own timing of the translation (``--generate-log``, its stderr);
 * ``train_wps``: training speed in target tokens per second (``--train-log``, fairseq's log file);
 * ``significance``: paired bootstrap against each ``--baseline NAME=DIR`` (an
   evaluated output directory), in both directions, for sacreBLEU, tokenized
-  BLEU and, where both sides have sentence scores, COMET and BLEURT.
+  BLEU and, where both sides have sentence scores, COMET, BLEURT and METEOR.
 
 Sentences fairseq-generate skipped (longer than the model allows) count as
 empty hypotheses and are reported as ``missing``. Writes DIR/result.json and
@@ -39,11 +40,11 @@ import os
 import re
 import sys
 
-from . import bootstrap, hooks
+from . import bootstrap, hooks, meteor
 
 _LINE = re.compile(r"^([HD])-(\d+)\t[^\t]*\t(.*)$")
 THRESHOLD = 0.05  # the PosNet paper's p <= 0.05
-SENTENCE_SCORED = ("comet", "bleurt")  # metrics whose sentence scores the bootstrap resamples
+SENTENCE_SCORED = ("comet", "bleurt", "meteor")  # metrics whose sentence scores the bootstrap resamples
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
 
@@ -224,6 +225,11 @@ def evaluate(args):
     hyp_path = os.path.join(args.out_dir, "hyp.detok")
     ref_path, src_path = os.path.join(base, test["raw_ref"]), os.path.join(base, test["raw_source"])
     learned = {}
+    if args.meteor:
+        if conf.get("tokenized_bleu", True):
+            learned["meteor"] = meteor.meteor(hyp_tok, ref_tok, conf["target_lang"])
+        else:
+            learned["meteor"] = meteor._unavailable(f"the {conf['target_lang']} test set has no word tokenization")
     if args.comet_model or args.comet_python:
         learned["comet"] = hooks.comet(args.comet_model, args.comet_python, src_path, hyp_path, ref_path)
     if args.bleurt_model or args.bleurt_python:
@@ -293,6 +299,7 @@ def main(argv=None):
     parser.add_argument("--generate-log", help="fairseq-generate's stderr: its translation time is recorded")
     parser.add_argument("--train-log", help="fairseq-train's --log-file: its speed (target tokens/s) is recorded")
     parser.add_argument("--sacrebleu-tokenize", help="sacreBLEU tokenizer instead of the data's (e.g. intl)")
+    parser.add_argument("--meteor", action="store_true", help="add METEOR (nltk's, offline; see evaluation/meteor.py)")
     parser.add_argument("--bootstrap-samples", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--comet-model")
