@@ -107,7 +107,7 @@ def test_prepare_iwslt14(tmp_path):
     assert stats["pairs"]["test"] == 40
     assert stats["pairs"]["train"] + stats["pairs"]["valid"] == 80 + 4 * 2
     assert stats["pairs"]["valid"] == (80 + 8) // 23
-    assert not stats["joined_dictionary"] and set(stats["vocab"]) == {"de", "en"}
+    assert stats["joined_dictionary"] and set(stats["vocab"]) == {"de", "en"}  # one vocabulary (PosNet Table 1)
     _check_binarized(out, "de", "en")
     _check_gamma(out, "de", "en", stats)
     ev = stats["eval"]
@@ -171,6 +171,14 @@ def test_prepare_wmt14_en_fr(tmp_path):
     assert stats["bpe"] == "subword-nmt joint 500 merges"
     _check_binarized(out, "en", "fr")
     _check_gamma(out, "en", "fr", stats)
+    # the hard-coded Gaussian paper's En-Fr: Europarl + Common Crawl only, under its own dataset name
+    for archive in ("training-parallel-un.tgz", "training-parallel-nc-v9.tgz", "training-giga-fren.tar"):
+        os.remove(tmp_path / "archives" / archive)
+    run_recipe("prepare-wmt14-en-fr.sh", "--archives", str(tmp_path / "archives"), "--bpe-merges", "300",
+               "--paper", "gaussian", "--out", str(tmp_path / "epcc"))
+    stats = _stats(str(tmp_path / "epcc"))
+    assert stats["corpora"] == "europarl-v7.fr-en,commoncrawl.fr-en"
+    assert stats["pairs"]["test"] == 10 and 100 <= stats["pairs"]["train"] <= 120
 
 
 def _zh(sentence):

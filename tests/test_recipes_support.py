@@ -423,25 +423,77 @@ def _result(path, **scores):
     if "params" in scores:
         data["params"] = scores["params"]
     if path.endswith("rposnet/wmt14_en_de/test"):
-        data["significance"] = {"transformer": {"sacrebleu": {"significant": True}, "bleu_tok": {"significant": False}}}
+        data["significance"] = {"transformer": {"sacrebleu": {"significant": True}, "comet": {"significant": False}}}
     with open(os.path.join(path, "result.json"), "w") as f:
         json.dump(data, f)
 
 
 def test_table_collect_markdown_and_csv(tmp_path):
     res = str(tmp_path / "results")
-    _result(f"{res}/transformer/wmt14_en_de/test", sacrebleu=27.1, bleu_tok=27.9, params=66_512_384)
-    _result(f"{res}/rposnet/wmt14_en_de/test", sacrebleu=27.6, bleu_tok=28.0, params=63_000_000)
+    _result(f"{res}/transformer/wmt14_en_de/test", sacrebleu=27.1, bleurt=0.7123, comet=0.4801, params=66_512_384)
+    _result(f"{res}/rposnet/wmt14_en_de/test", sacrebleu=27.6, bleurt=0.7, comet=0.5, params=63_000_000)
     md, csv_path = tables.write("posnet-table2", res, str(tmp_path / "t2"))
     text_md = open(md).read()
-    assert "| rPosNet | 27.60* |  | 28.00 |  |" in text_md
-    assert "| Transformer | 27.10 |  | 27.90 |  | - |  | - |  | - |  | 66.5M | 66.5M |" in text_md
-    assert "sig-sacrebleu" in text_md and "copy them from the paper" in text_md
+    # BLEURT and COMET times 100, as the paper; † marks rPosNet's sacreBLEU difference to the Transformer
+    assert "| rPosNet | 63.00M | 63.9M | 27.60† | 26.6 | 70.00 | 71.4† | 50.00 | 48.6 |" in text_md
+    assert "| Transformer | 66.51M | 66.5M | 27.10 | 26.3 | 71.23 | 71.1 | 48.01 | 47.6 | - | 37.8 |" in text_md
+    assert "`‡`: differs from Shaw et al. (2018)" in text_md and "sig-sacrebleu" in text_md
     import csv
 
     rows = list(csv.reader(open(csv_path)))
-    assert rows[0][:3] == ["Model", "En-De sacreBLEU (ours)", "En-De sacreBLEU (paper)"]
-    assert rows[-1][-2:] == ["63.0M", "63.9M"] and len(rows) == 1 + len(tables.TABLES["posnet-table2"].rows)
+    assert rows[0][:3] == ["Model", "Params (En-De) (ours)", "Params (En-De) (paper)"]
+    assert rows[-1][:3] == ["rPosNet", "63.00M", "63.9M"] and len(rows) == 1 + len(tables.TABLES["posnet-table2"].rows)
+
+
+def test_speed_columns_are_ratios_to_the_reference_row(tmp_path):
+    res = str(tmp_path / "results")
+    for row, seconds, wps in (("transformer", 60.0, 10000.0), ("aan_plus_avg", 48.0, 10300.0)):
+        path = f"{res}/{row}/wmt14_en_de/test"
+        os.makedirs(path)
+        with open(os.path.join(path, "result.json"), "w") as f:
+            json.dump({"decode_seconds": {"seconds": seconds}, "train_wps": {"wps": wps},
+                       "meteor": {"available": False, "reason": "nltk is not installed"}}, f)
+    header, rows = tables.collect("aan-table2", res)
+    line = dict(zip(header, next(r for r in rows if r[0] == "AAN+ w/ AVG")))
+    assert (line["ΔTrain (ours)"], line["ΔDecode (ours)"], line["ΔDecode (paper)"]) == ("1.03x", "1.25x", "1.32x")
+    assert line["En-De METEOR (ours)"] == "n/a" and line["En-De BLEU (ours)"] == "-"
+
+
+def _figures(table, row, *datasets):
+    """The paper's figures of one row, without significance marks, keyed by metric (first dataset first)."""
+    cells = tables.PAPER[table][row]
+    out = {}
+    for ds in datasets:
+        out.update({k.split(":", 1)[1]: v.rstrip("†‡") for k, v in cells.items() if k.startswith(ds + ":")})
+    return out
+
+
+def test_paper_figures_agree_where_the_papers_repeat_them():
+    """A transcription check: the papers print some models in several tables, with the same figures."""
+    t2 = lambda row, ds="wmt14_en_de": _figures("posnet-table2", row, ds)  # noqa: E731
+    for t4_row, t2_row in (("transformer", "transformer"), ("enc_dec", "rposnet")):
+        t4 = _figures("posnet-table4", t4_row, "wmt14_en_de")
+        assert t4 == {k: v for k, v in t2(t2_row).items() if k != "params"}, t4_row
+    for row in ("lightconv", "rposnet"):
+        t5 = _figures("posnet-table5", row, "wmt18_en_zh")
+        assert {k: v for k, v in t5.items() if k != "params"} == t2(row, "wmt18_en_zh"), row
+    for t6_row, t2_row in (("transformer", "transformer"), ("shaw", "shaw"), ("aposnet", "aposnet"),
+                           ("rposnet", "rposnet")):
+        assert _figures("posnet-table6", t6_row, "wmt14_en_de") == t2(t2_row), t6_row
+    a2 = lambda row: {k: v for k, v in _figures("aan-table2", row, "wmt14_en_de").items()  # noqa: E731
+                      if k in ("params", "bleu_tok", "meteor")}
+    for t5_row, t2_row in (("transformer", "transformer"), ("ner_exp", "aan_plus_ner"), ("wet_exp", "aan_plus_wet")):
+        assert _figures("aan-table5", t5_row, "wmt14_en_de") == a2(t2_row), t5_row
+    for t6_row, t2_row in (("transformer", "transformer"), ("avg", "aan_plus_avg"), ("far", "aan_plus_far"),
+                           ("ner", "aan_plus_ner"), ("wet", "aan_plus_wet")):
+        t6 = _figures("aan-table6", t6_row, "wmt14_en_de")
+        assert {k: v for k, v in t6.items() if k != "decode_speed"} == a2(t2_row), t6_row
+    # WET's U (d x d per decoder layer) is the only parameter difference between the patterns
+    for table, suffix, layers, d in (("aan-table2", "", 6, 512), ("aan-table7", "", 6, 512),
+                                     ("aan-table4", "_deep", 12, 512), ("aan-table4", "_big", 6, 1024)):
+        ds = "wmt14_en_fr" if table == "aan-table7" else "wmt14_en_de"
+        wet, avg = (float(_figures(table, f"aan_plus_{p}{suffix}", ds)["params"].rstrip("M")) for p in ("wet", "avg"))
+        assert abs((wet - avg) - layers * d * d / 1e6) < 0.015, (table, suffix)
 
 
 def test_paper_numbers_only_for_rows_and_columns_that_exist():
