@@ -51,9 +51,10 @@ PAPER_ROWS = {
 }
 
 
-def dry_run(tmp_path, script, *args, check=True):
+def dry_run(tmp_path, script, *args, check=True, gpus="1"):
+    """The plan of ``script``; ``gpus``: the GPU count the recipe sees (POSNET_RECIPE_GPUS fakes it)."""
     env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
-               PYTHON=sys.executable)
+               PYTHON=sys.executable, POSNET_RECIPE_GPUS=gpus)
     proc = subprocess.run(["bash", os.path.join(REPO, "recipes", script), "--dry-run", "--work", str(tmp_path / "w"),
                            "--data-root", str(tmp_path / "data"), *args], env=env, capture_output=True, text=True)
     if check:
@@ -111,14 +112,37 @@ def _train_argv(plan, row):
     return dict(plancheck.train_commands(plan))[row]
 
 
-def test_tokens_per_update_follow_the_world_size(tmp_path):
-    one = dry_run(tmp_path, "posnet/table6.sh").stdout
-    argv = _train_argv(one, "rposnet")
-    assert argv[argv.index("--update-freq") + 1] == "6"  # 27000 tokens / 4500 per GPU
-    four = dry_run(tmp_path, "posnet/table6.sh", "--gpus", "4").stdout
-    argv = _train_argv(four, "rposnet")
-    assert argv[argv.index("--update-freq") + 1] == "2"  # ceil(27000 / 18000)
-    assert argv[argv.index("--distributed-world-size") + 1] == "4"
+def _flag(argv, flag):
+    return argv[argv.index(flag) + 1] if flag in argv else None
+
+
+def test_batch_and_mixed_precision_follow_the_gpu_count(tmp_path):
+    """The paper's tokens per update = GPUs x tokens per GPU x update-freq, whatever the GPU count;
+    --fp16 on GPUs (as fairseq's WMT recipes), never on the CPU."""
+    cases = {  # GPUs seen: (update-freq, tokens per GPU, --fp16)
+        "0": ("6", "4500", False), "1": ("6", "4500", True), "2": ("3", "4500", True), "4": ("2", "3375", True),
+        "8": ("1", "3375", True)}
+    for gpus, (freq, per_gpu, fp16) in cases.items():
+        plan = dry_run(tmp_path, "posnet/table6.sh", "--rows", "rposnet", gpus=gpus).stdout
+        argv = _train_argv(plan, "rposnet")
+        assert (_flag(argv, "--update-freq"), _flag(argv, "--max-tokens"), "--fp16" in argv) == (freq, per_gpu, fp16)
+        world = max(int(gpus), 1)
+        assert world * int(per_gpu) * int(freq) == 27000
+        assert f"# batch: {world} x {per_gpu} tokens x update-freq {freq} = 27000 tokens per update" in plan
+        assert _flag(argv, "--distributed-world-size") == (gpus if world > 1 else None)
+    assert "# training: no GPU found, on the CPU in fp32" in dry_run(tmp_path, "posnet/table6.sh", gpus="0").stdout
+    plan = dry_run(tmp_path, "posnet/table6.sh", "--rows", "rposnet", "--no-fp16", gpus="2").stdout
+    assert "--fp16" not in _train_argv(plan, "rposnet") and "fp32 (--no-fp16)" in plan
+    # a bigger GPU: --max-tokens raises the cap per GPU, the update still has the paper's 27000 tokens
+    argv = _train_argv(dry_run(tmp_path, "posnet/table6.sh", "--rows", "rposnet", "--max-tokens", "9000",
+                               gpus="2").stdout, "rposnet")
+    assert (_flag(argv, "--update-freq"), _flag(argv, "--max-tokens")) == ("2", "6750")
+    # --gpus wins over what the machine shows; --micro never uses fp16
+    argv = _train_argv(dry_run(tmp_path, "posnet/table6.sh", "--rows", "rposnet", "--gpus", "3", gpus="8").stdout,
+                       "rposnet")
+    assert (_flag(argv, "--update-freq"), _flag(argv, "--max-tokens")) == ("2", "4500")
+    micro = dry_run(tmp_path, "posnet/table6.sh", "--rows", "rposnet", "--micro", gpus="4").stdout
+    assert "--fp16" not in _train_argv(micro, "rposnet")
 
 
 def test_two_node_plan_uses_torchrun_and_only_node_zero_evaluates(tmp_path):
@@ -130,7 +154,7 @@ def test_two_node_plan_uses_torchrun_and_only_node_zero_evaluates(tmp_path):
     assert words[:13] == ["torchrun", "--nnodes", "2", "--node-rank", "0", "--nproc-per-node", "8",
                           "--master-addr", "10.0.0.1", "--master-port", "12345", "-m", "fairseq_cli.train"]
     argv = _train_argv(lead, "aan_plus_ner")
-    assert argv[argv.index("--update-freq") + 1] == "1"  # 25000 / (4096 * 16)
+    assert _flag(argv, "--update-freq") == "1" and _flag(argv, "--max-tokens") == "1563"  # 25000 / 16 GPUs
     assert "--node-rank 1" in other and "fairseq-generate" not in other and "tables collect" not in other
 
 

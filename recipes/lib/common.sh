@@ -15,7 +15,12 @@
 #   --datasets A,B        only the rows on these datasets (default: all)
 #   --data-root DIR       prepared datasets: DIR/<dataset>/{data-bin,stats.json} (default: data)
 #   --work DIR            checkpoints, outputs and the table (default: work/<table>)
-#   --gpus N              GPUs per node (default 1)
+#   --gpus N              GPUs per node (default: the GPUs torch sees, $POSNET_RECIPE_GPUS if set;
+#                         0 trains on the CPU)
+#   --no-fp16             train in fp32 on GPUs (default: --fp16, as fairseq's WMT recipes)
+#   --max-tokens N        at most N tokens per GPU and step (default: the row's); --update-freq and
+#                         the tokens per GPU are computed so that GPUs x tokens x update-freq is
+#                         the paper's tokens per update
 #   --nodes N --node-rank R --master-addr HOST --master-port PORT
 #                         multi-node training through torchrun
 #   --cpu-procs N         N data-parallel CPU processes (gloo), for testing
@@ -50,7 +55,7 @@ recipe_init() {
   TABLE="$1"; shift
   DRY_RUN=0; CHECK_ONLY=0; MICRO=0; ONLY_ROWS=""; ONLY_DATASETS=""
   DATA_ROOT="${DATA_ROOT:-data}"; WORK=""
-  GPUS=1; NODES=1; NODE_RANK=0; MASTER_ADDR=127.0.0.1; MASTER_PORT=29500; CPU_PROCS=0
+  GPUS=""; NODES=1; NODE_RANK=0; MASTER_ADDR=127.0.0.1; MASTER_PORT=29500; CPU_PROCS=0; FP16=1; MAX_TOKENS=""
   COMET_MODEL=""; COMET_PYTHON=""; BLEURT_MODEL=""; BLEURT_PYTHON=""
   while [ $# -gt 0 ]; do
     case "$1" in
@@ -62,6 +67,8 @@ recipe_init() {
       --data-root) DATA_ROOT="$2"; shift ;;
       --work) WORK="$2"; shift ;;
       --gpus) GPUS="$2"; shift ;;
+      --no-fp16) FP16=0 ;;
+      --max-tokens) MAX_TOKENS="$2"; shift ;;
       --nodes) NODES="$2"; shift ;;
       --node-rank) NODE_RANK="$2"; shift ;;
       --master-addr) MASTER_ADDR="$2"; shift ;;
@@ -76,10 +83,19 @@ recipe_init() {
     esac
     shift
   done
+  if [ -z "$GPUS" ]; then
+    if [ -n "${POSNET_RECIPE_GPUS:-}" ]; then GPUS="$POSNET_RECIPE_GPUS"
+    elif [ "$MICRO" = 1 ] || [ "$CPU_PROCS" -gt 0 ] 2>/dev/null; then GPUS=0
+    else GPUS="$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)"
+    fi
+  fi
   for n in GPUS NODES NODE_RANK CPU_PROCS; do
     [[ "${!n}" =~ ^[0-9]+$ ]] || die "--$(echo "$n" | tr 'A-Z_' 'a-z-') ${!n}: expected a number"
   done
-  [ "$GPUS" -ge 1 ] || die "--gpus $GPUS: at least 1"
+  if [ -n "$MAX_TOKENS" ] && ! [[ "$MAX_TOKENS" =~ ^[1-9][0-9]*$ ]]; then die "--max-tokens $MAX_TOKENS: expected a number"; fi
+  if [ "$GPUS" = 0 ] && [ "$NODES" -gt 1 ]; then die "--nodes $NODES needs GPUs (--gpus N per node)"; fi
+  # Mixed precision where the papers trained: on GPUs (never for the CPU runs).
+  if [ "$GPUS" = 0 ] || [ "$MICRO" = 1 ] || [ "$CPU_PROCS" -gt 0 ]; then FP16=0; fi
   [ "$NODES" -ge 1 ] || die "--nodes $NODES: at least 1"
   if [ "$CPU_PROCS" -gt 0 ] && [ "$NODES" -gt 1 ]; then die "--cpu-procs and --nodes cannot be combined"; fi
   WORK="${WORK:-work/$TABLE}"
@@ -97,7 +113,7 @@ recipe_init() {
 }
 
 world_size() {
-  if [ "$CPU_PROCS" -gt 0 ]; then echo "$CPU_PROCS"; else echo $((GPUS * NODES)); fi
+  if [ "$CPU_PROCS" -gt 0 ]; then echo "$CPU_PROCS"; elif [ "$GPUS" = 0 ]; then echo 1; else echo $((GPUS * NODES)); fi
 }
 
 # row NAME DATASET FLAGS...: one model of the table. GEN (generation flags), EVAL (flags of
@@ -138,13 +154,16 @@ _selected() {
     { [ -z "$ONLY_DATASETS" ] || [[ ",$ONLY_DATASETS," == *",$ds,"* ]]; }
 }
 
-_update_freq() {
-  # ceil(tokens per update / (max tokens per GPU * world size)); 1 when the row sets no TOKENS
-  local tokens="$1" args="$2" max_tokens
-  max_tokens="$(echo "$args" | sed -n 's/.*--max-tokens \([0-9]*\).*/\1/p')"
-  if [ "$tokens" = 0 ] || [ -z "$max_tokens" ]; then echo 1; return; fi
-  local per_step=$((max_tokens * $(world_size)))
-  echo $(((tokens + per_step - 1) / per_step))
+# _batch TOKENS ARGS: "FREQ PER_GPU CAP": the paper's TOKENS per update as WORLD x PER_GPU x FREQ with
+# PER_GPU <= CAP (--max-tokens, else the row's --max-tokens): FREQ = ceil(TOKENS / (CAP x WORLD)),
+# PER_GPU = ceil(TOKENS / (FREQ x WORLD)). A row without TOKENS keeps its --max-tokens and FREQ 1.
+_batch() {
+  local tokens="$1" args="$2" cap world freq
+  cap="${MAX_TOKENS:-$(echo "$args" | sed -n 's/.*--max-tokens \([0-9]*\).*/\1/p')}"
+  world="$(world_size)"
+  if [ "$tokens" = 0 ] || [ -z "$cap" ]; then echo "1 ${cap:-0} ${cap:-0}"; return; fi
+  freq=$(((tokens + cap * world - 1) / (cap * world)))
+  echo "$freq $(((tokens + freq * world - 1) / (freq * world))) $cap"
 }
 
 _train_prefix() {
@@ -167,9 +186,13 @@ _distributed_flags() {
 }
 
 emit_plan() {
-  local i name ds data conv save res split avg count rule freq micro="" b
+  local i name ds data conv save res split avg count rule freq per_gpu cap args micro="" b
   echo "#!/usr/bin/env bash"
   echo "# plan of $TABLE ($(date -u +%Y-%m-%dT%H:%M:%SZ)); world size $(world_size)"
+  if [ "$CPU_PROCS" -gt 0 ]; then echo "# training: $CPU_PROCS CPU processes (gloo)"
+  elif [ "$GPUS" = 0 ]; then echo "# training: no GPU found, on the CPU in fp32 (slow: the papers trained on GPUs)"
+  else echo "# training: $NODES node(s) x $GPUS GPU(s), $([ "$FP16" = 1 ] && echo "mixed precision (--fp16; --no-fp16 for fp32)" || echo "fp32 (--no-fp16)")"
+  fi
   echo "set -euo pipefail"
   echo "export PYTHONPATH=$(q "$REPO_ROOT")\${PYTHONPATH:+:\$PYTHONPATH}"
   if [ "$MICRO" = 1 ]; then
@@ -182,14 +205,16 @@ emit_plan() {
     data="$DATA_ROOT/$ds"; conv="$ds"
     if [ "$MICRO" = 1 ]; then data="$DATA_ROOT/synth"; conv=synth; fi
     save="$WORK/$name/$ds/checkpoints"; res="$WORK/results/$name/$ds"
-    freq="$(_update_freq "${ROW_TOKENS[$i]}" "${ROW_ARGS[$i]}")"
+    read -r freq per_gpu cap <<<"$(_batch "${ROW_TOKENS[$i]}" "${ROW_ARGS[$i]}")"
+    args="$(echo "${ROW_ARGS[$i]}" | sed "s/--max-tokens [0-9]*/--max-tokens $per_gpu/")"
     [ "$MICRO" = 1 ] && freq=1
     echo ""
     echo "# row $name $ds"
     echo "mkdir -p $(q "$save")"
+    [ "$MICRO" = 1 ] || [ "${ROW_TOKENS[$i]}" = 0 ] || echo "# batch: $(world_size) x $per_gpu tokens x update-freq $freq = $(($(world_size) * per_gpu * freq)) tokens per update (the paper's ~${ROW_TOKENS[$i]}; at most $cap per GPU)"
     # Valid sets keep sentences longer than the models' --max-*-positions (cleaned to 250 tokens):
     # fairseq skips those in validation only with --skip-invalid-size-inputs-valid-test.
-    echo "$(_train_prefix) $(q "$data/data-bin") --user-dir $(q "$PLUGIN_DIR") --save-dir $(q "$save") ${ROW_ARGS[$i]}--update-freq $freq --skip-invalid-size-inputs-valid-test --log-format simple --log-file $(q "$save/train.log") $micro$(_distributed_flags)"
+    echo "$(_train_prefix) $(q "$data/data-bin") --user-dir $(q "$PLUGIN_DIR") --save-dir $(q "$save") ${args}--update-freq $freq$([ "$FP16" = 1 ] && echo " --fp16") --skip-invalid-size-inputs-valid-test --log-format simple --log-file $(q "$save/train.log") $micro$(_distributed_flags)"
     # Only the first node averages, decodes and scores.
     [ "$NODE_RANK" = 0 ] || continue
     read -r avg count <<<"${ROW_AVG[$i]}"
