@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from posnet_fairseq.evaluation import tables
+from posnet_fairseq.evaluation import evaluate, tables
 from posnet_fairseq.recipe_tools import plancheck
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -104,6 +104,9 @@ def test_dry_run_plan_parses(table, tmp_path):
     for line in plan.splitlines():
         if line.startswith("fairseq-generate "):
             assert "--required-batch-size-multiple 1 " in line, line
+        if " -m posnet_fairseq.evaluation.evaluate " in line:  # the evaluation accepts its command line
+            words = shlex.split(line)
+            evaluate.build_parser().parse_args(words[words.index("posnet_fairseq.evaluation.evaluate") + 1:])
     bad = plancheck.check_plan(plan)
     assert not bad, f"{table}: " + plancheck.report(bad)
 

@@ -118,7 +118,8 @@ def test_bootstrap_mixed_system_is_seed_deterministic_and_matches_corpus_score()
     b = bootstrap.paired_bootstrap(metric, mixed, BAD, REFS, samples=100, seed=7)
     assert a == b
     assert a["system"] == pytest.approx(metric.corpus_score(mixed, [REFS]).score, abs=1e-3)
-    assert 0.0 <= a["p_value"] < 0.05
+    # half the sentences perfect, the other half as the baseline's: better in every resample, never worse
+    assert (a["p_value"], a["p_value_worse"], bootstrap.significance(a)) == (0.0, 1.0, "better")
 
 
 def test_bootstrap_unequal_sizes():
@@ -219,14 +220,17 @@ def test_decode_time_and_training_speed_from_the_fairseq_logs(tmp_path):
                                   "INFO:fairseq_cli.generate:Translated 3,003 sentences (88,412 tokens) in 41.7s "
                                   "(72.01 sentences/s, 2120.19 tokens/s)"])
     assert evaluate.decode_seconds(str(tmp_path / "gen.log")) == {"seconds": 41.7, "sentences": 3003, "tokens": 88412}
-    _write(tmp_path / "train.log", [
-        "2026-01-01 | INFO | train_inner | epoch 001:    100 / 900 loss=9.1, nll_loss=9, wps=1000, ups=1.2",
-        "2026-01-01 | INFO | train_inner | epoch 001:    200 / 900 loss=8.1, nll_loss=8, wps=3000, ups=1.2",
-        "2026-01-01 | INFO | train_inner | epoch 001:    300 / 900 loss=7.1, nll_loss=7, wps=2000, ups=1.2",
-        "2026-01-01 | INFO | train | epoch 001 | loss 7.0 | wps 1500 | ups 1.2 | train_wall 5 |"])
+    _write(tmp_path / "train.log", [  # what fairseq writes to --log-file (--log-format simple)
+        "epoch 001:    100 / 900 loss=9.1, nll_loss=9, ppl=512, wps=1000, ups=1.2, wpb=800",
+        "epoch 001:    200 / 900 loss=8.1, nll_loss=8, ppl=256, wps=3000, ups=1.2, wpb=800",
+        "epoch 001 | valid on 'valid' subset | loss 8.9 | nll_loss 8.9 | ppl 500.4 | wps 9999 | num_updates 200",
+        "epoch 001:    300 / 900 loss=7.1, nll_loss=7, ppl=128, wps=2000, ups=1.2, wpb=800",
+        "epoch 001 | loss 7.0 | nll_loss 7.0 | ppl 128 | wps 1500 | ups 1.2 | train_wall 5 | wall 7"])
     assert evaluate.train_speed(str(tmp_path / "train.log")) == {"wps": 2000.0, "lines": 3, "source": "train_inner"}
-    _write(tmp_path / "short.log", ["2026-01-01 | INFO | train | epoch 001 | loss 9.296 | wps 1720.1 | ups 2.3 |"])
-    assert evaluate.train_speed(str(tmp_path / "short.log"))["wps"] == 1720.1
+    _write(tmp_path / "short.log", [  # shorter than one log interval; a logging prefix does not matter
+        "2026-01-01 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 9.344 | wps 0 | wpb 151",
+        "2026-01-01 | INFO | train | epoch 001 | loss 9.296 | nll_loss 9.297 | wps 1720.1 | ups 2.3 | wpb 752"])
+    assert evaluate.train_speed(str(tmp_path / "short.log")) == {"wps": 1720.1, "lines": 1, "source": "train"}
     with pytest.raises(ValueError, match="no 'Translated"):
         evaluate.decode_seconds(str(tmp_path / "short.log"))
 
@@ -375,6 +379,21 @@ def test_best_and_following_refuses_when_the_followers_were_deleted(tmp_path):
     _checkpoints(d, range(2400, 3301, 300), best=600)  # --keep-interval-updates kept 2400..3300 only
     with pytest.raises(ValueError, match="older than the update checkpoints kept"):
         average_checkpoints.best_and_following(d, 2)
+
+
+def test_averaging_keeps_tied_embeddings_tied(tmp_path):
+    import torch
+
+    paths = []
+    for i, value in enumerate((1.0, 3.0)):
+        emb = torch.full((4, 2), value)
+        state = {"model": {"encoder.embed_tokens.weight": emb, "decoder.output_projection.weight": emb,
+                           "w": torch.full((2,), value)}, "optimizer_history": [{"num_updates": i}]}
+        paths.append(str(tmp_path / f"c{i}.pt"))
+        torch.save(state, paths[-1])
+    out = average_checkpoints.average_checkpoints(paths)["model"]
+    assert out["encoder.embed_tokens.weight"] is out["decoder.output_projection.weight"]
+    assert out["w"].tolist() == [2.0, 2.0] and out["encoder.embed_tokens.weight"].eq(2.0).all()
 
 
 def test_average_checkpoints_cli_averages_the_chosen_weights(tmp_path):

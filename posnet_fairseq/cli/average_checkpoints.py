@@ -107,7 +107,10 @@ def select_checkpoints(directory, num_update=None, num_epoch=None, num_best=None
 
 
 def average_checkpoints(paths):
-    """The first checkpoint's state with each model tensor replaced by the mean over ``paths``."""
+    """The first checkpoint's state with each model tensor replaced by the mean over ``paths``.
+
+    Tensors that share storage in the first checkpoint (tied embeddings) share the averaged tensor too,
+    so the output is as large as an input and loads with the same ties."""
     sums, first = collections.OrderedDict(), None
     for path in paths:
         state = _load(path)
@@ -119,9 +122,13 @@ def average_checkpoints(paths):
         for key, tensor in params.items():
             value = tensor.double() if tensor.is_floating_point() else tensor
             sums[key] = sums[key] + value if key in sums and tensor.is_floating_point() else value
+    averaged = {}
     for key, tensor in first["model"].items():
         if tensor.is_floating_point():
-            first["model"][key] = (sums[key] / len(paths)).to(tensor.dtype)
+            tied = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+            if tied not in averaged:
+                averaged[tied] = (sums[key] / len(paths)).to(tensor.dtype)
+            first["model"][key] = averaged[tied]
     first["optimizer_history"] = first.get("optimizer_history", [])[-1:]
     first["last_optimizer_state"] = None
     return first

@@ -75,21 +75,15 @@ def detokenize(lines, lang, method):
     return [detok.detokenize(line.split()) for line in lines]
 
 
-def count_parameters(checkpoint):
-    """Parameters of the checkpoint's model, each shared tensor (tied embeddings) counted once."""
-    import torch
+def count_parameters(checkpoint, data_bin=None):
+    """Parameters of the checkpoint's model as fairseq builds it (tied embeddings are one parameter; buffers
+    such as fairseq's version counters are not parameters). ``data_bin``: where the model's dictionaries are,
+    when not where it was trained."""
+    from fairseq import checkpoint_utils
 
-    from ..compat import allow_fairseq_checkpoint_classes
-
-    allow_fairseq_checkpoint_classes()
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    seen, total = set(), 0
-    for tensor in state["model"].values():
-        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
-        if key not in seen:
-            seen.add(key)
-            total += tensor.numel()
-    return total
+    overrides = {"data": data_bin} if data_bin else None
+    models, _ = checkpoint_utils.load_model_ensemble([checkpoint], arg_overrides=overrides)
+    return sum(p.numel() for p in models[0].parameters())
 
 
 def _read(path):
@@ -154,9 +148,11 @@ def significance(out_dir, baseline_dir, hyp_tok, hyp_detok, ref_tok, ref_raw, co
 
 
 _TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s")
-# --log-format simple: "| train_inner | epoch 001:    100 / 900 loss=9.1, ..., wps=1234.5, ..." every
-# --log-interval updates, "| train | epoch 001 | loss 9.3 | ... | wps 1720.1 | ..." at the end of an epoch.
-_WPS = re.compile(r"\| (train_inner|train) \|.*?\bwps[= ]([\d.]+)")
+# fairseq's --log-file with --log-format simple (the messages, with or without a logging prefix):
+# "epoch 001:    100 / 900 loss=9.1, ..., wps=1234.5, ..." every --log-interval updates, and
+# "epoch 001 | loss 9.3 | ... | wps 1720.1 | ..." at the end of an epoch ("valid on" lines are validation).
+_WPS_INNER = re.compile(r"epoch \d+:\s+\d+ / \d+ .*?\bwps=([\d.]+)")
+_WPS_EPOCH = re.compile(r"epoch \d+ \| (?!valid on).*?\| wps ([\d.]+) \|")
 
 
 def decode_seconds(log_path):
@@ -171,15 +167,15 @@ def decode_seconds(log_path):
 
 
 def train_speed(log_path):
-    """Median target tokens per second of fairseq's train_inner log lines (every --log-interval updates),
-    or of its end-of-epoch train lines when training was shorter than one log interval."""
+    """Median target tokens per second of fairseq's log lines every --log-interval updates, or of its
+    end-of-epoch lines when training was shorter than one log interval."""
     with open(log_path, encoding="utf-8", errors="replace") as f:
-        found = _WPS.findall(f.read())
-    for kind in ("train_inner", "train"):
-        values = sorted(float(v) for k, v in found if k == kind)
+        text = f.read()
+    for kind, pattern in (("train_inner", _WPS_INNER), ("train", _WPS_EPOCH)):
+        values = sorted(float(v) for v in pattern.findall(text))
         if values:
             return {"wps": values[len(values) // 2], "lines": len(values), "source": kind}
-    raise ValueError(f"{log_path}: no '| train_inner |' or '| train |' line with wps (is it fairseq-train's log?)")
+    raise ValueError(f"{log_path}: no training line with wps (is it fairseq-train's --log-file?)")
 
 
 def evaluate(args):
@@ -217,7 +213,7 @@ def evaluate(args):
               "sentences": len(ref_raw), "missing": len(ref_raw) - len(hyps)}
     result.update(score(hyp_tok, hyp_detok, ref_tok, ref_raw, conf))
     if args.checkpoint:
-        result["params"] = count_parameters(args.checkpoint)
+        result["params"] = count_parameters(args.checkpoint, os.path.join(base, "data-bin"))
     if args.generate_log:
         result["decode_seconds"] = decode_seconds(args.generate_log)
     if args.train_log:
@@ -286,7 +282,7 @@ def summary(result):
     return "\n".join(lines)
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generate-output", required=True, help="stdout of fairseq-generate")
     parser.add_argument("--stats", required=True, help="stats.json written by the data recipe")
@@ -306,6 +302,11 @@ def main(argv=None):
     parser.add_argument("--comet-python")
     parser.add_argument("--bleurt-model")
     parser.add_argument("--bleurt-python")
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         result = evaluate(args)

@@ -7,7 +7,7 @@
 # checks that every training command parses with fairseq and the plugin
 # (architecture, mixers, flags) before anything starts, and runs it.
 #
-# Options every table script takes (see README.md, Recipes):
+# Options every table script takes (docs/recipes.md):
 #   --dry-run             print the plan and exit
 #   --check               check the plan (every arch/flag exists) and exit
 #   --micro               run on the synthetic corpus with tiny dims and 4 updates
@@ -128,7 +128,7 @@ row() {
   ROW_ARGS+=("$(printf '%q ' "$@")")
   ROW_GEN+=("$(printf '%q ' "${GEN[@]}")")
   ROW_AVG+=("$AVG"); ROW_TOKENS+=("$TOKENS")
-  ROW_EVAL+=("$(printf '%q ' "${EVAL[@]+"${EVAL[@]}"}")")
+  if [ "${#EVAL[@]}" -gt 0 ]; then ROW_EVAL+=("$(printf '%q ' "${EVAL[@]}")"); else ROW_EVAL+=(""); fi
 }
 
 # Dataset conventions that the plan needs before the data exist. The test sets the papers
