@@ -128,7 +128,7 @@ def pages() -> List[str]:
 
 def with_table(text: str, page: str, path: str) -> str:
     """``text`` (a docs page) with its generated flag table replaced by the current one."""
-    pattern = re.compile(re.escape(BEGIN) + r"\n.*?\n" + re.escape(END), re.S)
+    pattern = re.compile(re.escape(BEGIN) + r"\n(?:.*?\n)?" + re.escape(END), re.S)
     if not pattern.search(text):
         raise ValueError(f"{path}: no flag table markers ({BEGIN} ... {END})")
     return pattern.sub(lambda _: f"{BEGIN}\n{markdown_table(page)}\n{END}", text)

@@ -1,8 +1,9 @@
 """Test utilities: build tiny posnet models from command-line flags, drive the
-decoder the way fairseq's SequenceGenerator does, and run fairseq's CLIs
-in-process on the synthetic corpus. (fairseq's own tests/utils.py is not in
-any wheel.)
+decoder (or one mixer) step by step the way fairseq's SequenceGenerator does,
+and run fairseq's CLIs in-process on the synthetic corpus. (fairseq's own
+tests/utils.py is not in any wheel.)
 """
+import collections
 import contextlib
 import io
 import logging
@@ -72,6 +73,16 @@ def random_sentences(lengths, generator, dictionary):
     return [torch.randint(low, len(dictionary), (n,), generator=generator).tolist() for n in lengths]
 
 
+def random_batch(dictionary, src_lengths, tgt_lengths, seed=0):
+    """Random sentences of the given lengths as a model's inputs: left-padded source
+    tokens and their lengths (:func:`src_batch`), right-padded decoder inputs
+    (:func:`tgt_batch`)."""
+    g = torch.Generator().manual_seed(seed)
+    pad, eos = dictionary.pad(), dictionary.eos()
+    tokens, lengths = src_batch(random_sentences(src_lengths, g, dictionary), pad, eos)
+    return tokens, lengths, tgt_batch(random_sentences(tgt_lengths, g, dictionary), pad, eos)
+
+
 def padded_batch(lengths, left, dim, seed=1):
     """fp64 T x B x dim mixer inputs and a B x T padding mask (left- or right-padded)."""
     g = torch.Generator().manual_seed(seed)
@@ -84,6 +95,57 @@ def padded_batch(lengths, left, dim, seed=1):
         else:
             pad[b, :n] = False
     return x, pad
+
+
+DecodingStep = collections.namedtuple("DecodingStep", "logits prefix encoder_out")
+
+
+def decode_steps(model, src_tokens, src_lengths, prev_output_tokens, reorder=None):
+    """Feeds ``prev_output_tokens`` (B x T) to the decoder one position at a time
+    with one incremental state, the way fairseq's SequenceGenerator does.
+
+    ``reorder`` maps a step to the row order applied before it, as the generator
+    does between steps (beams permuted within a sentence, finished sentences
+    dropped): the incremental state, the encoder output and the token rows all
+    follow it. Returns one :class:`DecodingStep` per step: its B_t x V logits,
+    and the B_t x (t + 1) prefix and encoder output they were computed from, so
+    that a caller can recompute them without the state.
+    """
+    reorder = reorder or {}
+    steps, state = [], {}
+    with torch.no_grad():
+        encoder_out = model.encoder(src_tokens, src_lengths)
+        for t in range(prev_output_tokens.size(1)):
+            if t in reorder:
+                order = reorder[t]
+                model.decoder.reorder_incremental_state_scripting(state, order)
+                encoder_out = model.encoder.reorder_encoder_out(encoder_out, order)
+                prev_output_tokens = prev_output_tokens[order]
+            prefix = prev_output_tokens[:, : t + 1]
+            out = model.decoder(prefix, encoder_out=encoder_out, incremental_state=state)[0]
+            assert out.size(1) == 1, f"step {t}: the decoder returned {out.size(1)} positions, not the last one"
+            steps.append(DecodingStep(out[:, 0], prefix, encoder_out))
+    return steps
+
+
+def decode_incrementally(model, src_tokens, src_lengths, prev_output_tokens):
+    """B x T x V logits of :func:`decode_steps` without reordering: comparable with
+    the teacher-forced ``model(src_tokens, src_lengths, prev_output_tokens)[0]``."""
+    steps = decode_steps(model, src_tokens, src_lengths, prev_output_tokens)
+    return torch.stack([step.logits for step in steps], dim=1)
+
+
+def step_mixer(mixer, x, block=1, incremental_state=None):
+    """Feeds self-attention input ``x`` (T x B x C) to ``mixer`` ``block`` positions
+    at a time with one incremental state, as the decoder does while generating.
+    Returns the T x B x C outputs, comparable with ``mixer(x, x, x)[0]``, and the
+    state (pass it back to continue decoding)."""
+    state = {} if incremental_state is None else incremental_state
+    outputs = []
+    for t in range(0, x.size(0), block):
+        chunk = x[t: t + block]
+        outputs.append(mixer(chunk, chunk, chunk, incremental_state=state)[0])
+    return torch.cat(outputs), state
 
 
 def run_cli(main_fn, argv, parser_fn):
@@ -106,14 +168,15 @@ def run_cli(main_fn, argv, parser_fn):
     return out.getvalue()
 
 
-def write_synthetic_data_bin(directory, train=200, valid=20, test=20, seed=1):
-    """The synthetic corpus, word level, binarized with a joined dictionary."""
+def write_synthetic_data_bin(directory, train=200, valid=20, test=20, seed=1, max_len=60):
+    """The synthetic corpus (sentences of at most ``max_len`` tokens), word level,
+    binarized with a joined dictionary."""
     from fairseq_cli import preprocess
 
     from posnet_fairseq.data.synth import write_corpus
 
     raw = os.path.join(directory, "raw")
-    write_corpus(raw, train=train, valid=valid, test=test, seed=seed)
+    write_corpus(raw, train=train, valid=valid, test=test, seed=seed, max_len=max_len)
     bin_dir = os.path.join(directory, "data-bin")
     parser = options.get_preprocessing_parser()
     args = parser.parse_args([

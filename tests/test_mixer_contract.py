@@ -10,9 +10,14 @@ import functools
 
 import pytest
 import torch
+from fairseq.modules import MultiheadAttention
 
-from fairseq_testing import build_model, random_sentences, src_batch, tgt_batch
+from fairseq_testing import (
+    build_model, decode_incrementally, decode_steps, random_batch, random_sentences, src_batch, step_mixer, tgt_batch,
+)
 from posnet_fairseq.mixers.base import MIXERS
+from posnet_fairseq.mixers.gating import GatedMixer
+from posnet_fairseq.mixers.shaw import ShawRelativeAttention
 from posnet_fairseq.sites import SITE, SITES
 
 ATOL = 1e-5
@@ -53,8 +58,33 @@ def case(request):
     return model, task.source_dictionary, site
 
 
-def test_registry_has_mha_at_every_site():
-    assert MIXERS["mha"].sites == frozenset(SITES)
+def _expected_class(name, site, variant):
+    """The class a case's site holds: the registered class, except where the
+    mixer builds another module on purpose."""
+    if name in ("mha", "learned_cross") or (name, variant) == ("tisa", "s0"):
+        return MultiheadAttention  # fairseq's attention (learned_cross: fewer heads; TISA without kernels)
+    if name == "tisa_shaw":
+        return ShawRelativeAttention  # Shaw's attention with TISA's scorer as its logit bias
+    if (name, site) == ("none", "cross"):
+        return type(None)  # no cross-attention sub-layer at all
+    return MIXERS[name].build.__self__
+
+
+def _site_modules(model, site):
+    """The module at ``site`` in every layer, unwrapped from the PosNet gating."""
+    layers = model.encoder.layers if SITE[site].side == "encoder" else model.decoder.layers
+    modules = [layer.encoder_attn if site == "cross" else layer.self_attn for layer in layers]
+    return [m.mixer if isinstance(m, GatedMixer) else m for m in modules]
+
+
+@pytest.mark.parametrize("name,site,variant,flags", CASES, ids=CASE_IDS)
+def test_case_model_has_the_mixer_at_its_site_and_mha_elsewhere(name, site, variant, flags):
+    """The checks below exercise the mixer they are named after, not mha."""
+    model, _ = _model(name, site, variant)
+    expected = _expected_class(name, site, variant)
+    assert all(type(m) is expected for m in _site_modules(model, site)), [type(m) for m in _site_modules(model, site)]
+    for other in set(SITES) - {site}:
+        assert all(type(m) is MultiheadAttention for m in _site_modules(model, other)), other
 
 
 def test_padding_invariance(case):
@@ -77,17 +107,10 @@ def test_padding_invariance(case):
 
 def test_incremental_equals_teacher_forced(case):
     model, d, _ = case
-    g = torch.Generator().manual_seed(1)
-    tokens, lengths = src_batch(random_sentences([6, 10, 4], g, d), d.pad(), d.eos())
-    prev = tgt_batch(random_sentences([9, 9, 9], g, d), d.pad(), d.eos())
-    state = {}
+    tokens, lengths, prev = random_batch(d, [6, 10, 4], [9, 9, 9], seed=1)
     with torch.no_grad():
-        enc = model.encoder(tokens, lengths)
-        full = model.decoder(prev, encoder_out=enc)[0]
-        for t in range(prev.size(1)):
-            step = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)[0]
-            assert step.size(1) == 1
-            torch.testing.assert_close(step[:, 0], full[:, t], atol=ATOL, rtol=0)
+        full = model(tokens, lengths, prev)[0]
+    torch.testing.assert_close(decode_incrementally(model, tokens, lengths, prev), full, atol=ATOL, rtol=0)
 
 
 def test_beam_reordering(case):
@@ -98,23 +121,16 @@ def test_beam_reordering(case):
     g = torch.Generator().manual_seed(2)
     bsz, beam = 2, 2
     tokens, lengths = src_batch(random_sentences([7, 4], g, d), d.pad(), d.eos())
+    beams = torch.arange(bsz).repeat_interleave(beam)
+    prev = torch.cat([torch.full((bsz * beam, 1), d.eos()),
+                      torch.randint(d.nspecial, len(d), (bsz * beam, 8), generator=g)], dim=1)
     reorders = {3: torch.tensor([1, 0, 3, 2]), 4: torch.tensor([1, 1, 2, 3]), 6: torch.tensor([2, 3])}
-    with torch.no_grad():
-        enc = model.encoder(tokens, lengths)
-        enc = model.encoder.reorder_encoder_out(enc, torch.arange(bsz).repeat_interleave(beam))
-        history = torch.full((bsz * beam, 1), d.eos(), dtype=torch.long)
-        state = {}
-        for step in range(9):
-            if step in reorders:
-                order = reorders[step]
-                model.decoder.reorder_incremental_state_scripting(state, order)
-                enc = model.encoder.reorder_encoder_out(enc, order)
-                history = history[order]
-            incremental = model.decoder(history, encoder_out=enc, incremental_state=state)[0][:, -1]
-            reference = model.decoder(history, encoder_out=enc)[0][:, -1]
-            torch.testing.assert_close(incremental, reference, atol=ATOL, rtol=0)
-            nxt = torch.randint(d.nspecial, len(d), (history.size(0), 1), generator=g)
-            history = torch.cat([history, nxt], dim=1)
+    steps = decode_steps(model, tokens[beams], lengths[beams], prev, reorders)
+    assert [step.logits.size(0) for step in steps] == [4] * 6 + [2] * 3
+    for t, step in enumerate(steps):
+        with torch.no_grad():
+            reference = model.decoder(step.prefix, encoder_out=step.encoder_out)[0][:, -1]
+        torch.testing.assert_close(step.logits, reference, atol=ATOL, rtol=0, msg=lambda m: f"step {t}: {m}")
 
 
 def _cpu_supports(dtype):
@@ -138,10 +154,8 @@ def test_numerics_at_longest_length(case, dtype):
     # Only the sides the mixer sees need the longest length.
     max_src = max_src if site != "decoder_self" else 8
     max_tgt = max_tgt if site != "encoder_self" else 8
-    g = torch.Generator().manual_seed(3)
+    tokens, lengths, prev = random_batch(d, [max_src - 1, 5], [max_tgt - 1, 7], seed=3)
     with torch.no_grad():
-        tokens, lengths = src_batch(random_sentences([max_src - 1, 5], g, d), d.pad(), d.eos())
-        prev = tgt_batch(random_sentences([max_tgt - 1, 7], g, d), d.pad(), d.eos())
         logits = model(tokens, lengths, prev)[0]
         assert torch.isfinite(logits).all(), f"non-finite logits in {dtype}"
         if site == "decoder_self":
@@ -152,11 +166,9 @@ def test_numerics_at_longest_length(case, dtype):
             # where reduced-precision CPU kernels would take minutes.
             steps = max_tgt if dtype == torch.float32 else min(max_tgt, 160)
             mixer = model.decoder.layers[0].self_attn
-            x = torch.randn(steps, 2, mixer.embed_dim, generator=g).to(dtype)
-            state = {}
-            for t in range(steps):
-                out = mixer(x[t : t + 1], x[t : t + 1], x[t : t + 1], incremental_state=state)[0]
-                assert torch.isfinite(out).all(), f"non-finite mixer output at step {t} in {dtype}"
+            x = torch.randn(steps, 2, mixer.embed_dim, generator=torch.Generator().manual_seed(4)).to(dtype)
+            finite = torch.isfinite(step_mixer(mixer, x)[0]).flatten(1).all(1)
+            assert finite.all(), f"non-finite mixer output from step {int((~finite).nonzero()[0])} in {dtype}"
 
 
 def _copy_as(model, dtype):

@@ -35,7 +35,9 @@ The flags (``FLAGS`` below; docs/posnet.md lists them) give the Table 6
 ablations: gating per site and per layer (layers whose mixer is ``none`` are
 left alone), the value and gate activations (``glu`` makes W_v D -> 2D; a gate
 activation ``none`` drops W_g, keeping only the value branch) and the two
-LayerNorms.
+LayerNorms. ``--gating-norm apptek`` gives both the authors' LayerNorm
+(unbiased variance, eps 1e-8: ``base.AppTekLayerNorm``) instead of
+nn.LayerNorm (docs/conventions.md).
 """
 import math
 
@@ -44,7 +46,7 @@ from torch import nn
 
 from .. import flags
 from ..sites import SITE, SITE_LIST, dest, per_layer
-from .base import register_site_wrapper
+from .base import LAYER_NORMS, layer_norm, register_site_wrapper
 from .none import NoMixer
 
 VALUE_ACTS = ("none", "gelu", "glu", "sigmoid")
@@ -61,6 +63,9 @@ FLAGS = flags.declare(
                choices=GATE_ACTS),
     flags.Flag("--gating-no-value-norm", False, "gating: no LayerNorm on the gated values"),
     flags.Flag("--gating-gate-norm", False, "gating: LayerNorm on the gate"),
+    flags.Flag("--gating-norm", "torch", "gating: the LayerNorm of the gated values (and of the gate): torch = "
+               "nn.LayerNorm (biased variance, eps 1e-5); apptek = the authors' code (unbiased variance, eps 1e-8)",
+               choices=LAYER_NORMS),
 )
 
 
@@ -139,11 +144,13 @@ def gate_module(module, args, flag="gating"):
     if gate_act not in GATE_ACTS:
         raise ValueError(f"--gating-gate-act {gate_act}: choose from {', '.join(GATE_ACTS)}")
     dim = module.out_proj.in_features
+    # Callers that build args by hand (tests) may leave the newer flags out.
+    norm_kind = getattr(args, "gating_norm", FLAGS["--gating-norm"].default)
     proj = module.v_proj
     if value_act == "glu":  # GLU halves its input: W_v maps to 2D
         proj = nn.Linear(proj.in_features, 2 * dim)
         nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
-    norm = nn.Identity() if args.gating_no_value_norm else nn.LayerNorm(dim)
+    norm = nn.Identity() if args.gating_no_value_norm else layer_norm(norm_kind, dim, "--gating-norm")
     module.v_proj = GatedValue(proj, _activation(value_act, "--gating-value-act"), norm)
     if isinstance(module, MultiheadAttention):
         # Its fused path reads v_proj/out_proj weights instead of calling them.
@@ -154,7 +161,7 @@ def gate_module(module, args, flag="gating"):
     gate_proj = nn.Linear(dim, dim)
     nn.init.xavier_uniform_(gate_proj.weight)
     nn.init.constant_(gate_proj.bias, 0.0)
-    gate_norm = nn.LayerNorm(dim) if args.gating_gate_norm else nn.Identity()
+    gate_norm = layer_norm(norm_kind, dim, "--gating-norm") if args.gating_gate_norm else nn.Identity()
     return GatedMixer(module, gate_proj, _activation(gate_act, "--gating-gate-act"), gate_norm)
 
 
