@@ -96,7 +96,7 @@ def _aan_columns(dataset, lang, train=True):
 _A2, _A4, _A7 = _aan_columns("wmt14_en_de", "En-De"), _aan_columns("wmt14_en_de", "En-De", train=False), \
     _aan_columns("wmt14_en_fr", "En-Fr")
 _A5 = [_col("wmt14_en_de", "params", "#Params")] + _scores("wmt14_en_de", "En-De", ("bleu_tok", "meteor"))
-_AAN_ROWS = [("transformer", "Transformer"),
+_AAN_ROWS = [("transformer", "Transformer"), ("ssru", "SSRU"), ("linear_attention", "Linear Attention"),
              ("aan_plus_avg", "AAN+ w/ AVG"), ("aan_plus_far", "AAN+ w/ FAR"), ("aan_plus_ner", "AAN+ w/ NER"),
              ("aan_plus_wet", "AAN+ w/ WET")]
 _AAN_NOTE = ("AAN+ paper: case-sensitive tokenized BLEU (multi-bleu.perl) and meteor-1.5 (-lower); ours: tokenized "
@@ -220,18 +220,18 @@ PAPER: Dict[str, Dict[str, Dict[str, str]]] = {
         "rposnet_ungated": "60.8M 25.3 70.1 45.1", "rposnet": "63.9M 26.6 71.4 48.6",
     }),
     "aan-table2": _paper(_A2, {
-        "transformer": "72.31M 1.00x 1.00x 27.59 47.93",
-        "aan_plus_avg": "72.30M 1.03x 1.32x 27.50 47.80",
+        "transformer": "72.31M 1.00x 1.00x 27.59 47.93", "ssru": "69.16M 0.85x 1.35x 27.55 47.56",
+        "linear_attention": "72.31M 0.51x 0.22x 27.62 47.65", "aan_plus_avg": "72.30M 1.03x 1.32x 27.50 47.80",
         "aan_plus_far": "72.30M 1.02x 1.28x 27.35 47.73", "aan_plus_ner": "72.30M 1.02x 1.30x 27.56 47.81",
         "aan_plus_wet": "73.88M 0.97x 1.16x 27.49 48.01",
     }),
     "aan-table4": _paper(_A4, {
-        "transformer_deep": "116.45M 1.00x 28.27 48.49",
-        "aan_plus_avg_deep": "116.44M 1.40x 28.29 48.39",
+        "transformer_deep": "116.45M 1.00x 28.27 48.49", "ssru_deep": "110.14M 1.38x 27.87 48.06",
+        "linear_attention_deep": "116.45M 0.19x 28.22 48.41", "aan_plus_avg_deep": "116.44M 1.40x 28.29 48.39",
         "aan_plus_far_deep": "116.44M 1.39x 28.17 48.35", "aan_plus_ner_deep": "116.44M 1.39x 28.35 48.29",
         "aan_plus_wet_deep": "119.59M 1.22x 28.31 48.21",
-        "transformer_big": "232.70M 1.00x 29.09 48.95",
-        "aan_plus_avg_big": "232.69M 1.30x 28.79 48.58",
+        "transformer_big": "232.70M 1.00x 29.09 48.95", "ssru_big": "220.10M 1.30x 28.63 48.65",
+        "linear_attention_big": "232.70M 0.21x 28.85 48.86", "aan_plus_avg_big": "232.69M 1.30x 28.79 48.58",
         "aan_plus_far_big": "232.69M 1.29x 28.76 48.55", "aan_plus_ner_big": "232.69M 1.29x 28.94 48.77",
         "aan_plus_wet_big": "238.99M 1.38x 28.87 48.64",
     }),
@@ -248,8 +248,8 @@ PAPER: Dict[str, Dict[str, Dict[str, str]]] = {
         "avg_far_ner": "72.30M 1.20x 27.46 47.76", "avg_far_ner_wet": "73.88M 1.10x 27.49 47.68",
     }),
     "aan-table7": _paper(_A7, {
-        "transformer": "76.34M 1.00x 1.00x 39.09 60.58",
-        "aan_plus_avg": "76.33M 1.03x 1.30x 38.61 60.46",
+        "transformer": "76.34M 1.00x 1.00x 39.09 60.58", "ssru": "73.18M 0.82x 1.33x 38.74 60.56",
+        "linear_attention": "76.34M 0.51x 0.23x 39.40 60.95", "aan_plus_avg": "76.33M 1.03x 1.30x 38.61 60.46",
         "aan_plus_far": "76.33M 1.01x 1.30x 38.06 60.16", "aan_plus_ner": "76.33M 1.01x 1.31x 40.14 61.48",
         "aan_plus_wet": "77.90M 0.97x 1.19x 38.46 60.35",
     }),

@@ -39,12 +39,14 @@ aan_size() {
   esac
 }
 
-# aan_rows DATASET: the rows of Tables 2, 4 and 7 at the current size: the Transformer and
-# AAN+ with each pattern in the decoder self-attention (row NAME$SUFFIX, architecture NAME$SUFFIX).
+# aan_rows DATASET: the rows of Tables 2, 4 and 7 at the current size: the Transformer, the
+# paper's baselines SSRU (Kim et al., 2019) and linear attention (Katharopoulos et al., 2020),
+# and AAN+ with each pattern, each in the decoder self-attention (row NAME$SUFFIX, architecture
+# NAME$SUFFIX).
 aan_rows() {
   local ds=$1 name
   row "transformer$SUFFIX" "$ds" "${TRANSFORMER[@]}" "${OPT[@]}"
-  for name in aan_plus_avg aan_plus_far aan_plus_ner aan_plus_wet; do
+  for name in ssru linear_attention aan_plus_avg aan_plus_far aan_plus_ner aan_plus_wet; do
     row "$name$SUFFIX" "$ds" --arch "$name$SUFFIX" "${OPT[@]}"
   done
 }
