@@ -69,10 +69,15 @@ def _stats(out):
 
 
 def _check_binarized(out, src, tgt, splits=("train", "valid", "test")):
+    """Every sentence of the BPE files is in the binarized data, with its number of tokens (+ EOS)."""
+    from fairseq.data import data_utils
+
     for split in splits:
         for lang in (src, tgt):
-            for ext in ("bin", "idx"):
-                assert os.path.getsize(os.path.join(out, "data-bin", f"{split}.{src}-{tgt}.{lang}.{ext}")) > 0
+            with open(os.path.join(out, "bpe", f"{split}.{lang}"), encoding="utf-8") as f:
+                lengths = [len(line.split()) + 1 for line in f]
+            dataset = data_utils.load_indexed_dataset(os.path.join(out, "data-bin", f"{split}.{src}-{tgt}.{lang}"), None)
+            assert list(dataset.sizes) == lengths, (split, lang)
 
 
 def _check_gamma(out, src, tgt, stats):
@@ -107,7 +112,7 @@ def test_prepare_iwslt14(tmp_path):
     assert stats["pairs"]["test"] == 40
     assert stats["pairs"]["train"] + stats["pairs"]["valid"] == 80 + 4 * 2
     assert stats["pairs"]["valid"] == (80 + 8) // 23
-    assert not stats["joined_dictionary"] and set(stats["vocab"]) == {"de", "en"}
+    assert stats["joined_dictionary"] and set(stats["vocab"]) == {"de", "en"}  # one vocabulary (PosNet Table 1)
     _check_binarized(out, "de", "en")
     _check_gamma(out, "de", "en", stats)
     ev = stats["eval"]
@@ -171,6 +176,17 @@ def test_prepare_wmt14_en_fr(tmp_path):
     assert stats["bpe"] == "subword-nmt joint 500 merges"
     _check_binarized(out, "en", "fr")
     _check_gamma(out, "en", "fr", stats)
+    # the hard-coded Gaussian paper's En-Fr: Europarl + Common Crawl only, under its own dataset name
+    for archive in ("training-parallel-un.tgz", "training-parallel-nc-v9.tgz", "training-giga-fren.tar"):
+        os.remove(tmp_path / "archives" / archive)
+    ep = _pairs(1400, seed=9)  # enough for one valid pair (every 1333rd)
+    _tar(str(tmp_path / "archives" / "training-parallel-europarl-v7.tgz"), {
+        "training/europarl-v7.fr-en.en": [p[0] for p in ep], "training/europarl-v7.fr-en.fr": [p[1] for p in ep]})
+    run_recipe("prepare-wmt14-en-fr.sh", "--archives", str(tmp_path / "archives"), "--bpe-merges", "300",
+               "--paper", "gaussian", "--out", str(tmp_path / "epcc"))
+    stats = _stats(str(tmp_path / "epcc"))
+    assert stats["corpora"] == "europarl-v7.fr-en,commoncrawl.fr-en"
+    assert stats["pairs"]["test"] == 10 and stats["pairs"]["valid"] == 1 and 1300 <= stats["pairs"]["train"] <= 1459
 
 
 def _zh(sentence):

@@ -1,10 +1,25 @@
 """``posnet-average-checkpoints``: average the parameters of several fairseq checkpoints.
 
-Takes explicit files, or a directory plus a selection rule (the last N
-update- or epoch-checkpoints, optionally below an upper bound, or the N best
-by the validation loss recorded in each checkpoint). The output keeps the
-first input's config, so it loads wherever that checkpoint loads. Loading uses
-torch's safe loader with fairseq's classes allow-listed (posnet_fairseq.compat).
+Takes explicit files, or a directory plus one selection rule:
+
+* ``--num-update-checkpoints N`` / ``--num-epoch-checkpoints N``: the last N
+  update (``checkpoint_E_U.pt``) or epoch (``checkpointE.pt``) checkpoints,
+  optionally at or below ``--checkpoint-upper-bound`` (the AAN+ paper: the
+  last five, 5000 updates apart);
+* ``--best-and-following N``: the best checkpoint and the N-1 update
+  checkpoints saved after it; when fewer than N-1 follow it, the last N
+  update checkpoints (the PosNet paper, section 5.3: "an average over the
+  best checkpoint and its following if there are enough checkpoints to
+  average, or else ... over the last checkpoints"). The best is
+  ``checkpoint_best.pt``, i.e. fairseq's ``--best-checkpoint-metric`` (the
+  PosNet recipes set ``nll_loss``: perplexity is 2^nll_loss, so the same
+  order);
+* ``--num-best-checkpoints N``: the N with the lowest validation metric
+  recorded in each checkpoint.
+
+The output keeps the first input's config, so it loads wherever that
+checkpoint loads. Loading uses torch's safe loader with fairseq's classes
+allow-listed (posnet_fairseq.compat).
 """
 import argparse
 import collections
@@ -14,48 +29,91 @@ import sys
 
 import torch
 
+# fairseq's checkpoint names (fairseq.checkpoint_utils.save_checkpoint): one parser for every rule.
+_NAMES = {"update": re.compile(r"checkpoint_\d+_(\d+)\.pt"), "epoch": re.compile(r"checkpoint(\d+)\.pt")}
 
-def _numbered(directory, pattern):
+
+def checkpoint_files(directory, kind):
+    """[(number, path)] of the ``kind`` ("update": checkpoint_E_U.pt by U, "epoch": checkpointE.pt by E)
+    checkpoints in ``directory``, sorted by number."""
     found = []
     for name in os.listdir(directory):
-        m = re.fullmatch(pattern, name)
+        m = _NAMES[kind].fullmatch(name)
         if m:
             found.append((int(m.group(1)), os.path.join(directory, name)))
     return sorted(found)
 
 
-def select_checkpoints(directory, num_update=None, num_epoch=None, num_best=None, upper_bound=None):
+def _load(path):
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _num_updates(state):
+    return int(state["optimizer_history"][-1]["num_updates"])
+
+
+def best_and_following(directory, count, best_update=None):
+    """Paths of checkpoint_best.pt's weights and the ``count`` - 1 update checkpoints after it, or the
+    last ``count`` update checkpoints when fewer follow it (PosNet paper, section 5.3).
+
+    ``best_update`` (the update checkpoint_best.pt was saved at) is read from that file when not given.
+    Raises ValueError when the rule cannot be applied: too few checkpoints, or the checkpoints right
+    after the best were deleted (``--keep-interval-updates`` kept too few)."""
+    updates = checkpoint_files(directory, "update")
+    if len(updates) < count:
+        raise ValueError(f"--best-and-following {count}: only {len(updates)} update checkpoints in {directory}")
+    best_path = os.path.join(directory, "checkpoint_best.pt")
+    if best_update is None:
+        if not os.path.exists(best_path):
+            raise ValueError(f"--best-and-following: no checkpoint_best.pt in {directory}")
+        best_update = _num_updates(_load(best_path))
+    following = [(u, p) for u, p in updates if u > best_update]
+    if len(following) < count - 1:
+        return [p for _, p in updates[-count:]]
+    numbers = [u for u, _ in updates]
+    interval = min(b - a for a, b in zip(numbers, numbers[1:])) if len(numbers) > 1 else None
+    if interval is not None and following[0][0] - best_update > interval:
+        raise ValueError(
+            f"--best-and-following {count}: the best checkpoint (update {best_update}) is older than the update "
+            f"checkpoints kept in {directory} (the first is update {following[0][0]}, {interval} apart): "
+            "train with a larger --keep-interval-updates, or average chosen files with --inputs")
+    same = [p for u, p in updates if u == best_update]
+    return (same or [best_path]) + [p for _, p in following[:count - 1]]
+
+
+def select_checkpoints(directory, num_update=None, num_epoch=None, num_best=None, upper_bound=None,
+                       best_and_following_count=None):
     """Paths chosen by one rule; raises ValueError naming the flag when there are too few."""
-    if num_update:
-        flag, count, found = "--num-update-checkpoints", num_update, _numbered(directory, r"checkpoint_\d+_(\d+)\.pt")
-    elif num_epoch:
-        flag, count, found = "--num-epoch-checkpoints", num_epoch, _numbered(directory, r"checkpoint(\d+)\.pt")
-    else:
-        flag, count = "--num-best-checkpoints", num_best
-        found = []
-        for _, path in _numbered(directory, r"checkpoint(\d+)\.pt") + _numbered(directory, r"checkpoint_\d+_(\d+)\.pt"):
-            state = torch.load(path, map_location="cpu", weights_only=True)
-            loss = state.get("extra_state", {}).get("val_loss")
-            if loss is not None:
-                found.append((loss, path))
-        found.sort()
-        return [p for _, p in found[:count]] if len(found) >= count else _too_few(flag, count, len(found), directory)
-    if upper_bound is not None:
-        found = [(n, p) for n, p in found if n <= upper_bound]
-    if len(found) < count:
-        return _too_few(flag, count, len(found), directory)
-    return [p for _, p in found[-count:]]
-
-
-def _too_few(flag, wanted, have, directory):
-    raise ValueError(f"{flag} {wanted}: only {have} matching checkpoints in {directory}")
+    if best_and_following_count:
+        return best_and_following(directory, best_and_following_count)
+    if num_update or num_epoch:
+        flag, count = ("--num-update-checkpoints", num_update) if num_update else ("--num-epoch-checkpoints", num_epoch)
+        found = checkpoint_files(directory, "update" if num_update else "epoch")
+        if upper_bound is not None:
+            found = [(n, p) for n, p in found if n <= upper_bound]
+        if len(found) < count:
+            raise ValueError(f"{flag} {count}: only {len(found)} matching checkpoints in {directory}")
+        return [p for _, p in found[-count:]]
+    scored = []
+    for _, path in checkpoint_files(directory, "epoch") + checkpoint_files(directory, "update"):
+        loss = _load(path).get("extra_state", {}).get("val_loss")
+        if loss is not None:
+            scored.append((loss, path))
+    scored.sort()
+    if len(scored) < num_best:
+        raise ValueError(f"--num-best-checkpoints {num_best}: only {len(scored)} checkpoints with a validation "
+                         f"loss in {directory}")
+    return [p for _, p in scored[:num_best]]
 
 
 def average_checkpoints(paths):
-    """The first checkpoint's state with each model tensor replaced by the mean over ``paths``."""
+    """The first checkpoint's state with each model tensor replaced by the mean over ``paths``.
+
+    Tensors that share storage in the first checkpoint (tied embeddings) share the averaged tensor too,
+    so the output is as large as an input and loads with the same ties."""
     sums, first = collections.OrderedDict(), None
     for path in paths:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = _load(path)
         if first is None:
             first = state
         params = state["model"]
@@ -64,9 +122,13 @@ def average_checkpoints(paths):
         for key, tensor in params.items():
             value = tensor.double() if tensor.is_floating_point() else tensor
             sums[key] = sums[key] + value if key in sums and tensor.is_floating_point() else value
+    averaged = {}
     for key, tensor in first["model"].items():
         if tensor.is_floating_point():
-            first["model"][key] = (sums[key] / len(paths)).to(tensor.dtype)
+            tied = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
+            if tied not in averaged:
+                averaged[tied] = (sums[key] / len(paths)).to(tensor.dtype)
+            first["model"][key] = averaged[tied]
     first["optimizer_history"] = first.get("optimizer_history", [])[-1:]
     first["last_optimizer_state"] = None
     return first
@@ -80,19 +142,23 @@ def main(argv=None):
     rule.add_argument("--num-update-checkpoints", type=int, help="the last N checkpoint_E_U.pt files")
     rule.add_argument("--num-epoch-checkpoints", type=int, help="the last N checkpointE.pt files")
     rule.add_argument("--num-best-checkpoints", type=int, help="the N with the lowest recorded validation loss")
+    rule.add_argument("--best-and-following", type=int, metavar="N",
+                      help="checkpoint_best.pt and the N-1 update checkpoints after it, else the last N")
     parser.add_argument("--checkpoint-upper-bound", type=int, help="ignore epochs/updates above this number")
     args = parser.parse_args(argv)
 
     import posnet_fairseq  # noqa: F401  (allow-lists fairseq's checkpoint classes for the safe loader)
 
-    rules = (args.num_update_checkpoints, args.num_epoch_checkpoints, args.num_best_checkpoints)
+    rules = (args.num_update_checkpoints, args.num_epoch_checkpoints, args.num_best_checkpoints,
+             args.best_and_following)
     if any(r is not None and r < 1 for r in rules):
         parser.error("the number of checkpoints to average must be at least 1")
     if any(rules):
         if len(args.inputs) != 1 or not os.path.isdir(args.inputs[0]):
-            parser.error("--num-*-checkpoints needs exactly one directory in --inputs")
+            parser.error("a selection rule needs exactly one directory in --inputs")
         try:
-            paths = select_checkpoints(args.inputs[0], *rules, upper_bound=args.checkpoint_upper_bound)
+            paths = select_checkpoints(args.inputs[0], *rules[:3], upper_bound=args.checkpoint_upper_bound,
+                                       best_and_following_count=args.best_and_following)
         except ValueError as err:
             parser.error(str(err))
     else:

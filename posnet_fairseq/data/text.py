@@ -12,6 +12,10 @@
         tokenizer.perl [-a] (escaping on, as tokenizer.perl), lowercase.perl
     python -m posnet_fairseq.data.text holdout --every N CORPUS L1 L2 TRAIN VALID
         every N-th pair (1-based line numbers divisible by N) to VALID, the rest to TRAIN
+    python -m posnet_fairseq.data.text long-pair --min-tokens N PREFIX L1 L2
+        append one pair longer than N tokens on both sides, made by joining the
+        corpus's own pairs in order (the recipes' --micro fixture: a valid
+        sentence over the models' --max-*-positions)
 """
 import argparse
 import functools
@@ -111,6 +115,28 @@ def holdout(corpus, l1, l2, train, valid, every):
     return tuple(counts)
 
 
+def append_long_pair(prefix, l1, l2, min_tokens):
+    """Appends to PREFIX.{l1,l2} the concatenation of its first pairs, enough that both sides exceed ``min_tokens``."""
+    sides = []
+    for lang in (l1, l2):
+        with open(f"{prefix}.{lang}", encoding="utf-8") as f:
+            sides.append([line.split() for line in f])
+    if len(sides[0]) != len(sides[1]) or not sides[0]:
+        raise ValueError(f"{prefix}.{l1}/{l2}: {len(sides[0])} and {len(sides[1])} lines, need an equal, non-zero number")
+    joined = [[], []]
+    for n in range(len(sides[0]) * (min_tokens + 1)):  # pairs repeat when the corpus is shorter than min_tokens
+        if min(len(joined[0]), len(joined[1])) > min_tokens:
+            break
+        for side, lines in zip(joined, sides):
+            side.extend(lines[n % len(lines)])
+    if min(len(joined[0]), len(joined[1])) <= min_tokens:
+        raise ValueError(f"{prefix}.{l1}/{l2}: the lines are empty, no pair over {min_tokens} tokens can be made")
+    for lang, words in zip((l1, l2), joined):
+        with open(f"{prefix}.{lang}", "a", encoding="utf-8") as f:
+            f.write(" ".join(words) + "\n")
+    return tuple(len(j) for j in joined)
+
+
 def _map_file(fn, src, dst):
     with open(src, encoding="utf-8", errors="replace") as fin, open(dst, "w", encoding="utf-8") as fout:
         for line in fn(fin):
@@ -137,6 +163,10 @@ def main(argv=None):
     hold.add_argument("--every", type=int, required=True)
     for name in ("corpus", "l1", "l2", "train", "valid"):
         hold.add_argument(name)
+    long = sub.add_parser("long-pair")
+    long.add_argument("--min-tokens", type=int, required=True)
+    for name in ("prefix", "l1", "l2"):
+        long.add_argument(name)
     args = parser.parse_args(argv)
 
     if args.command == "iwslt-train":
@@ -151,6 +181,12 @@ def main(argv=None):
             parser.error(f"--every {args.every}: must be at least 2")
         n_train, n_valid = holdout(args.corpus, args.l1, args.l2, args.train, args.valid, args.every)
         print(f"holdout: {n_train} train, {n_valid} valid pairs", file=sys.stderr)
+    elif args.command == "long-pair":
+        try:
+            lengths = append_long_pair(args.prefix, args.l1, args.l2, args.min_tokens)
+        except (ValueError, FileNotFoundError) as err:
+            parser.error(str(err))
+        print(f"long-pair: appended a pair of {lengths[0]} / {lengths[1]} tokens to {args.prefix}", file=sys.stderr)
 
 
 if __name__ == "__main__":

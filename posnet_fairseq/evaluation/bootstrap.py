@@ -4,7 +4,8 @@ Each resample draws n sentence indices with replacement and scores both
 systems on the same draw from their per-sentence sufficient statistics
 (sacrebleu's n-gram counts), so one resample costs a sum, not a re-score.
 The p-value is the share of resamples in which the system is *not* better
-than the baseline; the PosNet paper marks differences with p <= 0.05.
+than the baseline (``p_value_worse``: not worse); the PosNet paper marks a
+difference in either direction with p <= 0.05.
 
     python -m posnet_fairseq.evaluation.bootstrap --ref REF --system HYP --baseline HYP
         [--metric bleu|chrf] [--tokenize 13a] [--lowercase] [--samples 1000] [--seed 12345]
@@ -35,28 +36,58 @@ def corpus_score(metric, stats):
     return metric._compute_score_from_stats(stats.sum(axis=0).tolist()).score
 
 
-def paired_bootstrap(metric, system, baseline, refs, samples=1000, seed=12345):
-    """Returns scores of both systems, the mean resampled difference and p = P(system <= baseline)."""
-    if not (len(system) == len(baseline) == len(refs)):
-        raise ValueError(f"paired bootstrap needs equal sizes: system {len(system)}, baseline {len(baseline)}, "
-                         f"references {len(refs)}")
-    sys_stats, base_stats = sentence_stats(metric, system, refs), sentence_stats(metric, baseline, refs)
+def _paired(sys_stats, base_stats, score, samples, seed):
+    """Resamples sentence indices with replacement; ``score(stats rows)`` is the corpus score of a resample."""
     rng = np.random.default_rng(seed)
-    n = len(refs)
-    not_better, deltas = 0, []
+    n = len(sys_stats)
+    not_better = not_worse = 0
+    deltas = []
     for _ in range(samples):
         idx = rng.integers(0, n, size=n)
-        delta = corpus_score(metric, sys_stats[idx]) - corpus_score(metric, base_stats[idx])
+        delta = score(sys_stats[idx]) - score(base_stats[idx])
         deltas.append(delta)
         not_better += delta <= 0
+        not_worse += delta >= 0
     return {
-        "system": round(corpus_score(metric, sys_stats), 4),
-        "baseline": round(corpus_score(metric, base_stats), 4),
+        "system": round(score(sys_stats), 4),
+        "baseline": round(score(base_stats), 4),
         "mean_delta": round(float(np.mean(deltas)), 4),
         "samples": samples,
         "seed": seed,
         "p_value": round(not_better / samples, 4),
+        "p_value_worse": round(not_worse / samples, 4),
     }
+
+
+def _check_sizes(system, baseline, refs):
+    if not (len(system) == len(baseline) == len(refs)):
+        raise ValueError(f"paired bootstrap needs equal sizes: system {len(system)}, baseline {len(baseline)}, "
+                         f"references {len(refs)}")
+
+
+def paired_bootstrap(metric, system, baseline, refs, samples=1000, seed=12345):
+    """Scores of both systems, the mean resampled difference, p = P(system <= baseline) and
+    p_value_worse = P(system >= baseline): the system is significantly better (worse) when p (p_value_worse)
+    is at most the threshold."""
+    _check_sizes(system, baseline, refs)
+    sys_stats, base_stats = sentence_stats(metric, system, refs), sentence_stats(metric, baseline, refs)
+    return _paired(sys_stats, base_stats, lambda stats: corpus_score(metric, stats), samples, seed)
+
+
+def paired_bootstrap_means(system_scores, baseline_scores, samples=1000, seed=12345):
+    """The same test for a metric whose corpus score is the mean of sentence scores (COMET, BLEURT, METEOR)."""
+    _check_sizes(system_scores, baseline_scores, system_scores)
+    as_rows = lambda scores: np.asarray(scores, dtype=np.float64).reshape(-1, 1)  # noqa: E731
+    return _paired(as_rows(system_scores), as_rows(baseline_scores), lambda rows: float(rows.mean()), samples, seed)
+
+
+def significance(result, threshold=0.05):
+    """'better' or 'worse' when the bootstrap result is significant in that direction at ``threshold``, else None."""
+    if result["p_value"] <= threshold:
+        return "better"
+    if result.get("p_value_worse", 1.0) <= threshold:
+        return "worse"
+    return None
 
 
 def _read(path):

@@ -1,7 +1,8 @@
 """Score one fairseq-generate output the way the papers report it, and say which way.
 
     python -m posnet_fairseq.evaluation.evaluate --generate-output GEN --stats DATA/stats.json
-        --split test --out-dir DIR [--checkpoint CKPT] [--row NAME] [--baseline BASELINE_DIR]
+        --split test --out-dir DIR [--checkpoint CKPT] [--row NAME] [--baseline NAME=DIR ...]
+        [--generate-log LOG] [--train-log LOG] [--sacrebleu-tokenize TOK] [--meteor]
         [--comet-model PATH --comet-python PY] [--bleurt-model PATH --bleurt-python PY]
 
 How to score is read from the "eval" section the data recipe wrote into
@@ -13,14 +14,21 @@ anything (not for SentencePiece Chinese: ``tokenized_bleu: false``), and per tes
 source/reference files and the tokenized reference (what fairseq's T- lines
 hold, but without <unk>). Reported, each with its signature:
 
-* ``sacrebleu``: detokenized hypotheses against the raw references (real sacreBLEU);
+* ``sacrebleu``: detokenized hypotheses against the raw references (real
+  sacreBLEU; ``--sacrebleu-tokenize`` overrides the data's tokenizer, e.g.
+  ``intl`` for the hard-coded Gaussian paper);
 * ``bleu_tok``: tokenized BLEU, hypotheses after BPE removal against the
   tokenized reference, no smoothing (= multi-bleu.perl / fairseq-generate BLEU4);
 * ``bleu_compound_split``: tokenized BLEU after ##AT##-##AT## splitting of
   hyphenated compounds (fairseq's compound_split_bleu.sh; AIAYN-style En-De);
 * ``chrf``: chrF2 on detokenized text;
-* ``comet`` / ``bleurt``: optional, see :mod:`.hooks`;
-* ``significance``: paired bootstrap against a baseline's output directory.
+* ``meteor`` (``--meteor``): nltk's METEOR on the tokenized text, see :mod:`.meteor` (not meteor-1.5);
+* ``comet`` / ``bleurt``: optional, see :mod:`.hooks` (sentence scores in DIR/comet.scores, DIR/bleurt.scores);
+* ``decode_seconds``: fairseq-generate's own timing of the translation (``--generate-log``, its stderr);
+* ``train_wps``: training speed in target tokens per second (``--train-log``, fairseq's log file);
+* ``significance``: paired bootstrap against each ``--baseline NAME=DIR`` (an
+  evaluated output directory), in both directions, for sacreBLEU, tokenized
+  BLEU and, where both sides have sentence scores, COMET, BLEURT and METEOR.
 
 Sentences fairseq-generate skipped (longer than the model allows) count as
 empty hypotheses and are reported as ``missing``. Writes DIR/result.json and
@@ -32,9 +40,11 @@ import os
 import re
 import sys
 
-from . import bootstrap, hooks
+from . import bootstrap, hooks, meteor
 
 _LINE = re.compile(r"^([HD])-(\d+)\t[^\t]*\t(.*)$")
+THRESHOLD = 0.05  # the PosNet paper's p <= 0.05
+SENTENCE_SCORED = ("comet", "bleurt", "meteor")  # metrics whose sentence scores the bootstrap resamples
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
 
@@ -65,21 +75,15 @@ def detokenize(lines, lang, method):
     return [detok.detokenize(line.split()) for line in lines]
 
 
-def count_parameters(checkpoint):
-    """Parameters of the checkpoint's model, each shared tensor (tied embeddings) counted once."""
-    import torch
+def count_parameters(checkpoint, data_bin=None):
+    """Parameters of the checkpoint's model as fairseq builds it (tied embeddings are one parameter; buffers
+    such as fairseq's version counters are not parameters). ``data_bin``: where the model's dictionaries are,
+    when not where it was trained."""
+    from fairseq import checkpoint_utils
 
-    from ..compat import allow_fairseq_checkpoint_classes
-
-    allow_fairseq_checkpoint_classes()
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    seen, total = set(), 0
-    for tensor in state["model"].values():
-        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
-        if key not in seen:
-            seen.add(key)
-            total += tensor.numel()
-    return total
+    overrides = {"data": data_bin} if data_bin else None
+    models, _ = checkpoint_utils.load_model_ensemble([checkpoint], arg_overrides=overrides)
+    return sum(p.numel() for p in models[0].parameters())
 
 
 def _read(path):
@@ -116,20 +120,62 @@ def score(hyp_tok, hyp_detok, ref_tok, ref_raw, conf):
     return result
 
 
+def _scores(path):
+    return [float(x) for x in _read(path)] if os.path.exists(path) else None
+
+
 def significance(out_dir, baseline_dir, hyp_tok, hyp_detok, ref_tok, ref_raw, conf, samples, seed):
+    """Paired bootstrap of this output against one baseline's output directory, per metric, both directions."""
     lowercase = bool(conf.get("lowercase", False))
     base_tok, base_detok = _read(os.path.join(baseline_dir, "hyp.tok")), _read(os.path.join(baseline_dir, "hyp.detok"))
     sacre = bootstrap.make_metric("bleu", conf.get("sacrebleu_tokenize", "13a"), lowercase)
     tok = bootstrap.make_metric("bleu-nosmooth", "none", lowercase)
-    sig = {"baseline": os.path.relpath(baseline_dir, out_dir), "threshold": 0.05}
-    tests = [("sacrebleu", sacre, hyp_detok, base_detok, ref_raw)]
+    sig = {"baseline": os.path.relpath(baseline_dir, out_dir), "threshold": THRESHOLD}
+    tests = [("sacrebleu", lambda: bootstrap.paired_bootstrap(sacre, hyp_detok, base_detok, ref_raw, samples, seed))]
     if conf.get("tokenized_bleu", True):
-        tests.append(("bleu_tok", tok, hyp_tok, base_tok, ref_tok))
-    for name, metric, hyps, base, refs in tests:
-        res = bootstrap.paired_bootstrap(metric, hyps, base, refs, samples, seed)
-        res["significant"] = res["p_value"] <= 0.05 and res["system"] > res["baseline"]
+        tests.append(("bleu_tok", lambda: bootstrap.paired_bootstrap(tok, hyp_tok, base_tok, ref_tok, samples, seed)))
+    for metric in SENTENCE_SCORED:
+        ours = _scores(os.path.join(out_dir, f"{metric}.scores"))
+        theirs = _scores(os.path.join(baseline_dir, f"{metric}.scores"))
+        if ours is not None and theirs is not None:
+            tests.append((metric, lambda a=ours, b=theirs: bootstrap.paired_bootstrap_means(a, b, samples, seed)))
+    for name, run in tests:
+        res = run()
+        res["direction"] = bootstrap.significance(res, THRESHOLD)
+        res["significant"] = res["direction"] is not None
         sig[name] = res
     return sig
+
+
+_TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s")
+# fairseq's --log-file with --log-format simple (the messages, with or without a logging prefix):
+# "epoch 001:    100 / 900 loss=9.1, ..., wps=1234.5, ..." every --log-interval updates, and
+# "epoch 001 | loss 9.3 | ... | wps 1720.1 | ..." at the end of an epoch ("valid on" lines are validation).
+_WPS_INNER = re.compile(r"epoch \d+:\s+\d+ / \d+ .*?\bwps=([\d.]+)")
+_WPS_EPOCH = re.compile(r"epoch \d+ \| (?!valid on).*?\| wps ([\d.]+) \|")
+
+
+def decode_seconds(log_path):
+    """fairseq-generate's own timing of the translation (model loading excluded), from its log."""
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        found = _TRANSLATED.findall(f.read())
+    if not found:
+        raise ValueError(f"{log_path}: no 'Translated N sentences ... in Xs' line (is it fairseq-generate's stderr?)")
+    sentences, tokens, seconds = found[-1]
+    return {"seconds": float(seconds), "sentences": int(sentences.replace(",", "")),
+            "tokens": int(tokens.replace(",", ""))}
+
+
+def train_speed(log_path):
+    """Median target tokens per second of fairseq's log lines every --log-interval updates, or of its
+    end-of-epoch lines when training was shorter than one log interval."""
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    for kind, pattern in (("train_inner", _WPS_INNER), ("train", _WPS_EPOCH)):
+        values = sorted(float(v) for v in pattern.findall(text))
+        if values:
+            return {"wps": values[len(values) // 2], "lines": len(values), "source": kind}
+    raise ValueError(f"{log_path}: no training line with wps (is it fairseq-train's --log-file?)")
 
 
 def evaluate(args):
@@ -138,6 +184,8 @@ def evaluate(args):
     conf = stats.get("eval")
     if conf is None:
         raise ValueError(f"{args.stats} has no 'eval' section: re-run the data recipe")
+    if args.sacrebleu_tokenize:
+        conf = dict(conf, sacrebleu_tokenize=args.sacrebleu_tokenize)
     if args.split not in conf["test_sets"]:
         raise ValueError(f"--split {args.split}: {args.stats} describes {sorted(conf['test_sets'])}")
     test = conf["test_sets"][args.split]
@@ -154,6 +202,7 @@ def evaluate(args):
     bad = [i for i in hyps if i >= len(ref_raw)]
     if bad:
         raise ValueError(f"{args.generate_output}: sentence id {bad[0]} but the test set has {len(ref_raw)} lines")
+    baselines = dict(_baseline(b) for b in args.baseline or [])
     hyp_tok = [hyps.get(i, "") for i in range(len(ref_raw))]
     hyp_detok = detokenize(hyp_tok, conf["target_lang"], conf.get("detok", "moses"))
     os.makedirs(args.out_dir, exist_ok=True)
@@ -164,23 +213,46 @@ def evaluate(args):
               "sentences": len(ref_raw), "missing": len(ref_raw) - len(hyps)}
     result.update(score(hyp_tok, hyp_detok, ref_tok, ref_raw, conf))
     if args.checkpoint:
-        result["params"] = count_parameters(args.checkpoint)
-    if args.baseline and not os.path.exists(os.path.join(args.baseline, "hyp.detok")):
-        print(f"note: baseline {args.baseline} has no output yet: significance not computed")
-        result["significance_skipped"] = f"baseline {args.baseline} had no output"
-    elif args.baseline:
-        result["significance"] = significance(args.out_dir, args.baseline, hyp_tok, hyp_detok, ref_tok, ref_raw,
-                                              conf, args.bootstrap_samples, args.seed)
+        result["params"] = count_parameters(args.checkpoint, os.path.join(base, "data-bin"))
+    if args.generate_log:
+        result["decode_seconds"] = decode_seconds(args.generate_log)
+    if args.train_log:
+        result["train_wps"] = train_speed(args.train_log)
     hyp_path = os.path.join(args.out_dir, "hyp.detok")
     ref_path, src_path = os.path.join(base, test["raw_ref"]), os.path.join(base, test["raw_source"])
+    learned = {}
+    if args.meteor:
+        if conf.get("tokenized_bleu", True):
+            learned["meteor"] = meteor.meteor(hyp_tok, ref_tok, conf["target_lang"])
+        else:
+            learned["meteor"] = meteor._unavailable(f"the {conf['target_lang']} test set has no word tokenization")
     if args.comet_model or args.comet_python:
-        result["comet"] = hooks.comet(args.comet_model, args.comet_python, src_path, hyp_path, ref_path)
+        learned["comet"] = hooks.comet(args.comet_model, args.comet_python, src_path, hyp_path, ref_path)
     if args.bleurt_model or args.bleurt_python:
-        result["bleurt"] = hooks.bleurt(args.bleurt_model, args.bleurt_python, hyp_path, ref_path)
+        learned["bleurt"] = hooks.bleurt(args.bleurt_model, args.bleurt_python, hyp_path, ref_path)
+    for metric, res in learned.items():
+        scores = res.pop("scores", None)
+        if scores is not None:
+            _write(os.path.join(args.out_dir, f"{metric}.scores"), [repr(x) for x in scores])
+        result[metric] = res
+    for name, directory in baselines.items():
+        if not os.path.exists(os.path.join(directory, "hyp.detok")):
+            print(f"note: baseline {name} ({directory}) has no output yet: significance against it not computed")
+            result.setdefault("significance_skipped", {})[name] = f"{directory} had no output"
+            continue
+        result.setdefault("significance", {})[name] = significance(
+            args.out_dir, directory, hyp_tok, hyp_detok, ref_tok, ref_raw, conf, args.bootstrap_samples, args.seed)
     with open(os.path.join(args.out_dir, "result.json"), "w", encoding="utf-8") as f:
         json.dump(result, f, indent=2, sort_keys=True)
         f.write("\n")
     return result
+
+
+def _baseline(spec):
+    name, sep, directory = spec.partition("=")
+    if not sep or not name or not directory:
+        raise ValueError(f"--baseline {spec}: expected NAME=DIR (the baseline row's name and its output directory)")
+    return name, directory
 
 
 def summary(result):
@@ -189,24 +261,28 @@ def summary(result):
     for key in ("sacrebleu", "bleu_tok", "bleu_compound_split", "chrf"):
         if key in result:
             lines.append(f"  {key:20s} {result[key]['score']:6.2f}  {result[key]['signature']}")
-    for key in ("comet", "bleurt"):
+    for key in SENTENCE_SCORED:
         if key in result:
             r = result[key]
             lines.append(f"  {key:20s} " + (f"{r['score']:.4f}" if r["available"] else f"unavailable ({r['reason']})"))
     if "params" in result:
         lines.append(f"  params               {result['params']:,}")
-    if "significance" in result:
-        sig = result["significance"]
-        for key in ("sacrebleu", "bleu_tok"):
+    if "decode_seconds" in result:
+        lines.append(f"  decoding             {result['decode_seconds']['seconds']:.1f} s (fairseq-generate's timing)")
+    if "train_wps" in result:
+        lines.append(f"  training             {result['train_wps']['wps']:,.0f} target tokens/s (median)")
+    for name, sig in result.get("significance", {}).items():
+        for key in ("sacrebleu", "bleu_tok") + SENTENCE_SCORED:
             if key not in sig:
                 continue
             s = sig[key]
-            lines.append(f"  vs {sig['baseline']} ({key}): {s['system']:.2f} vs {s['baseline']:.2f}, "
-                         f"p = {s['p_value']:.4f}" + (" (significant, p <= 0.05)" if s["significant"] else ""))
+            mark = f" (significantly {s['direction']}, p <= {sig['threshold']})" if s["significant"] else ""
+            lines.append(f"  vs {name} ({key}): {s['system']:.2f} vs {s['baseline']:.2f}, p(not better) = "
+                         f"{s['p_value']:.4f}, p(not worse) = {s['p_value_worse']:.4f}{mark}")
     return "\n".join(lines)
 
 
-def main(argv=None):
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--generate-output", required=True, help="stdout of fairseq-generate")
     parser.add_argument("--stats", required=True, help="stats.json written by the data recipe")
@@ -214,13 +290,23 @@ def main(argv=None):
     parser.add_argument("--out-dir", required=True)
     parser.add_argument("--row", default=None, help="row name recorded in result.json")
     parser.add_argument("--checkpoint", help="count the model's parameters")
-    parser.add_argument("--baseline", help="output directory of the baseline's evaluation (paired bootstrap)")
+    parser.add_argument("--baseline", action="append", metavar="NAME=DIR",
+                        help="a baseline row and its evaluated output directory (paired bootstrap); repeatable")
+    parser.add_argument("--generate-log", help="fairseq-generate's stderr: its translation time is recorded")
+    parser.add_argument("--train-log", help="fairseq-train's --log-file: its speed (target tokens/s) is recorded")
+    parser.add_argument("--sacrebleu-tokenize", help="sacreBLEU tokenizer instead of the data's (e.g. intl)")
+    parser.add_argument("--meteor", action="store_true", help="add METEOR (nltk's, offline; see evaluation/meteor.py)")
     parser.add_argument("--bootstrap-samples", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--comet-model")
     parser.add_argument("--comet-python")
     parser.add_argument("--bleurt-model")
     parser.add_argument("--bleurt-python")
+    return parser
+
+
+def main(argv=None):
+    parser = build_parser()
     args = parser.parse_args(argv)
     try:
         result = evaluate(args)

@@ -4,13 +4,18 @@ Both need packages that clash with this project's environment (COMET pins
 numpy<2; the official BLEURT is TensorFlow), and both need model weights that
 are downloaded by hand. So each hook takes a local model path and the python
 interpreter of an environment where the metric is installed, runs a short
-script there and reads one JSON line back. When anything is missing the
-result says ``available: false`` with the reason, and nothing fails.
+script there and reads one JSON line back: the system score and one score
+per sentence (for the paired bootstrap). When anything is missing the result
+says ``available: false`` with the reason, and nothing fails.
 
-    COMET : pip install unbabel-comet (own venv); weights e.g. Unbabel/wmt22-comet-da,
-            pass the checkpoint file (.../checkpoints/model.ckpt)
+    COMET : pip install unbabel-comet (own venv); the PosNet paper scores with wmt20-comet-da:
+            pass its checkpoint file (.../checkpoints/model.ckpt)
     BLEURT: pip install git+https://github.com/google-research/bleurt (TensorFlow) with the
-            BLEURT-20 directory, or bleurt-pytorch with a converted checkpoint directory
+            BLEURT-20 directory (the PosNet paper's), or bleurt-pytorch with a converted checkpoint
+            directory
+
+Both report scores as the metrics do (COMET about -1..1, BLEURT about 0..1);
+the PosNet paper prints them times 100, and so do the tables.
 """
 import json
 import os
@@ -24,7 +29,7 @@ model_path, src, hyp, ref, batch_size, gpus = sys.argv[1:7]
 read = lambda p: [l.rstrip("\n") for l in open(p, encoding="utf-8")]
 data = [{"src": s, "mt": h, "ref": r} for s, h, r in zip(read(src), read(hyp), read(ref))]
 out = load_from_checkpoint(model_path).predict(data, batch_size=int(batch_size), gpus=int(gpus))
-print(json.dumps({"score": float(out.system_score)}))
+print(json.dumps({"score": float(out.system_score), "scores": [float(x) for x in out.scores]}))
 """
 
 _BLEURT = r"""
@@ -50,7 +55,8 @@ else:
     scores = bleurt_score.BleurtScorer(model_path).score(references=refs, candidates=hyps,
                                                           batch_size=int(batch_size))
     implementation = "bleurt (TensorFlow)"
-print(json.dumps({"score": sum(scores) / max(len(scores), 1), "implementation": implementation}))
+print(json.dumps({"score": sum(scores) / max(len(scores), 1), "scores": [float(x) for x in scores],
+                  "implementation": implementation}))
 """
 
 

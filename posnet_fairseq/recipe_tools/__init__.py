@@ -2,5 +2,6 @@
 
 * :mod:`.launch` - N data-parallel CPU training processes on one machine (gloo)
 * :mod:`.plancheck` - check that every planned fairseq-train command parses (arch, mixers, flags)
-* :mod:`.avgrule` - which checkpoints to average
+
+Which checkpoints a recipe averages is a rule of ``posnet_fairseq.cli.average_checkpoints``.
 """

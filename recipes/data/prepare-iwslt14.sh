@@ -2,7 +2,8 @@
 # IWSLT'14 German-English, as fairseq's examples/translation/prepare-iwslt14.sh does it:
 # train = TED train.tags minus every 23rd line (valid), test = TED dev2010 + TEDx dev2012 +
 # TED tst2010-2012; Moses tokenisation (sacremoses), clean-corpus ratio 1.5 and 1-175
-# tokens on train, lowercased, joint BPE with 10k merges, separate dictionaries.
+# tokens on train, lowercased, joint BPE with 10k merges, one joined dictionary (the PosNet
+# paper's Table 1: one 10k vocabulary; its Small models share all embeddings).
 # Expected sizes: ~160k / 7283 / 6750 pairs (the PosNet paper's Table 1).
 #
 #   bash recipes/data/prepare-iwslt14.sh [--out data/iwslt14_de_en] [--archives DIR]
@@ -46,10 +47,10 @@ learn_bpe "$MERGES" "$BPE/code" "$TOK/train.$src" "$TOK/train.$tgt"
 for split in train valid test; do
   for l in $src $tgt; do apply_bpe "$BPE/code" "$TOK/$split.$l" "$BPE/$split.$l"; done
 done
-binarize $src $tgt
+binarize $src $tgt --joined-dictionary
 write_stats $src $tgt '{
   "target_lang": "en", "detok": "moses", "sacrebleu_tokenize": "13a", "lowercase": true,
   "compound_split": false,
   "test_sets": {"test": {"name": "IWSLT14 De-En test (dev2010+TEDx dev2012+tst2010-2012)",
                           "raw_source": "raw/test.de", "raw_ref": "raw/test.en", "tok_ref": "tok/test.en"}}
-}' --set "bpe=subword-nmt joint $MERGES merges" --set "dictionaries=separate"
+}' --set "bpe=subword-nmt joint $MERGES merges" --set "dictionaries=joined"

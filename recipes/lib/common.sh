@@ -7,14 +7,20 @@
 # checks that every training command parses with fairseq and the plugin
 # (architecture, mixers, flags) before anything starts, and runs it.
 #
-# Options every table script takes (see README.md, Recipes):
+# Options every table script takes (docs/recipes.md):
 #   --dry-run             print the plan and exit
 #   --check               check the plan (every arch/flag exists) and exit
 #   --micro               run on the synthetic corpus with tiny dims and 4 updates
 #   --rows A,B            only these rows (default: all)
+#   --datasets A,B        only the rows on these datasets (default: all)
 #   --data-root DIR       prepared datasets: DIR/<dataset>/{data-bin,stats.json} (default: data)
 #   --work DIR            checkpoints, outputs and the table (default: work/<table>)
-#   --gpus N              GPUs per node (default 1)
+#   --gpus N              GPUs per node (default: the GPUs torch sees, $POSNET_RECIPE_GPUS if set;
+#                         0 trains on the CPU)
+#   --no-fp16             train in fp32 on GPUs (default: --fp16, as fairseq's WMT recipes)
+#   --max-tokens N        at most N tokens per GPU and step (default: the row's); --update-freq and
+#                         the tokens per GPU are computed so that GPUs x tokens x update-freq is
+#                         the paper's tokens per update
 #   --nodes N --node-rank R --master-addr HOST --master-port PORT
 #                         multi-node training through torchrun
 #   --cpu-procs N         N data-parallel CPU processes (gloo), for testing
@@ -33,6 +39,7 @@ ROW_ARGS=()
 ROW_GEN=()
 ROW_AVG=()
 ROW_TOKENS=()
+ROW_EVAL=()
 
 die() { echo "$(basename "$0"): $*" >&2; exit 1; }
 
@@ -46,9 +53,9 @@ _usage() {  # the calling script's header comment, then the options shared by al
 
 recipe_init() {
   TABLE="$1"; shift
-  DRY_RUN=0; CHECK_ONLY=0; MICRO=0; ONLY_ROWS=""
+  DRY_RUN=0; CHECK_ONLY=0; MICRO=0; ONLY_ROWS=""; ONLY_DATASETS=""
   DATA_ROOT="${DATA_ROOT:-data}"; WORK=""
-  GPUS=1; NODES=1; NODE_RANK=0; MASTER_ADDR=127.0.0.1; MASTER_PORT=29500; CPU_PROCS=0
+  GPUS=""; NODES=1; NODE_RANK=0; MASTER_ADDR=127.0.0.1; MASTER_PORT=29500; CPU_PROCS=0; FP16=1; MAX_TOKENS=""
   COMET_MODEL=""; COMET_PYTHON=""; BLEURT_MODEL=""; BLEURT_PYTHON=""
   while [ $# -gt 0 ]; do
     case "$1" in
@@ -56,9 +63,12 @@ recipe_init() {
       --check) CHECK_ONLY=1 ;;
       --micro) MICRO=1 ;;
       --rows) ONLY_ROWS="$2"; shift ;;
+      --datasets) ONLY_DATASETS="$2"; shift ;;
       --data-root) DATA_ROOT="$2"; shift ;;
       --work) WORK="$2"; shift ;;
       --gpus) GPUS="$2"; shift ;;
+      --no-fp16) FP16=0 ;;
+      --max-tokens) MAX_TOKENS="$2"; shift ;;
       --nodes) NODES="$2"; shift ;;
       --node-rank) NODE_RANK="$2"; shift ;;
       --master-addr) MASTER_ADDR="$2"; shift ;;
@@ -73,10 +83,19 @@ recipe_init() {
     esac
     shift
   done
+  if [ -z "$GPUS" ]; then
+    if [ -n "${POSNET_RECIPE_GPUS:-}" ]; then GPUS="$POSNET_RECIPE_GPUS"
+    elif [ "$MICRO" = 1 ] || [ "$CPU_PROCS" -gt 0 ] 2>/dev/null; then GPUS=0
+    else GPUS="$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)"
+    fi
+  fi
   for n in GPUS NODES NODE_RANK CPU_PROCS; do
     [[ "${!n}" =~ ^[0-9]+$ ]] || die "--$(echo "$n" | tr 'A-Z_' 'a-z-') ${!n}: expected a number"
   done
-  [ "$GPUS" -ge 1 ] || die "--gpus $GPUS: at least 1"
+  if [ -n "$MAX_TOKENS" ] && ! [[ "$MAX_TOKENS" =~ ^[1-9][0-9]*$ ]]; then die "--max-tokens $MAX_TOKENS: expected a number"; fi
+  if [ "$GPUS" = 0 ] && [ "$NODES" -gt 1 ]; then die "--nodes $NODES needs GPUs (--gpus N per node)"; fi
+  # Mixed precision where the papers trained: on GPUs (never for the CPU runs).
+  if [ "$GPUS" = 0 ] || [ "$MICRO" = 1 ] || [ "$CPU_PROCS" -gt 0 ]; then FP16=0; fi
   [ "$NODES" -ge 1 ] || die "--nodes $NODES: at least 1"
   if [ "$CPU_PROCS" -gt 0 ] && [ "$NODES" -gt 1 ]; then die "--cpu-procs and --nodes cannot be combined"; fi
   WORK="${WORK:-work/$TABLE}"
@@ -85,17 +104,22 @@ recipe_init() {
   if [ "$MICRO" = 1 ]; then DATA_ROOT="$WORK/data"; fi
   case "$DATA_ROOT" in /*) ;; *) DATA_ROOT="$PWD/$DATA_ROOT" ;; esac
   # Settings a table script may change between rows (captured by `row`).
-  GEN=(--beam 5 --lenpen 1.0)
+  GEN=(--beam 5 --lenpen 1.0 --batch-size 64)
+  EVAL=()
   AVG="last 5"
   TOKENS=0
+  # Rows the others are tested against (paired bootstrap), in the order of their marks in the table.
+  BASELINES=""
 }
 
 world_size() {
-  if [ "$CPU_PROCS" -gt 0 ]; then echo "$CPU_PROCS"; else echo $((GPUS * NODES)); fi
+  if [ "$CPU_PROCS" -gt 0 ]; then echo "$CPU_PROCS"; elif [ "$GPUS" = 0 ]; then echo 1; else echo $((GPUS * NODES)); fi
 }
 
-# row NAME DATASET FLAGS...: one model of the table. GEN (generation flags),
-# AVG ("best N" = N checkpoints around the best-perplexity one, "last N")
+# row NAME DATASET FLAGS...: one model of the table. GEN (generation flags), EVAL (flags of
+# posnet_fairseq.evaluation.evaluate, e.g. --meteor),
+# AVG ("best N": checkpoint_best.pt and the N-1 update checkpoints after it, else the last N;
+# "last N": the last N update checkpoints; see posnet_fairseq/cli/average_checkpoints.py)
 # and TOKENS (tokens per update, reached with --update-freq) are taken as
 # they are set when the row is declared.
 row() {
@@ -104,30 +128,42 @@ row() {
   ROW_ARGS+=("$(printf '%q ' "$@")")
   ROW_GEN+=("$(printf '%q ' "${GEN[@]}")")
   ROW_AVG+=("$AVG"); ROW_TOKENS+=("$TOKENS")
+  if [ "${#EVAL[@]}" -gt 0 ]; then ROW_EVAL+=("$(printf '%q ' "${EVAL[@]}")"); else ROW_EVAL+=(""); fi
 }
 
-# Dataset conventions that the plan needs before the data exist.
-dataset_splits() { case "$1" in wmt18_en_zh) echo "test test1" ;; *) echo "test" ;; esac; }
-dataset_post_process() { case "$1" in wmt18_en_zh) echo "--post-process sentencepiece" ;; *) echo "--remove-bpe" ;; esac; }
+# Dataset conventions that the plan needs before the data exist. The test sets the papers
+# report: WMT18 En-Zh is scored on newstest2017 (split test; the data recipe also builds
+# newstest2018 as test1, which no table reports).
+dataset_splits() { echo "test"; }
+dataset_post_process() {
+  case "$1" in wmt18_en_zh) echo "--post-process sentencepiece" ;; synth) echo "--post-process none" ;; *) echo "--remove-bpe" ;; esac
+}
 
-# Flags appended in --micro mode: tiny dims, a few updates, CPU.
+# --micro mode: tiny dims, a few updates, CPU, on the synthetic corpus. Its sentences have at most
+# 30 tokens; the limit of 32 positions and the valid pair of more than 40 tokens
+# (prepare-synth.sh --long-valid) reproduce what real data do to the models' 128-position limit.
 MICRO_FLAGS=(--encoder-embed-dim 16 --decoder-embed-dim 16 --encoder-ffn-embed-dim 32 --decoder-ffn-embed-dim 32
   --encoder-attention-heads 2 --decoder-attention-heads 2 --max-update 4 --save-interval-updates 2
-  --warmup-updates 2 --max-tokens 1000 --cpu --num-workers 0 --no-epoch-checkpoints)
+  --warmup-updates 2 --max-tokens 1000 --max-source-positions 32 --max-target-positions 32
+  --cpu --num-workers 0 --no-epoch-checkpoints)
+MICRO_GEN=(--beam 2 --max-len-a 1 --max-len-b 10 --cpu)
 
 _selected() {
-  local name="$1"
-  [ -z "$ONLY_ROWS" ] && return 0
-  [[ ",$ONLY_ROWS," == *",$name,"* ]]
+  local name="$1" ds="$2"
+  { [ -z "$ONLY_ROWS" ] || [[ ",$ONLY_ROWS," == *",$name,"* ]]; } &&
+    { [ -z "$ONLY_DATASETS" ] || [[ ",$ONLY_DATASETS," == *",$ds,"* ]]; }
 }
 
-_update_freq() {
-  # ceil(tokens per update / (max tokens per GPU * world size)); 1 when the row sets no TOKENS
-  local tokens="$1" args="$2" max_tokens
-  max_tokens="$(echo "$args" | sed -n 's/.*--max-tokens \([0-9]*\).*/\1/p')"
-  if [ "$tokens" = 0 ] || [ -z "$max_tokens" ]; then echo 1; return; fi
-  local per_step=$((max_tokens * $(world_size)))
-  echo $(((tokens + per_step - 1) / per_step))
+# _batch TOKENS ARGS: "FREQ PER_GPU CAP": the paper's TOKENS per update as WORLD x PER_GPU x FREQ with
+# PER_GPU <= CAP (--max-tokens, else the row's --max-tokens): FREQ = ceil(TOKENS / (CAP x WORLD)),
+# PER_GPU = ceil(TOKENS / (FREQ x WORLD)). A row without TOKENS keeps its --max-tokens and FREQ 1.
+_batch() {
+  local tokens="$1" args="$2" cap world freq
+  cap="${MAX_TOKENS:-$(echo "$args" | sed -n 's/.*--max-tokens \([0-9]*\).*/\1/p')}"
+  world="$(world_size)"
+  if [ "$tokens" = 0 ] || [ -z "$cap" ]; then echo "1 ${cap:-0} ${cap:-0}"; return; fi
+  freq=$(((tokens + cap * world - 1) / (cap * world)))
+  echo "$freq $(((tokens + freq * world - 1) / (freq * world))) $cap"
 }
 
 _train_prefix() {
@@ -150,46 +186,58 @@ _distributed_flags() {
 }
 
 emit_plan() {
-  local baseline="${BASELINE:-}" i name ds data save res split avg count freq micro=""
+  local i name ds data conv save res split avg count rule freq per_gpu cap args micro="" b
   echo "#!/usr/bin/env bash"
   echo "# plan of $TABLE ($(date -u +%Y-%m-%dT%H:%M:%SZ)); world size $(world_size)"
+  if [ "$CPU_PROCS" -gt 0 ]; then echo "# training: $CPU_PROCS CPU processes (gloo)"
+  elif [ "$GPUS" = 0 ]; then echo "# training: no GPU found, on the CPU in fp32 (slow: the papers trained on GPUs)"
+  else echo "# training: $NODES node(s) x $GPUS GPU(s), $([ "$FP16" = 1 ] && echo "mixed precision (--fp16; --no-fp16 for fp32)" || echo "fp32 (--no-fp16)")"
+  fi
   echo "set -euo pipefail"
   echo "export PYTHONPATH=$(q "$REPO_ROOT")\${PYTHONPATH:+:\$PYTHONPATH}"
   if [ "$MICRO" = 1 ]; then
     micro="$(printf '%q ' "${MICRO_FLAGS[@]}")"
-    echo "bash $(q "$REPO_ROOT/recipes/data/prepare-synth.sh") --out $(q "$DATA_ROOT/synth")"
+    echo "bash $(q "$REPO_ROOT/recipes/data/prepare-synth.sh") --out $(q "$DATA_ROOT/synth") --long-valid 40"
   fi
   for i in "${!ROW_NAMES[@]}"; do
     name="${ROW_NAMES[$i]}"; ds="${ROW_DATA[$i]}"
-    _selected "$name" || continue
-    data="$DATA_ROOT/$ds"
-    [ "$MICRO" = 1 ] && data="$DATA_ROOT/synth"
+    _selected "$name" "$ds" || continue
+    data="$DATA_ROOT/$ds"; conv="$ds"
+    if [ "$MICRO" = 1 ]; then data="$DATA_ROOT/synth"; conv=synth; fi
     save="$WORK/$name/$ds/checkpoints"; res="$WORK/results/$name/$ds"
-    freq="$(_update_freq "${ROW_TOKENS[$i]}" "${ROW_ARGS[$i]}")"
+    read -r freq per_gpu cap <<<"$(_batch "${ROW_TOKENS[$i]}" "${ROW_ARGS[$i]}")"
+    args="$(echo "${ROW_ARGS[$i]}" | sed "s/--max-tokens [0-9]*/--max-tokens $per_gpu/")"
     [ "$MICRO" = 1 ] && freq=1
     echo ""
     echo "# row $name $ds"
     echo "mkdir -p $(q "$save")"
-    echo "$(_train_prefix) $(q "$data/data-bin") --user-dir $(q "$PLUGIN_DIR") --save-dir $(q "$save") ${ROW_ARGS[$i]}--update-freq $freq --log-format simple --log-file $(q "$save/train.log") $micro$(_distributed_flags)"
+    [ "$MICRO" = 1 ] || [ "${ROW_TOKENS[$i]}" = 0 ] || echo "# batch: $(world_size) x $per_gpu tokens x update-freq $freq = $(($(world_size) * per_gpu * freq)) tokens per update (the paper's ~${ROW_TOKENS[$i]}; at most $cap per GPU)"
+    # Valid sets keep sentences longer than the models' --max-*-positions (cleaned to 250 tokens):
+    # fairseq skips those in validation only with --skip-invalid-size-inputs-valid-test.
+    echo "$(_train_prefix) $(q "$data/data-bin") --user-dir $(q "$PLUGIN_DIR") --save-dir $(q "$save") ${args}--update-freq $freq$([ "$FP16" = 1 ] && echo " --fp16") --skip-invalid-size-inputs-valid-test --log-format simple --log-file $(q "$save/train.log") $micro$(_distributed_flags)"
     # Only the first node averages, decodes and scores.
     [ "$NODE_RANK" = 0 ] || continue
     read -r avg count <<<"${ROW_AVG[$i]}"
     [ "$MICRO" = 1 ] && count=2
-    if [ "$avg" = best ]; then
-      echo "posnet-average-checkpoints --inputs $(q "$save") --output $(q "$save/averaged.pt") \$($PYTHON -m posnet_fairseq.recipe_tools.avgrule --save-dir $(q "$save") --count $count)"
-    else
-      echo "posnet-average-checkpoints --inputs $(q "$save") --output $(q "$save/averaged.pt") --num-update-checkpoints $count"
-    fi
-    for split in $(dataset_splits "$ds"); do
+    case "$avg" in
+      best) rule="--best-and-following $count" ;;
+      last) rule="--num-update-checkpoints $count" ;;
+      *) die "row $name: AVG=\"${ROW_AVG[$i]}\": expected 'best N' or 'last N'" ;;
+    esac
+    echo "$PYTHON -m posnet_fairseq.cli.average_checkpoints --inputs $(q "$save") --output $(q "$save/averaged.pt") $rule"
+    for split in $(dataset_splits "$conv"); do
       echo "mkdir -p $(q "$res/$split")"
-      echo "fairseq-generate $(q "$data/data-bin") --user-dir $(q "$PLUGIN_DIR") --path $(q "$save/averaged.pt") --gen-subset $split ${ROW_GEN[$i]}--batch-size 64 --skip-invalid-size-inputs-valid-test $(dataset_post_process "$ds")$([ "$MICRO" = 1 ] && echo " --cpu") > $(q "$res/$split/generate.txt")"
-      local extra=""
-      if [ -n "$baseline" ] && [ "$name" != "$baseline" ]; then
-        extra=" --baseline $(q "$WORK/results/$baseline/$ds/$split")"
-      fi
+      # --required-batch-size-multiple 1: fairseq's default of 8 is for training; every test sentence
+      # is translated. Sentences over the model's maximum length are skipped (and scored as empty).
+      # Its log (stderr) holds fairseq's timing of the translation; shown when generation fails.
+      echo "fairseq-generate $(q "$data/data-bin") --user-dir $(q "$PLUGIN_DIR") --path $(q "$save/averaged.pt") --gen-subset $split ${ROW_GEN[$i]}--required-batch-size-multiple 1 --skip-invalid-size-inputs-valid-test $(dataset_post_process "$conv")$([ "$MICRO" = 1 ] && printf ' %q' "${MICRO_GEN[@]}") > $(q "$res/$split/generate.txt") 2> $(q "$res/$split/generate.log") || { tail -n 30 $(q "$res/$split/generate.log") >&2; exit 1; }"
+      local extra=" --generate-log $(q "$res/$split/generate.log") --train-log $(q "$save/train.log")"
+      for b in $BASELINES; do
+        [ "$b" = "$name" ] || extra+=" --baseline $b=$(q "$WORK/results/$b/$ds/$split")"
+      done
       [ -n "$COMET_MODEL$COMET_PYTHON" ] && extra+=" --comet-model $(q "$COMET_MODEL") --comet-python $(q "$COMET_PYTHON")"
       [ -n "$BLEURT_MODEL$BLEURT_PYTHON" ] && extra+=" --bleurt-model $(q "$BLEURT_MODEL") --bleurt-python $(q "$BLEURT_PYTHON")"
-      echo "$PYTHON -m posnet_fairseq.evaluation.evaluate --generate-output $(q "$res/$split/generate.txt") --stats $(q "$data/stats.json") --split $split --out-dir $(q "$res/$split") --row $name --checkpoint $(q "$save/averaged.pt")$extra"
+      echo "$PYTHON -m posnet_fairseq.evaluation.evaluate --generate-output $(q "$res/$split/generate.txt") --stats $(q "$data/stats.json") --split $split --out-dir $(q "$res/$split") --row $name --checkpoint $(q "$save/averaged.pt") ${ROW_EVAL[$i]}$extra"
     done
   done
   [ "$NODE_RANK" = 0 ] || return 0
@@ -204,6 +252,12 @@ run_table() {
     local r
     for r in ${ONLY_ROWS//,/ }; do
       [[ " ${ROW_NAMES[*]} " == *" $r "* ]] || die "--rows: no row $r in $TABLE (rows: $(printf '%s ' "${ROW_NAMES[@]}" | tr ' ' '\n' | sort -u | tr '\n' ' '))"
+    done
+  fi
+  if [ -n "$ONLY_DATASETS" ]; then
+    local d
+    for d in ${ONLY_DATASETS//,/ }; do
+      [[ " ${ROW_DATA[*]} " == *" $d "* ]] || die "--datasets: no row of $TABLE is on $d (datasets: $(printf '%s ' "${ROW_DATA[@]}" | tr ' ' '\n' | sort -u | tr '\n' ' '))"
     done
   fi
   local plan="$WORK/plan.sh"
