@@ -146,3 +146,128 @@ def train_and_generate(data_bin, save_dir, arch, extra=(), updates=2, dims=TINY_
     ], options.get_generation_parser)
     return checkpoint, out
 
+
+
+# ----- the mixer contract, as checks on a built model, on any device and dtype -----
+# (tests/test_mixer_contract.py runs them on CPU in fp32, tests/test_cuda.py on CUDA
+# in fp32, fp16 and bf16.)
+
+
+def check_padding_invariance(model, d, atol, rtol=0.0):
+    """A sentence gives the same encoder states and logits alone as beside longer ones."""
+    device = next(model.parameters()).device
+    g = torch.Generator().manual_seed(0)
+    srcs, tgts = random_sentences([5, 11, 3], g, d), random_sentences([4, 9, 2], g, d)
+    tokens, lengths = (t.to(device) for t in src_batch(srcs, d.pad(), d.eos()))
+    with torch.no_grad():
+        enc = model.encoder(tokens, lengths)["encoder_out"][0]
+        batched = model(tokens, lengths, tgt_batch(tgts, d.pad(), d.eos()).to(device))[0]
+        for i, (src, tgt) in enumerate(zip(srcs, tgts)):
+            one_tokens, one_lengths = (t.to(device) for t in src_batch([src], d.pad(), d.eos()))
+            one_enc = model.encoder(one_tokens, one_lengths)["encoder_out"][0]
+            alone = model(one_tokens, one_lengths, tgt_batch([tgt], d.pad(), d.eos()).to(device))[0]
+            n = len(src) + 1  # real source tokens sit at the right end (left padding)
+            torch.testing.assert_close(enc[-n:, i], one_enc[:, 0], atol=atol, rtol=rtol)
+            torch.testing.assert_close(batched[i, : len(tgt) + 1], alone[0], atol=atol, rtol=rtol)
+
+
+def check_incremental_equals_teacher_forced(model, d, atol, rtol=0.0):
+    device = next(model.parameters()).device
+    g = torch.Generator().manual_seed(1)
+    tokens, lengths = (t.to(device) for t in src_batch(random_sentences([6, 10, 4], g, d), d.pad(), d.eos()))
+    prev = tgt_batch(random_sentences([9, 9, 9], g, d), d.pad(), d.eos()).to(device)
+    state = {}
+    with torch.no_grad():
+        enc = model.encoder(tokens, lengths)
+        full = model.decoder(prev, encoder_out=enc)[0]
+        for t in range(prev.size(1)):
+            step = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)[0]
+            assert step.size(1) == 1
+            torch.testing.assert_close(step[:, 0], full[:, t], atol=atol, rtol=rtol)
+
+
+def check_beam_reordering(model, d, atol, rtol=0.0):
+    """Reorders as SequenceGenerator does: permutations within a sentence's beams,
+    then finished sentences dropped; incremental logits follow the reordered
+    histories exactly."""
+    device = next(model.parameters()).device
+    g = torch.Generator().manual_seed(2)
+    bsz, beam = 2, 2
+    tokens, lengths = (t.to(device) for t in src_batch(random_sentences([7, 4], g, d), d.pad(), d.eos()))
+    reorders = {3: [1, 0, 3, 2], 4: [1, 1, 2, 3], 6: [2, 3]}
+    with torch.no_grad():
+        enc = model.encoder(tokens, lengths)
+        enc = model.encoder.reorder_encoder_out(enc, torch.arange(bsz, device=device).repeat_interleave(beam))
+        history = torch.full((bsz * beam, 1), d.eos(), dtype=torch.long, device=device)
+        state = {}
+        for step in range(9):
+            if step in reorders:
+                order = torch.tensor(reorders[step], device=device)
+                model.decoder.reorder_incremental_state_scripting(state, order)
+                enc = model.encoder.reorder_encoder_out(enc, order)
+                history = history[order]
+            incremental = model.decoder(history, encoder_out=enc, incremental_state=state)[0][:, -1]
+            reference = model.decoder(history, encoder_out=enc)[0][:, -1]
+            torch.testing.assert_close(incremental, reference, atol=atol, rtol=rtol)
+            nxt = torch.randint(d.nspecial, len(d), (history.size(0), 1), generator=g).to(device)
+            history = torch.cat([history, nxt], dim=1)
+
+
+def check_finite_at_longest_length(model, d, site, decoder_steps=None):
+    """No NaN/inf at the longest length the model accepts (at most 1024): the whole
+    model teacher-forced, and, for a decoder self-attention mixer, the mixer alone
+    stepped incrementally ``decoder_steps`` times (default: to that length)."""
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    max_src, max_tgt = (min(n, 1024) for n in model.max_positions())
+    # Only the sides the mixer sees need the longest length.
+    max_src = max_src if site != "decoder_self" else 8
+    max_tgt = max_tgt if site != "encoder_self" else 8
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        tokens, lengths = (t.to(device) for t in src_batch(random_sentences([max_src - 1, 5], g, d),
+                                                             d.pad(), d.eos()))
+        prev = tgt_batch(random_sentences([max_tgt - 1, 7], g, d), d.pad(), d.eos()).to(device)
+        logits = model(tokens, lengths, prev)[0]
+        assert torch.isfinite(logits).all(), f"non-finite logits in {dtype}"
+        if site == "decoder_self":
+            # Stepping the whole decoder 1024 times is slow; the mixer alone is
+            # where step-dependent overflow would happen.
+            steps = max_tgt if decoder_steps is None else min(max_tgt, decoder_steps)
+            mixer = model.decoder.layers[0].self_attn
+            x = torch.randn(steps, 2, mixer.embed_dim, generator=g).to(device=device, dtype=dtype)
+            state = {}
+            for t in range(steps):
+                out = mixer(x[t : t + 1], x[t : t + 1], x[t : t + 1], incremental_state=state)[0]
+                assert torch.isfinite(out).all(), f"non-finite mixer output at step {t} in {dtype}"
+
+
+def copy_as(model, dtype=None, device=None):
+    """A deep copy of a built model in ``dtype`` on ``device``, with its own decoding state."""
+    import copy
+
+    clone = copy.deepcopy(model).to(device=device, dtype=dtype)
+    # deepcopy copies each module's incremental-state id; fresh ids keep the clone's
+    # decoding state apart from the original's.
+    for module in clone.modules():
+        if hasattr(module, "init_incremental_state"):
+            module.init_incremental_state()
+    return clone
+
+
+# One tiny preset per mechanism family, with the Transformer and the -SA ceiling:
+# what the per-family tests (mixed-precision training, the e2e install check) run.
+FAMILY_ARCHS = [
+    "posnet_transformer_tiny",  # Transformer (mha everywhere)
+    "transformer_nosa_tiny",  # -SA ceiling: no self-attention sub-layers
+    "rposnet_transformer_tiny",
+    "aposnet_transformer_tiny",
+    "aan_plus_wet_tiny",
+    "hc_gaussian_shx_tiny",
+    "tisa_transformer_tiny",
+    "shaw_transformer_tiny",
+    "relattn_transformer_tiny",
+    "linearnet_transformer_tiny",
+    "fouriernet_transformer_tiny",
+    "lightconv_apptek_gated_transformer_tiny",
+]
