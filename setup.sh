@@ -52,7 +52,7 @@ print(torch.__version__, f"torch-{base}-{cuda}-cp{sys.version_info[0]}{sys.versi
         --require-hashes -r requirements/fairseq.txt -w "$cache"
   fi
   $pip install --no-deps --force-reinstall "$cache"/fairseq_fixed-0.12.3.1-*.whl
-  $pip install --no-deps --no-build-isolation -e .
+  $pip install --no-deps --no-build-isolation --use-pep517 -e .
 
   "$py" - "$torch_before" <<'EOF'
 import sys
