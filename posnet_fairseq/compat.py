@@ -1,7 +1,7 @@
 """The few shims that make fairseq 0.12 usable on today's Python and torch.
 
 * ``check_versions()`` refuses a Python or torch outside the range the plugin
-  is proven on (``docs/install.md`` lists the runs): Python 3.10-3.12, torch
+  is proven on (``docs/install.md`` lists the runs): Python 3.10-3.13, torch
   2.6-2.14. Run as a script (``python posnet_fairseq/compat.py``) it makes the
   same check without importing fairseq; ``setup.sh`` uses it before building.
 * ``check_fairseq()`` runs ``check_versions()``, then refuses fairseq builds the
@@ -19,10 +19,11 @@ import re
 import sys
 
 # Inclusive (major, minor) bounds.
-PYTHON_RANGE = ((3, 10), (3, 12))
+PYTHON_RANGE = ((3, 10), (3, 13))
 TORCH_RANGE = ((2, 6), (2, 14))
 # Why the bounds are where they are (docs/install.md has the runs).
-PYTHON_TOO_NEW = "PYTHON_TOO_NEW_REASON"
+PYTHON_TOO_OLD = "requirements/runtime.txt pins numpy 2.2.6 and scikit-learn 1.7.2, which need Python >= 3.10"
+PYTHON_TOO_NEW = "newer Pythons have not been tested with fairseq-fixed and the plugin"
 TORCH_TOO_OLD = (
     "torch < 2.6 unpickles checkpoints by default, so fairseq's torch.load would run "
     "code stored in a checkpoint"
@@ -48,10 +49,10 @@ def check_python(version_info=sys.version_info):
     (low, high), have = PYTHON_RANGE, tuple(version_info[:2])
     if low <= have <= high:
         return
-    reason = f" ({PYTHON_TOO_NEW})" if have > high else ""
+    reason = PYTHON_TOO_NEW if have > high else PYTHON_TOO_OLD
     raise UnsupportedEnvironmentError(
         f"posnet_fairseq supports Python {_dotted(low)} to {_dotted(high)}; this is Python "
-        f"{_dotted(version_info[:3])}{reason}. Install Python {_dotted(high)} (e.g. `pyenv install "
+        f"{_dotted(version_info[:3])} ({reason}). Install Python {_dotted(high)} (e.g. `pyenv install "
         f"{_dotted(high)}`), make an environment with it and install there: `bash setup.sh` "
         "(fresh .venv) or `bash setup.sh --current-env` (docs/install.md)."
     )
