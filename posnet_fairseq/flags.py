@@ -1,47 +1,158 @@
-"""Command-line flags of the plugin and their defaults.
+"""Every model flag of the plugin, each declared once: name, default and help in one :class:`Flag`.
 
-fairseq parses model flags with ``argument_default=SUPPRESS`` and applies an
-architecture function afterwards (also when a checkpoint is loaded), so flags
-are declared here without defaults and :func:`set_defaults` fills in whatever
-is missing. A mechanism module that has flags of its own registers them with
-:func:`register_options`; the model picks them up without knowing them.
+A mechanism declares its flags with :func:`declare` next to its code; from
+those declarations come the argparse arguments (:func:`add_args`), the
+defaults (:func:`set_defaults`) and the flag tables of the docs
+(:func:`markdown_table`, written into ``docs/<page>.md`` by ``python -m
+posnet_fairseq.flags --write-docs docs``; a test fails when a table is stale).
+
+fairseq parses model flags with ``argument_default=SUPPRESS`` and applies the
+architecture function afterwards (also when a checkpoint is loaded), so the
+arguments carry no argparse default: :func:`set_defaults` fills in whatever
+neither the command line nor a preset set. That is also why presets use
+``getattr(args, name, value)``.
 """
-from typing import Callable, List, Tuple
+import argparse
+import os
+import re
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence
 
-from .mixers.base import SITES, mixers_for_site
-
-_PROVIDERS: List[Tuple[Callable, Callable]] = []
-
-
-def register_options(add_args: Callable, set_defaults: Callable):
-    """``add_args(parser)`` declares flags (no defaults); ``set_defaults(args)`` fills them."""
-    _PROVIDERS.append((add_args, set_defaults))
+from .sites import dest
 
 
-def add_model_args(parser):
-    choices = {site: ", ".join(mixers_for_site(site)) for site in SITES}
-    parser.add_argument("--encoder-self-mixer", metavar="SPEC",
-                        help=f"encoder self-attention mixer, one name or one per layer ({choices['encoder_self']})")
-    parser.add_argument("--decoder-self-mixer", metavar="SPEC",
-                        help=f"decoder self-attention mixer, one name or one per layer ({choices['decoder_self']})")
-    parser.add_argument("--cross-mixer", metavar="SPEC",
-                        help=f"decoder cross-attention mixer, one name or one per layer ({choices['cross']}); "
-                        "'none' removes the sub-layer")
-    parser.add_argument("--length-ratio", type=float, metavar="GAMMA",
-                        help="length ratio gamma = mean source / mean target length for cross-attention "
-                        "mixers; default: computed from the binarized training set and stored in the checkpoint")
-    parser.add_argument("--no-encoder-ffn", action="store_true", help="remove the encoder feed-forward sub-layers (-FF)")
-    parser.add_argument("--no-decoder-ffn", action="store_true", help="remove the decoder feed-forward sub-layers (-FF)")
-    for add_args, _ in _PROVIDERS:
-        add_args(parser)
+@dataclass(frozen=True)
+class Flag:
+    """One command-line flag. A flag whose default is False is a switch (``store_true``)."""
+
+    name: str
+    default: Any
+    help: str
+    type: Optional[type] = None  # int, float or str; None: str, or a switch when the default is False
+    metavar: Optional[str] = None
+    choices: Optional[Sequence[str]] = None
+    # How the default reads in the help and the docs when the value alone
+    # does not say it (e.g. None meaning "the site's --max-source-positions").
+    default_doc: Optional[str] = None
+
+    @property
+    def dest(self) -> str:
+        return dest(self.name)
+
+    @property
+    def is_switch(self) -> bool:
+        return self.default is False
+
+    @property
+    def default_text(self) -> str:
+        if self.default_doc is not None:
+            return self.default_doc
+        if self.is_switch:
+            return "off"
+        return str(self.default)
+
+
+@dataclass(frozen=True)
+class FlagGroup:
+    title: str  # the mechanism, as argparse's --help and the docs show it
+    page: str  # the docs page that lists these flags: docs/<page>.md
+    flags: Sequence[Flag]
+
+    def __getitem__(self, name: str) -> Flag:
+        return next(f for f in self.flags if f.name == name)
+
+    def defaults(self) -> Dict[str, Any]:
+        """{attribute: default}, for code that reads a flag from args that may lack it."""
+        return {f.dest: f.default for f in self.flags}
+
+
+GROUPS: List[FlagGroup] = []
+
+
+def declare(title: str, page: str, *flags: Flag) -> FlagGroup:
+    """Registers a mechanism's flags; returns them as a group (``group["--flag"].default``)."""
+    known = {f.name for g in GROUPS for f in g.flags}
+    for flag in flags:
+        if flag.name in known:
+            raise ValueError(f"flag {flag.name} is declared twice")
+        known.add(flag.name)
+    group = FlagGroup(title, page, tuple(flags))
+    GROUPS.append(group)
+    return group
+
+
+def add_args(parser):
+    """Adds every declared flag to fairseq's model argument parser (no argparse defaults)."""
+    # fairseq hands models an argument group already, and argparse groups do not nest.
+    for group in GROUPS:
+        for flag in group.flags:
+            kwargs = {"help": f"{flag.help} (default: {flag.default_text})"}
+            if flag.is_switch:
+                kwargs["action"] = "store_true"
+            else:
+                kwargs.update(type=flag.type or str, metavar=flag.metavar, choices=flag.choices)
+            parser.add_argument(flag.name, **kwargs)
 
 
 def set_defaults(args):
-    args.encoder_self_mixer = getattr(args, "encoder_self_mixer", "mha")
-    args.decoder_self_mixer = getattr(args, "decoder_self_mixer", "mha")
-    args.cross_mixer = getattr(args, "cross_mixer", "mha")
-    args.length_ratio = getattr(args, "length_ratio", None)
-    args.no_encoder_ffn = getattr(args, "no_encoder_ffn", False)
-    args.no_decoder_ffn = getattr(args, "no_decoder_ffn", False)
-    for _, provider_defaults in _PROVIDERS:
-        provider_defaults(args)
+    """Gives every declared flag that ``args`` lacks its default."""
+    for group in GROUPS:
+        for flag in group.flags:
+            if not hasattr(args, flag.dest):
+                setattr(args, flag.dest, flag.default)
+
+
+# ----- the docs' flag tables -----
+
+BEGIN, END = "<!-- flags:begin (generated by python -m posnet_fairseq.flags --write-docs docs) -->", "<!-- flags:end -->"
+
+
+def markdown_table(page: str) -> str:
+    """The flag tables of ``docs/<page>.md``: one table per group declared for that page."""
+    tables = []
+    for group in (g for g in GROUPS if g.page == page):
+        rows = [f"**{group.title}**", "", "| flag | default | what it does |", "|---|---|---|"]
+        for flag in group.flags:
+            value = "" if flag.is_switch else f" {flag.metavar or flag.dest.upper()}"
+            if flag.choices:
+                value = " {" + ",".join(flag.choices) + "}"
+            rows.append(f"| `{flag.name}{value}` | {flag.default_text} | {flag.help.replace('|', '/')} |")
+        tables.append("\n".join(rows))
+    return "\n\n".join(tables)
+
+
+def pages() -> List[str]:
+    return sorted({g.page for g in GROUPS})
+
+
+def with_table(text: str, page: str, path: str) -> str:
+    """``text`` (a docs page) with its generated flag table replaced by the current one."""
+    pattern = re.compile(re.escape(BEGIN) + r"\n(?:.*?\n)?" + re.escape(END), re.S)
+    if not pattern.search(text):
+        raise ValueError(f"{path}: no flag table markers ({BEGIN} ... {END})")
+    return pattern.sub(lambda _: f"{BEGIN}\n{markdown_table(page)}\n{END}", text)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Write the generated flag tables into docs/<page>.md.")
+    parser.add_argument("--write-docs", metavar="DIR", required=True, help="the docs directory")
+    args = parser.parse_args(argv)
+    # The package's own copy of this module holds the declarations (this file
+    # may be running as __main__); importing the package registers them all.
+    from posnet_fairseq import flags as declared
+
+    for page in declared.pages():
+        path = os.path.join(args.write_docs, f"{page}.md")
+        with open(path) as f:
+            text = f.read()
+        new = declared.with_table(text, page, path)
+        if new != text:
+            with open(path, "w") as f:
+                f.write(new)
+            print(f"updated {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,8 +1,9 @@
 """Test utilities: build tiny posnet models from command-line flags, drive the
-decoder the way fairseq's SequenceGenerator does, and run fairseq's CLIs
-in-process on the synthetic corpus. (fairseq's own tests/utils.py is not in
-any wheel.)
+decoder (or one mixer) step by step the way fairseq's SequenceGenerator does,
+and run fairseq's CLIs in-process on the synthetic corpus. (fairseq's own
+tests/utils.py is not in any wheel.)
 """
+import collections
 import contextlib
 import io
 import logging
@@ -72,6 +73,16 @@ def random_sentences(lengths, generator, dictionary):
     return [torch.randint(low, len(dictionary), (n,), generator=generator).tolist() for n in lengths]
 
 
+def random_batch(dictionary, src_lengths, tgt_lengths, seed=0):
+    """Random sentences of the given lengths as a model's inputs: left-padded source
+    tokens and their lengths (:func:`src_batch`), right-padded decoder inputs
+    (:func:`tgt_batch`)."""
+    g = torch.Generator().manual_seed(seed)
+    pad, eos = dictionary.pad(), dictionary.eos()
+    tokens, lengths = src_batch(random_sentences(src_lengths, g, dictionary), pad, eos)
+    return tokens, lengths, tgt_batch(random_sentences(tgt_lengths, g, dictionary), pad, eos)
+
+
 def padded_batch(lengths, left, dim, seed=1):
     """fp64 T x B x dim mixer inputs and a B x T padding mask (left- or right-padded)."""
     g = torch.Generator().manual_seed(seed)
@@ -84,6 +95,57 @@ def padded_batch(lengths, left, dim, seed=1):
         else:
             pad[b, :n] = False
     return x, pad
+
+
+DecodingStep = collections.namedtuple("DecodingStep", "logits prefix encoder_out")
+
+
+def decode_steps(model, src_tokens, src_lengths, prev_output_tokens, reorder=None):
+    """Feeds ``prev_output_tokens`` (B x T) to the decoder one position at a time
+    with one incremental state, the way fairseq's SequenceGenerator does.
+
+    ``reorder`` maps a step to the row order applied before it, as the generator
+    does between steps (beams permuted within a sentence, finished sentences
+    dropped): the incremental state, the encoder output and the token rows all
+    follow it. Returns one :class:`DecodingStep` per step: its B_t x V logits,
+    and the B_t x (t + 1) prefix and encoder output they were computed from, so
+    that a caller can recompute them without the state.
+    """
+    reorder = reorder or {}
+    steps, state = [], {}
+    with torch.no_grad():
+        encoder_out = model.encoder(src_tokens, src_lengths)
+        for t in range(prev_output_tokens.size(1)):
+            if t in reorder:
+                order = reorder[t]
+                model.decoder.reorder_incremental_state_scripting(state, order)
+                encoder_out = model.encoder.reorder_encoder_out(encoder_out, order)
+                prev_output_tokens = prev_output_tokens[order]
+            prefix = prev_output_tokens[:, : t + 1]
+            out = model.decoder(prefix, encoder_out=encoder_out, incremental_state=state)[0]
+            assert out.size(1) == 1, f"step {t}: the decoder returned {out.size(1)} positions, not the last one"
+            steps.append(DecodingStep(out[:, 0], prefix, encoder_out))
+    return steps
+
+
+def decode_incrementally(model, src_tokens, src_lengths, prev_output_tokens):
+    """B x T x V logits of :func:`decode_steps` without reordering: comparable with
+    the teacher-forced ``model(src_tokens, src_lengths, prev_output_tokens)[0]``."""
+    steps = decode_steps(model, src_tokens, src_lengths, prev_output_tokens)
+    return torch.stack([step.logits for step in steps], dim=1)
+
+
+def step_mixer(mixer, x, block=1, incremental_state=None):
+    """Feeds self-attention input ``x`` (T x B x C) to ``mixer`` ``block`` positions
+    at a time with one incremental state, as the decoder does while generating.
+    Returns the T x B x C outputs, comparable with ``mixer(x, x, x)[0]``, and the
+    state (pass it back to continue decoding)."""
+    state = {} if incremental_state is None else incremental_state
+    outputs = []
+    for t in range(0, x.size(0), block):
+        chunk = x[t: t + block]
+        outputs.append(mixer(chunk, chunk, chunk, incremental_state=state)[0])
+    return torch.cat(outputs), state
 
 
 def run_cli(main_fn, argv, parser_fn):
@@ -106,14 +168,15 @@ def run_cli(main_fn, argv, parser_fn):
     return out.getvalue()
 
 
-def write_synthetic_data_bin(directory, train=200, valid=20, test=20, seed=1):
-    """The synthetic corpus, word level, binarized with a joined dictionary."""
+def write_synthetic_data_bin(directory, train=200, valid=20, test=20, seed=1, max_len=60):
+    """The synthetic corpus (sentences of at most ``max_len`` tokens), word level,
+    binarized with a joined dictionary."""
     from fairseq_cli import preprocess
 
     from posnet_fairseq.data.synth import write_corpus
 
     raw = os.path.join(directory, "raw")
-    write_corpus(raw, train=train, valid=valid, test=test, seed=seed)
+    write_corpus(raw, train=train, valid=valid, test=test, seed=seed, max_len=max_len)
     bin_dir = os.path.join(directory, "data-bin")
     parser = options.get_preprocessing_parser()
     args = parser.parse_args([
@@ -153,9 +216,13 @@ def train_and_generate(data_bin, save_dir, arch, extra=(), updates=2, dims=TINY_
 # in fp32, fp16 and bf16.)
 
 
+def _device(model):
+    return next(model.parameters()).device
+
+
 def check_padding_invariance(model, d, atol, rtol=0.0):
     """A sentence gives the same encoder states and logits alone as beside longer ones."""
-    device = next(model.parameters()).device
+    device = _device(model)
     g = torch.Generator().manual_seed(0)
     srcs, tgts = random_sentences([5, 11, 3], g, d), random_sentences([4, 9, 2], g, d)
     tokens, lengths = (t.to(device) for t in src_batch(srcs, d.pad(), d.eos()))
@@ -172,62 +239,44 @@ def check_padding_invariance(model, d, atol, rtol=0.0):
 
 
 def check_incremental_equals_teacher_forced(model, d, atol, rtol=0.0):
-    device = next(model.parameters()).device
-    g = torch.Generator().manual_seed(1)
-    tokens, lengths = (t.to(device) for t in src_batch(random_sentences([6, 10, 4], g, d), d.pad(), d.eos()))
-    prev = tgt_batch(random_sentences([9, 9, 9], g, d), d.pad(), d.eos()).to(device)
-    state = {}
+    tokens, lengths, prev = (t.to(_device(model)) for t in random_batch(d, [6, 10, 4], [9, 9, 9], seed=1))
     with torch.no_grad():
-        enc = model.encoder(tokens, lengths)
-        full = model.decoder(prev, encoder_out=enc)[0]
-        for t in range(prev.size(1)):
-            step = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)[0]
-            assert step.size(1) == 1
-            torch.testing.assert_close(step[:, 0], full[:, t], atol=atol, rtol=rtol)
+        full = model(tokens, lengths, prev)[0]
+    torch.testing.assert_close(decode_incrementally(model, tokens, lengths, prev), full, atol=atol, rtol=rtol)
 
 
 def check_beam_reordering(model, d, atol, rtol=0.0):
     """Reorders as SequenceGenerator does: permutations within a sentence's beams,
     then finished sentences dropped; incremental logits follow the reordered
     histories exactly."""
-    device = next(model.parameters()).device
+    device = _device(model)
     g = torch.Generator().manual_seed(2)
     bsz, beam = 2, 2
-    tokens, lengths = (t.to(device) for t in src_batch(random_sentences([7, 4], g, d), d.pad(), d.eos()))
-    reorders = {3: [1, 0, 3, 2], 4: [1, 1, 2, 3], 6: [2, 3]}
-    with torch.no_grad():
-        enc = model.encoder(tokens, lengths)
-        enc = model.encoder.reorder_encoder_out(enc, torch.arange(bsz, device=device).repeat_interleave(beam))
-        history = torch.full((bsz * beam, 1), d.eos(), dtype=torch.long, device=device)
-        state = {}
-        for step in range(9):
-            if step in reorders:
-                order = torch.tensor(reorders[step], device=device)
-                model.decoder.reorder_incremental_state_scripting(state, order)
-                enc = model.encoder.reorder_encoder_out(enc, order)
-                history = history[order]
-            incremental = model.decoder(history, encoder_out=enc, incremental_state=state)[0][:, -1]
-            reference = model.decoder(history, encoder_out=enc)[0][:, -1]
-            torch.testing.assert_close(incremental, reference, atol=atol, rtol=rtol)
-            nxt = torch.randint(d.nspecial, len(d), (history.size(0), 1), generator=g).to(device)
-            history = torch.cat([history, nxt], dim=1)
+    tokens, lengths = src_batch(random_sentences([7, 4], g, d), d.pad(), d.eos())
+    beams = torch.arange(bsz).repeat_interleave(beam)
+    prev = torch.cat([torch.full((bsz * beam, 1), d.eos()),
+                      torch.randint(d.nspecial, len(d), (bsz * beam, 8), generator=g)], dim=1)
+    reorders = {3: torch.tensor([1, 0, 3, 2]), 4: torch.tensor([1, 1, 2, 3]), 6: torch.tensor([2, 3])}
+    steps = decode_steps(model, tokens[beams].to(device), lengths[beams].to(device), prev.to(device),
+                         {t: order.to(device) for t, order in reorders.items()})
+    assert [step.logits.size(0) for step in steps] == [4] * 6 + [2] * 3
+    for t, step in enumerate(steps):
+        with torch.no_grad():
+            reference = model.decoder(step.prefix, encoder_out=step.encoder_out)[0][:, -1]
+        torch.testing.assert_close(step.logits, reference, atol=atol, rtol=rtol, msg=lambda m: f"step {t}: {m}")
 
 
 def check_finite_at_longest_length(model, d, site, decoder_steps=None):
     """No NaN/inf at the longest length the model accepts (at most 1024): the whole
     model teacher-forced, and, for a decoder self-attention mixer, the mixer alone
     stepped incrementally ``decoder_steps`` times (default: to that length)."""
-    device = next(model.parameters()).device
-    dtype = next(model.parameters()).dtype
+    device, dtype = _device(model), next(model.parameters()).dtype
     max_src, max_tgt = (min(n, 1024) for n in model.max_positions())
     # Only the sides the mixer sees need the longest length.
     max_src = max_src if site != "decoder_self" else 8
     max_tgt = max_tgt if site != "encoder_self" else 8
-    g = torch.Generator().manual_seed(3)
+    tokens, lengths, prev = (t.to(device) for t in random_batch(d, [max_src - 1, 5], [max_tgt - 1, 7], seed=3))
     with torch.no_grad():
-        tokens, lengths = (t.to(device) for t in src_batch(random_sentences([max_src - 1, 5], g, d),
-                                                             d.pad(), d.eos()))
-        prev = tgt_batch(random_sentences([max_tgt - 1, 7], g, d), d.pad(), d.eos()).to(device)
         logits = model(tokens, lengths, prev)[0]
         assert torch.isfinite(logits).all(), f"non-finite logits in {dtype}"
         if site == "decoder_self":
@@ -235,11 +284,9 @@ def check_finite_at_longest_length(model, d, site, decoder_steps=None):
             # where step-dependent overflow would happen.
             steps = max_tgt if decoder_steps is None else min(max_tgt, decoder_steps)
             mixer = model.decoder.layers[0].self_attn
-            x = torch.randn(steps, 2, mixer.embed_dim, generator=g).to(device=device, dtype=dtype)
-            state = {}
-            for t in range(steps):
-                out = mixer(x[t : t + 1], x[t : t + 1], x[t : t + 1], incremental_state=state)[0]
-                assert torch.isfinite(out).all(), f"non-finite mixer output at step {t} in {dtype}"
+            x = torch.randn(steps, 2, mixer.embed_dim, generator=torch.Generator().manual_seed(4))
+            finite = torch.isfinite(step_mixer(mixer, x.to(device=device, dtype=dtype))[0]).flatten(1).all(1)
+            assert finite.all(), f"non-finite mixer output from step {int((~finite).nonzero()[0])} in {dtype}"
 
 
 def copy_as(model, dtype=None, device=None):

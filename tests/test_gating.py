@@ -107,9 +107,13 @@ def test_per_layer_gating_spec_and_none_layers():
     assert isinstance(model.decoder.layers[1].self_attn, GatedMixer)
 
 
-@pytest.mark.parametrize("spec", ["on,on,on", "yes", "on,maybe"])
-def test_bad_gating_spec_fails_at_build_naming_the_flag(spec):
-    with pytest.raises(ValueError, match=f"--cross-gating {spec}: give on, off, or exactly 2"):
+@pytest.mark.parametrize("spec, reason", [
+    ("on,on,on", "gives 3 per-layer values but the model has 2 layers"),
+    ("yes", "'yes' is not one of on, off"),
+    ("on,maybe", "'maybe' is not one of on, off"),
+])
+def test_bad_gating_spec_fails_at_build_naming_the_flag(spec, reason):
+    with pytest.raises(ValueError, match=f"--cross-gating {spec}: {reason}"):
         build_model(["--cross-gating", spec])
 
 

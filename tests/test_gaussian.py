@@ -9,7 +9,9 @@ import re
 import pytest
 import torch
 
-from fairseq_testing import build_model, train_and_generate, write_synthetic_data_bin
+from fairseq_testing import (
+    build_model, decode_incrementally, random_batch, train_and_generate, write_synthetic_data_bin,
+)
 from posnet_fairseq import flags
 from posnet_fairseq.mixers.base import MIXERS, MixerContext
 from posnet_fairseq.mixers.hc_gaussian import HardCodedSelfAttention
@@ -215,20 +217,11 @@ def test_learned_cross_heads_spread_over_layers_or_gathered_in_one():
 
 
 def test_shx_translates_incrementally_like_teacher_forcing():
-    from fairseq_testing import random_sentences, src_batch, tgt_batch
-
     model, task = build_model(arch="hc_gaussian_shx_tiny")
-    d = task.source_dictionary
-    g = torch.Generator().manual_seed(0)
-    tokens, lengths = src_batch(random_sentences([5, 8], g, d), d.pad(), d.eos())
-    prev = tgt_batch(random_sentences([6, 6], g, d), d.pad(), d.eos())
-    state = {}
+    tokens, lengths, prev = random_batch(task.source_dictionary, [5, 8], [6, 6])
     with torch.no_grad():
-        enc = model.encoder(tokens, lengths)
-        full = model.decoder(prev, encoder_out=enc)[0]
-        for t in range(prev.size(1)):
-            step = model.decoder(prev[:, : t + 1], encoder_out=enc, incremental_state=state)[0]
-            torch.testing.assert_close(step[:, 0], full[:, t], atol=1e-5, rtol=0)
+        full = model(tokens, lengths, prev)[0]
+    torch.testing.assert_close(decode_incrementally(model, tokens, lengths, prev), full, atol=1e-5, rtol=0)
 
 
 # --- -SA and -FF ----------------------------------------------------------------------------
@@ -294,7 +287,7 @@ def test_offsets_are_cyclic_per_head_and_settable_per_layer():
 
 @pytest.mark.parametrize("flags, message", [
     (["--hc-encoder-offsets", "l,x"], "--hc-encoder-offsets l,x: 'x' is not an offset"),
-    (["--hc-decoder-offsets", "l,c;l,c;l,c"], "--hc-decoder-offsets l,c;l,c;l,c: gives 3 per-layer offset lists"),
+    (["--hc-decoder-offsets", "l,c;l,c;l,c"], "--hc-decoder-offsets l,c;l,c;l,c: gives 3 per-layer values but the model has 2 layers"),
     (["--hc-encoder-offsets", "l,,r"], "--hc-encoder-offsets l,,r: '' is not an offset"),
     (["--hc-encoder-offsets", "nan"], "--hc-encoder-offsets nan: offset 'nan' is not finite"),
     (["--hc-sigma", "0"], "--hc-sigma 0.0: the standard deviation must be a positive number"),

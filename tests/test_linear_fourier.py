@@ -5,26 +5,11 @@ import math
 import pytest
 import torch
 
-from fairseq_testing import build_model
+from fairseq_testing import build_model, padded_batch, step_mixer
 from posnet_fairseq.mixers.fouriernet import FourierNetMixer
 from posnet_fairseq.mixers.linearnet import LinearNetAttention
 
 D, H = 8, 2
-
-
-def _left_padded(lengths, generator):
-    """T x B x D inputs and a B x T padding mask, sentences at the right end (fairseq's sources)."""
-    longest = max(lengths)
-    x = torch.randn(longest, len(lengths), D, generator=generator, dtype=torch.float64)
-    mask = torch.tensor([[t < longest - n for t in range(longest)] for n in lengths])
-    return x, mask
-
-
-def _right_padded(lengths, generator):
-    longest = max(lengths)
-    x = torch.randn(longest, len(lengths), D, generator=generator, dtype=torch.float64)
-    mask = torch.tensor([[t >= n for t in range(longest)] for n in lengths])
-    return x, mask
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["encoder", "decoder"])
@@ -34,7 +19,7 @@ def test_linearnet_equals_loop(causal):
     with torch.no_grad():
         mixer.weight.normal_(generator=g)  # far from the small init, so every entry matters
     lengths = [7, 3, 5]
-    x, mask = (_right_padded if causal else _left_padded)(lengths, g)
+    x, mask = padded_batch(lengths, left=not causal, dim=D)  # decoder inputs are right-padded, sources left
     with torch.no_grad():
         out = mixer(x, x, x, key_padding_mask=mask)[0]
         v = mixer.v_proj(x)
@@ -54,10 +39,9 @@ def test_linearnet_equals_loop(causal):
 
 
 def test_fouriernet_equals_complex_dft():
-    g = torch.Generator().manual_seed(1)
     mixer = FourierNetMixer(D, H).double().eval()
     lengths = [9, 2, 6, 1]
-    x, mask = _left_padded(lengths, g)
+    x, mask = padded_batch(lengths, left=True, dim=D)
     with torch.no_grad():
         out = mixer(x, x, x, key_padding_mask=mask)[0]
         v = mixer.v_proj(x)
@@ -129,9 +113,7 @@ def test_linearnet_refuses_longer_inputs():
     x = torch.randn(17, 1, D)
     with pytest.raises(ValueError, match="17 positions exceeds its table of 16 .--linearnet-max-length"):
         mixer(x, x, x)
-    state = {}
     causal = LinearNetAttention(D, H, max_length=2, dropout=0.0, causal=True)
-    for _ in range(2):
-        causal(x[:1], x[:1], x[:1], incremental_state=state)
+    _, state = step_mixer(causal, x[:2])
     with pytest.raises(ValueError, match="3 positions exceeds its table of 2"):
         causal(x[:1], x[:1], x[:1], incremental_state=state)

@@ -10,16 +10,16 @@ import functools
 
 import pytest
 import torch
+from fairseq.modules import MultiheadAttention
 
 from fairseq_testing import (
-    build_model,
-    check_beam_reordering,
-    check_finite_at_longest_length,
-    check_incremental_equals_teacher_forced,
-    check_padding_invariance,
-    copy_as,
+    build_model, check_beam_reordering, check_finite_at_longest_length, check_incremental_equals_teacher_forced,
+    check_padding_invariance, copy_as,
 )
-from posnet_fairseq.mixers.base import MIXERS, SITE_FLAGS
+from posnet_fairseq.mixers.base import MIXERS
+from posnet_fairseq.mixers.gating import GatedMixer
+from posnet_fairseq.mixers.shaw import ShawRelativeAttention
+from posnet_fairseq.sites import SITE, SITES
 
 ATOL = 1e-5
 
@@ -49,7 +49,7 @@ def _model(name, site, variant):
     flags = next(f for n, s, v, f in CASES if (n, s, v) == (name, site, variant))
     if MIXERS[name].uses_length_ratio:
         flags = flags + ["--length-ratio", "1.5"]  # gamma != 1 exercises the position mapping
-    return build_model([SITE_FLAGS[site], name, *flags])
+    return build_model([SITE[site].mixer_flag, name, *flags])
 
 
 @pytest.fixture(params=CASES, ids=CASE_IDS)
@@ -59,8 +59,33 @@ def case(request):
     return model, task.source_dictionary, site
 
 
-def test_registry_has_mha_at_every_site():
-    assert MIXERS["mha"].sites == frozenset(SITE_FLAGS)
+def _expected_class(name, site, variant):
+    """The class a case's site holds: the registered class, except where the
+    mixer builds another module on purpose."""
+    if name in ("mha", "learned_cross") or (name, variant) == ("tisa", "s0"):
+        return MultiheadAttention  # fairseq's attention (learned_cross: fewer heads; TISA without kernels)
+    if name == "tisa_shaw":
+        return ShawRelativeAttention  # Shaw's attention with TISA's scorer as its logit bias
+    if (name, site) == ("none", "cross"):
+        return type(None)  # no cross-attention sub-layer at all
+    return MIXERS[name].build.__self__
+
+
+def _site_modules(model, site):
+    """The module at ``site`` in every layer, unwrapped from the PosNet gating."""
+    layers = model.encoder.layers if SITE[site].side == "encoder" else model.decoder.layers
+    modules = [layer.encoder_attn if site == "cross" else layer.self_attn for layer in layers]
+    return [m.mixer if isinstance(m, GatedMixer) else m for m in modules]
+
+
+@pytest.mark.parametrize("name,site,variant,flags", CASES, ids=CASE_IDS)
+def test_case_model_has_the_mixer_at_its_site_and_mha_elsewhere(name, site, variant, flags):
+    """The checks below exercise the mixer they are named after, not mha."""
+    model, _ = _model(name, site, variant)
+    expected = _expected_class(name, site, variant)
+    assert all(type(m) is expected for m in _site_modules(model, site)), [type(m) for m in _site_modules(model, site)]
+    for other in set(SITES) - {site}:
+        assert all(type(m) is MultiheadAttention for m in _site_modules(model, other)), other
 
 
 def test_padding_invariance(case):

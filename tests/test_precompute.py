@@ -46,26 +46,19 @@ def precompute_and_reload(args, task, model, length=N):
     return folded, reloaded
 
 
-def sample(dictionary, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    srcs = ft.random_sentences([N - 1, 7, 12], g, dictionary)
-    tokens, lengths = ft.src_batch(srcs, dictionary.pad(), dictionary.eos())
-    prev = ft.tgt_batch(ft.random_sentences([N - 1, 3, 9], g, dictionary), dictionary.pad(), dictionary.eos())
-    return tokens, lengths, prev
-
-
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_precomputed_model_gives_the_same_outputs_and_translations(name):
     args, task, model = build(MODELS[name])
     d = task.target_dictionary
     _, reloaded = precompute_and_reload(args, task, model)
-    tokens, lengths, prev = sample(d)
+    tokens, lengths, prev = ft.random_batch(d, [N - 1, 7, 12], [N - 1, 3, 9])  # N tokens with EOS
     with torch.no_grad():
         torch.testing.assert_close(reloaded(tokens, lengths, prev)[0], model(tokens, lengths, prev)[0],
                                    atol=1e-5, rtol=0)
         model.make_generation_fast_()  # the in-memory tables fairseq-generate uses
         sample_input = {"net_input": {"src_tokens": tokens, "src_lengths": lengths}}
         hyps = [SequenceGenerator([m], d, beam_size=4, max_len_b=N - 2)(sample_input) for m in (model, reloaded)]
+    assert [len(h) for h in hyps] == [3, 3]  # one beam per sentence from each model
     for before, after in zip(*hyps):
         assert [h["tokens"].tolist() for h in before] == [h["tokens"].tolist() for h in after]
         torch.testing.assert_close(torch.stack([h["score"] for h in after]),

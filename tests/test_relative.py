@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 import fairseq_testing
-from fairseq_testing import build_model, parse_train_args
+from fairseq_testing import build_model, decode_incrementally, parse_train_args, step_mixer
 
 from posnet_fairseq.mixers.base import real_positions
 from posnet_fairseq.mixers.shaw import RelativeAttention, ShawRelativeAttention
@@ -141,15 +141,14 @@ def test_incremental_decoding_equals_teacher_forcing(cls, embeddings):
     m.logit_bias = bias
     x, _ = padded_batch([7, 7], left=False)
     full, _ = m(x, x, x)
-    state, steps = {}, []
-    for t in range(7):
-        steps.append(m(x[t:t + 1], x[t:t + 1], x[t:t + 1], incremental_state=state)[0])
-        query_pos, key_pos = bias.calls[-1]
+    steps, state = step_mixer(m, x)
+    torch.testing.assert_close(steps, full, rtol=0, atol=1e-10)
+    assert len(bias.calls) == 1 + 7  # the full pass, then one call per step
+    for t, (query_pos, key_pos) in enumerate(bias.calls[1:]):
         assert query_pos.tolist() == [[t], [t]] and key_pos.tolist() == [list(range(t + 1))] * 2
-    torch.testing.assert_close(torch.cat(steps), full, rtol=0, atol=1e-10)
     buffer = m._get_input_buffer(state)
     assert ("prev_key" in buffer) == (cls is ShawRelativeAttention)  # relattn caches no keys
-    assert all(v.size(0) == 2 for v in buffer.values())  # batch on dim 0 for beam reordering
+    assert "prev_value" in buffer and all(v.size(0) == 2 for v in buffer.values())  # batch on dim 0 for reordering
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
@@ -271,12 +270,8 @@ def test_gated_presets_decode_incrementally_like_teacher_forcing(arch):
     # W_g (16 x 16 + 16) and the value LayerNorm (2 x 16) in each of the 4 self-attention layers
     assert n_params(model) - n_params(plain) == 4 * (16 * 16 + 16 + 2 * 16)
     d = task.source_dictionary
-    src = torch.tensor([[5, 6, 7, 8, 9, d.eos()]])
+    src, lengths = torch.tensor([[5, 6, 7, 8, 9, d.eos()]]), torch.tensor([6])
     prev = torch.tensor([[d.eos(), 10, 11, 12, 13, 14, 15]])
     with torch.no_grad():
-        enc = model.encoder(src, src_lengths=torch.tensor([6]))
-        full = model.decoder(prev, encoder_out=enc)[0]
-        state, steps = {}, []
-        for t in range(prev.size(1)):
-            steps.append(model.decoder(prev[:, :t + 1], encoder_out=enc, incremental_state=state)[0])
-    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=0, atol=1e-5)
+        full = model(src, lengths, prev)[0]
+    torch.testing.assert_close(decode_incrementally(model, src, lengths, prev), full, rtol=0, atol=1e-5)

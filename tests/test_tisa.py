@@ -5,7 +5,7 @@ import pytest
 import torch
 from fairseq.modules import MultiheadAttention
 
-from fairseq_testing import build_model, random_sentences, src_batch, tgt_batch
+from fairseq_testing import build_model, decode_incrementally, random_batch, src_batch, step_mixer
 from posnet_fairseq.mixers.shaw import ShawRelativeAttention
 from posnet_fairseq.mixers.tisa import TisaAttention, TisaScorer
 
@@ -73,21 +73,23 @@ def test_scores_stay_fp32_and_finite_for_a_half_precision_model():
         assert scores.dtype == torch.float32 and torch.isfinite(scores).all()
 
 
-def test_kernel_parameters_receive_gradients():
+def test_kernel_parameter_gradients_are_those_of_the_formula():
     torch.manual_seed(0)
     scorer = TisaScorer(2, 3, init="local")
     positions = torch.arange(6).unsqueeze(0)
     scorer(positions, positions).pow(2).sum().backward()
-    for p in (scorer.offsets, scorer.amplitudes, scorer.sharpness):
-        assert p.grad is not None and p.grad.abs().sum() > 0
+    # The same loss written from the formula F[h, i, j] = sum_s a exp(-|b| (j - i - c)^2), on copies.
+    c, a, b = (p.detach().clone().requires_grad_() for p in (scorer.offsets, scorer.amplitudes, scorer.sharpness))
+    distance = (positions - positions.t()).float()  # [i, j] = j - i
+    kernels = a[..., None, None] * torch.exp(-b.abs()[..., None, None] * (distance - c[..., None, None]) ** 2)
+    kernels.sum(1).pow(2).sum().backward()
+    for p, reference in zip((scorer.offsets, scorer.amplitudes, scorer.sharpness), (c, a, b)):
+        assert reference.grad.abs().min() > 0  # every kernel parameter matters
+        torch.testing.assert_close(p.grad, reference.grad)
 
 
-def _batch(task, seed=0):
-    d = task.source_dictionary
-    g = torch.Generator().manual_seed(seed)
-    src, lengths = src_batch(random_sentences([3, 7, 5], g, d), d.pad(), d.eos())
-    tgt = tgt_batch(random_sentences([6, 2, 4], g, d), d.pad(), d.eos())
-    return src, lengths, tgt
+def _batch(task):
+    return random_batch(task.source_dictionary, [3, 7, 5], [6, 2, 4])
 
 
 def _load_plain_weights(tisa_model, plain_model):
@@ -111,11 +113,9 @@ def test_zero_amplitudes_give_the_plain_transformer(flags):
     got, _ = tisa(src, lengths, tgt)
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
     # ... and step-by-step decoding (TISA's incremental path) too.
-    enc = tisa.encoder(src, lengths)
-    state = {}
-    steps = [tisa.decoder(tgt[:, : t + 1], encoder_out=enc, incremental_state=state)[0] for t in range(tgt.size(1))]
     mask = tgt.ne(task.target_dictionary.pad())
-    torch.testing.assert_close(torch.cat(steps, 1)[mask], expected[mask], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(decode_incrementally(tisa, src, lengths, tgt)[mask], expected[mask], atol=1e-5,
+                               rtol=1e-5)
 
 
 def test_nonzero_amplitudes_change_the_output():
@@ -140,30 +140,30 @@ def test_negative_kernel_count_is_rejected_naming_the_flag():
         build_model(TISA + ["--tisa-kernels", "-1"])
 
 
+def _encode_permuted(model, task):
+    """The encoder output of a permuted sentence, and the permuted encoder output of the sentence."""
+    d = task.source_dictionary
+    src = torch.tensor([[d.nspecial + i for i in (5, 1, 9, 3, 7)] + [d.eos()]])
+    perm = torch.tensor([3, 0, 4, 2, 1, 5])  # EOS stays last
+    lengths = torch.tensor([src.size(1)])
+    out = model.encoder(src, lengths)["encoder_out"][0]
+    return model.encoder(src[:, perm], lengths)["encoder_out"][0], out[perm]
+
+
 def test_zero_kernels_is_the_host_attention_and_bag_of_words_without_positions():
     model, task = build_model(["--tisa-kernels", "0"], arch="tisa_nope_transformer_tiny")
     assert type(model.encoder.layers[0].self_attn) is MultiheadAttention
     # No position information at all: permuting the source permutes the encoder output.
-    d = task.source_dictionary
-    src = torch.tensor([[d.nspecial + i for i in (5, 1, 9, 3, 7)] + [d.eos()]])
-    perm = torch.tensor([3, 0, 4, 2, 1, 5])
-    lengths = torch.tensor([src.size(1)])
-    out = model.encoder(src, lengths)["encoder_out"][0]
-    out_perm = model.encoder(src[:, perm], lengths)["encoder_out"][0]
-    torch.testing.assert_close(out_perm, out[perm], atol=1e-6, rtol=1e-5)
+    out_of_permuted, permuted_out = _encode_permuted(model, task)
+    torch.testing.assert_close(out_of_permuted, permuted_out, atol=1e-6, rtol=1e-5)
 
 
 def test_tisa_without_position_embeddings_is_order_sensitive():
     model, task = build_model([], arch="tisa_nope_transformer_tiny")
     assert isinstance(model.encoder.layers[0].self_attn, TisaAttention)
     assert model.encoder.embed_positions is None
-    d = task.source_dictionary
-    src = torch.tensor([[d.nspecial + i for i in (5, 1, 9, 3, 7)] + [d.eos()]])
-    perm = torch.tensor([3, 0, 4, 2, 1, 5])
-    lengths = torch.tensor([src.size(1)])
-    out = model.encoder(src, lengths)["encoder_out"][0]
-    out_perm = model.encoder(src[:, perm], lengths)["encoder_out"][0]
-    assert (out_perm - out[perm]).abs().max() > 1e-4
+    out_of_permuted, permuted_out = _encode_permuted(model, task)
+    assert (out_of_permuted - permuted_out).abs().max() > 1e-4
 
 
 def test_architectures_set_the_modes():
@@ -181,12 +181,8 @@ def test_multi_token_incremental_block_is_causal():
     mixer = model.decoder.layers[0].self_attn
     x = torch.randn(4, 2, 16)
     full, _ = mixer(x, x, x)  # no attn_mask given: the mixer is causal by itself
-    block_state, step_state = {}, {}
-    block, _ = mixer(x[:3], x[:3], x[:3], incremental_state=block_state)
-    last, _ = mixer(x[3:], x[3:], x[3:], incremental_state=block_state)
-    torch.testing.assert_close(torch.cat([block, last]), full, atol=1e-6, rtol=1e-5)
-    steps = [mixer(x[t:t + 1], x[t:t + 1], x[t:t + 1], incremental_state=step_state)[0] for t in range(4)]
-    torch.testing.assert_close(torch.cat(steps), full, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(step_mixer(mixer, x, block=3)[0], full, atol=1e-6, rtol=1e-5)  # 3 tokens, then 1
+    torch.testing.assert_close(step_mixer(mixer, x)[0], full, atol=1e-6, rtol=1e-5)
 
 
 def test_encoder_scores_use_real_positions_of_left_padded_sources():

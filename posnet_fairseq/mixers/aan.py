@@ -65,39 +65,21 @@ ACTIVATIONS = ("exp", "relu", "square")
 # sum of up to e^56 terms times |z| <= 65504 (fp16's max) stays below fp32's max.
 LEVEL = 32.0
 
-DEFAULTS = {
-    "aan_patterns": "avg",
-    "aan_alpha": 0.1,
-    "aan_beta": 0.1,
-    "aan_gamma": 0.1,
-    "aan_activation": "exp",
-    "aan_ffn": False,
-    "aan_ffn_dim": None,  # None: --decoder-ffn-embed-dim
-}
 
-
-def add_args(parser):
-    parser.add_argument("--aan-patterns", metavar="LIST",
-                        help="average-attention patterns, comma-separated from avg, ner, far, wet; several are "
-                        "average-pooled (AAN+ Table 6) (default: avg)")
-    parser.add_argument("--aan-alpha", type=float, metavar="A", help="NER pattern exp(alpha k) (default: 0.1)")
-    parser.add_argument("--aan-beta", type=float, metavar="B", help="FAR pattern exp(-beta k) (default: 0.1)")
-    parser.add_argument("--aan-gamma", type=float, metavar="G", help="WET pattern exp(gamma U z_k) (default: 0.1)")
-    parser.add_argument("--aan-activation", metavar="ACT",
-                        help="activation of the NER and WET patterns: exp, relu or square (AAN+ Table 5) "
-                        "(default: exp)")
-    parser.add_argument("--aan-ffn", action="store_true",
-                        help="FFN on the average before the gate, as in the 2018 AAN (AAN+ has none)")
-    parser.add_argument("--aan-ffn-dim", type=int, metavar="N",
-                        help="inner dimension of the --aan-ffn FFN (default: --decoder-ffn-embed-dim)")
-
-
-def set_defaults(args):
-    for key, value in DEFAULTS.items():
-        setattr(args, key, getattr(args, key, value))
-
-
-flags.register_options(add_args, set_defaults)
+FLAGS = flags.declare(
+    "AAN / AAN+", "aan",
+    flags.Flag("--aan-patterns", "avg", "average-attention patterns, comma-separated from avg, ner, far, wet; "
+               "several are average-pooled (AAN+ Table 6)", metavar="LIST"),
+    flags.Flag("--aan-alpha", 0.1, "NER pattern exp(alpha k)", type=float, metavar="A"),
+    flags.Flag("--aan-beta", 0.1, "FAR pattern exp(-beta k)", type=float, metavar="B"),
+    flags.Flag("--aan-gamma", 0.1, "WET pattern exp(gamma U z_k)", type=float, metavar="G"),
+    flags.Flag("--aan-activation", "exp", "activation of the NER and WET patterns: exp, relu or square "
+               "(AAN+ Table 5)", metavar="ACT"),
+    flags.Flag("--aan-ffn", False, "FFN on the average before the gate, as in the 2018 AAN (AAN+ has none)"),
+    flags.Flag("--aan-ffn-dim", None, "inner dimension of the --aan-ffn FFN", type=int, metavar="N",
+               default_doc="--decoder-ffn-embed-dim"),
+)
+DEFAULTS = FLAGS.defaults()
 
 
 def parse_patterns(spec) -> List[str]:

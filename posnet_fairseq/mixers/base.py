@@ -31,15 +31,12 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 import torch
+import torch.nn.functional as F
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor, nn
 
-SITES = ("encoder_self", "decoder_self", "cross")
-SITE_FLAGS = {
-    "encoder_self": "--encoder-self-mixer",
-    "decoder_self": "--decoder-self-mixer",
-    "cross": "--cross-mixer",
-}
+from ..sites import SITE, SITES
+
 
 
 @dataclass
@@ -72,7 +69,7 @@ class MixerContext:
 
     @property
     def causal(self) -> bool:
-        return self.site == "decoder_self"
+        return SITE[self.site].causal
 
     def shared_module(self, key: str, factory: Callable[[], nn.Module]) -> nn.Module:
         """One module per encoder/decoder, created by the first layer asking for it."""
@@ -138,7 +135,7 @@ def mixers_for_site(site: str):
 
 
 def lookup_mixer(name: str, site: str) -> MixerEntry:
-    flag = SITE_FLAGS[site]
+    flag = SITE[site].mixer_flag
     if name not in MIXERS:
         raise ValueError(f"{flag} {name}: unknown mixer; choose from {', '.join(mixers_for_site(site))}")
     entry = MIXERS[name]
@@ -173,6 +170,45 @@ def masked_softmax(logits: Tensor, invalid: Optional[Tensor]) -> Tensor:
     empty = invalid.all(dim=-1, keepdim=True)
     probs = torch.softmax(logits.masked_fill(invalid & ~empty, float("-inf")), dim=-1)
     return probs.masked_fill(empty, 0.0)
+
+
+# LayerNorm conventions a flag can choose (``--gating-norm``, ``--posnet-position-norm``):
+# torch's nn.LayerNorm, or the one of the AppTek PosNet code.
+LAYER_NORMS = ("torch", "apptek")
+
+
+class AppTekLayerNorm(nn.LayerNorm):
+    """The LayerNorm of the AppTek PosNet code (``pytorchmt`` ``LayerNormalization``).
+
+    ``(x - mean) / sqrt(var + 1e-8) * weight + bias`` with the *unbiased*
+    variance (divided by D - 1), where nn.LayerNorm divides by D and adds
+    1e-5. Same parameters (and state-dict keys) as nn.LayerNorm; computed in
+    fp32 and cast back to the input's dtype.
+    """
+
+    def __init__(self, dim: int):
+        super().__init__(dim, eps=1e-8)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = x.float()
+        y = (y - y.mean(dim=-1, keepdim=True)) / torch.sqrt(y.var(dim=-1, keepdim=True, unbiased=True) + self.eps)
+        return (y * self.weight.float() + self.bias.float()).to(x.dtype)
+
+
+def layer_norm(kind: str, dim: int, flag: str) -> nn.LayerNorm:
+    """A LayerNorm of convention ``kind`` (one of LAYER_NORMS, given by ``flag``)."""
+    if kind == "torch":
+        return nn.LayerNorm(dim)
+    if kind == "apptek":
+        return AppTekLayerNorm(dim)
+    raise ValueError(f"{flag} {kind}: choose from {', '.join(LAYER_NORMS)}")
+
+
+def layer_norm_fp32(norm: nn.LayerNorm, x: Tensor) -> Tensor:
+    """``norm`` applied to ``x`` in fp32, whatever the dtype of its parameters."""
+    if isinstance(norm, AppTekLayerNorm):  # computes in fp32 already
+        return norm(x.float())
+    return F.layer_norm(x.float(), norm.normalized_shape, norm.weight.float(), norm.bias.float(), norm.eps)
 
 
 def sentence_lengths(padding_mask: Optional[Tensor], batch: int, length: int, device) -> Tensor:

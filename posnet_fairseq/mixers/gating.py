@@ -31,18 +31,13 @@ fairseq's MultiheadAttention has a fused fast path that reads the projection
 weights instead of calling the modules; gating switches it to its explicit
 path (``_set_skip_embed_dim_check``), which calls ``v_proj`` and ``out_proj``.
 
-Flags (the Table 6 ablations):
-
-* ``--encoder-self-gating``, ``--decoder-self-gating``, ``--cross-gating``:
-  ``on``, ``off`` or one of them per layer, comma-separated (default ``off``;
-  the rposnet/aposnet presets turn it on where they place a PosNet mixer);
-  layers whose mixer is ``none`` are left alone;
-* ``--gating-value-act {none,gelu,glu,sigmoid}`` (default ``gelu``; ``glu``
-  makes W_v D -> 2D);
-* ``--gating-gate-act {none,gelu,sigmoid}`` (default ``gelu``; ``none``: no
-  gate and no W_g, only the value branch);
-* ``--gating-no-value-norm``: no LayerNorm on v' (default: LN on);
-* ``--gating-gate-norm``: a LayerNorm on g (default off, as the paper).
+The flags (``FLAGS`` below; docs/posnet.md lists them) give the Table 6
+ablations: gating per site and per layer (layers whose mixer is ``none`` are
+left alone), the value and gate activations (``glu`` makes W_v D -> 2D; a gate
+activation ``none`` drops W_g, keeping only the value branch) and the two
+LayerNorms. ``--gating-norm apptek`` gives both the authors' LayerNorm
+(unbiased variance, eps 1e-8: ``base.AppTekLayerNorm``) instead of
+nn.LayerNorm (docs/conventions.md).
 """
 import math
 
@@ -50,57 +45,34 @@ from fairseq.modules import MultiheadAttention
 from torch import nn
 
 from .. import flags
-from .base import register_site_wrapper
+from ..sites import SITE, SITE_LIST, dest, per_layer
+from .base import LAYER_NORMS, layer_norm, register_site_wrapper
 from .none import NoMixer
 
-SITE_GATING_FLAGS = {
-    "encoder_self": "--encoder-self-gating",
-    "decoder_self": "--decoder-self-gating",
-    "cross": "--cross-gating",
-}
 VALUE_ACTS = ("none", "gelu", "glu", "sigmoid")
 GATE_ACTS = ("none", "gelu", "sigmoid")
 
 
-def add_args(parser):
-    for site, flag in SITE_GATING_FLAGS.items():
-        parser.add_argument(flag, metavar="SPEC",
-                            help=f"PosNet GeLU gating (Eq. 4) of the {site.replace('_', ' ')} mixers: on, off, "
-                            "or one per layer comma-separated (default off; the rposnet/aposnet presets: on "
-                            "where they place PosNet)")
-    parser.add_argument("--gating-value-act", choices=VALUE_ACTS,
-                        help="gating: activation of the gated values W_v x (default gelu)")
-    parser.add_argument("--gating-gate-act", choices=GATE_ACTS,
-                        help="gating: activation of the gate W_g y; none = no gate (default gelu)")
-    parser.add_argument("--gating-no-value-norm", action="store_true",
-                        help="gating: no LayerNorm on the gated values (default: LayerNorm)")
-    parser.add_argument("--gating-gate-norm", action="store_true",
-                        help="gating: LayerNorm on the gate (default: none)")
-
-
-def set_defaults(args):
-    for site in SITE_GATING_FLAGS:
-        setattr(args, f"{site}_gating", getattr(args, f"{site}_gating", "off"))
-    args.gating_value_act = getattr(args, "gating_value_act", "gelu")
-    args.gating_gate_act = getattr(args, "gating_gate_act", "gelu")
-    args.gating_no_value_norm = getattr(args, "gating_no_value_norm", False)
-    args.gating_gate_norm = getattr(args, "gating_gate_norm", False)
-
-
-flags.register_options(add_args, set_defaults)
+FLAGS = flags.declare(
+    "PosNet GeLU gating (Eq. 4)", "posnet",
+    *(flags.Flag(site.gating_flag, "off", f"PosNet GeLU gating (Eq. 4) of the {site.name.replace('_', ' ')} "
+                 "mixers: on, off, or one per layer comma-separated (the rposnet/aposnet presets: on where they "
+                 "place PosNet)", metavar="SPEC") for site in SITE_LIST),
+    flags.Flag("--gating-value-act", "gelu", "gating: activation of the gated values W_v x", choices=VALUE_ACTS),
+    flags.Flag("--gating-gate-act", "gelu", "gating: activation of the gate W_g y; none = no gate",
+               choices=GATE_ACTS),
+    flags.Flag("--gating-no-value-norm", False, "gating: no LayerNorm on the gated values"),
+    flags.Flag("--gating-gate-norm", False, "gating: LayerNorm on the gate"),
+    flags.Flag("--gating-norm", "torch", "gating: the LayerNorm of the gated values (and of the gate): torch = "
+               "nn.LayerNorm (biased variance, eps 1e-5); apptek = the authors' code (unbiased variance, eps 1e-8)",
+               choices=LAYER_NORMS),
+)
 
 
 def layer_gating(args, site, layer_idx, num_layers):
     """Whether layer ``layer_idx`` of ``site`` is gated, from its on/off spec."""
-    flag = SITE_GATING_FLAGS[site]
-    spec = str(getattr(args, f"{site}_gating", "off"))
-    switches = [s.strip() for s in spec.split(",")]
-    if len(switches) == 1:
-        switches = switches * num_layers
-    if len(switches) != num_layers or any(s not in ("on", "off") for s in switches):
-        raise ValueError(f"{flag} {spec}: give on, off, or exactly {num_layers} comma-separated on/off values "
-                         "(one per layer)")
-    return switches[layer_idx] == "on"
+    flag = SITE[site].gating_flag
+    return per_layer(flag, getattr(args, dest(flag)), num_layers, choices=("on", "off"))[layer_idx] == "on"
 
 
 def _activation(name, flag):
@@ -172,11 +144,13 @@ def gate_module(module, args, flag="gating"):
     if gate_act not in GATE_ACTS:
         raise ValueError(f"--gating-gate-act {gate_act}: choose from {', '.join(GATE_ACTS)}")
     dim = module.out_proj.in_features
+    # Callers that build args by hand (tests) may leave the newer flags out.
+    norm_kind = getattr(args, "gating_norm", FLAGS["--gating-norm"].default)
     proj = module.v_proj
     if value_act == "glu":  # GLU halves its input: W_v maps to 2D
         proj = nn.Linear(proj.in_features, 2 * dim)
         nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
-    norm = nn.Identity() if args.gating_no_value_norm else nn.LayerNorm(dim)
+    norm = nn.Identity() if args.gating_no_value_norm else layer_norm(norm_kind, dim, "--gating-norm")
     module.v_proj = GatedValue(proj, _activation(value_act, "--gating-value-act"), norm)
     if isinstance(module, MultiheadAttention):
         # Its fused path reads v_proj/out_proj weights instead of calling them.
@@ -187,7 +161,7 @@ def gate_module(module, args, flag="gating"):
     gate_proj = nn.Linear(dim, dim)
     nn.init.xavier_uniform_(gate_proj.weight)
     nn.init.constant_(gate_proj.bias, 0.0)
-    gate_norm = nn.LayerNorm(dim) if args.gating_gate_norm else nn.Identity()
+    gate_norm = layer_norm(norm_kind, dim, "--gating-norm") if args.gating_gate_norm else nn.Identity()
     return GatedMixer(module, gate_proj, _activation(gate_act, "--gating-gate-act"), gate_norm)
 
 
@@ -196,4 +170,4 @@ def gate_site(module, ctx):
     """Site wrapper: gates the mixer of ``ctx.site``/``ctx.layer_idx`` when its gating flag says on."""
     if isinstance(module, NoMixer) or not layer_gating(ctx.args, ctx.site, ctx.layer_idx, ctx.num_layers):
         return module
-    return gate_module(module, ctx.args, SITE_GATING_FLAGS[ctx.site])
+    return gate_module(module, ctx.args, SITE[ctx.site].gating_flag)

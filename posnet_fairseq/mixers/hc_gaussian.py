@@ -13,7 +13,9 @@ HC-ALL), gamma being the mean source / mean target length of the training data.
 The weights are the raw pdf: no softmax and no renormalisation, so mass that
 falls beyond a sentence border, on padding or on future tokens is simply lost
 (paper footnote 5; an encoder head with offset -1 keeps 0.300 of its mass at
-position 0). Only the value and output projections are learned.
+position 0). Only the value and output projections are learned. The weights
+get no dropout, as in You et al.'s code; ``--hc-weight-dropout P`` drops them
+in training as the AppTek GaussianNet does (docs/conventions.md).
 
 Table 5's variants replace the pdf by ``conv`` (the pdf truncated to the 3
 positions nearest the centre: [0.242, 0.399, 0.242] for sigma = 1) or by
@@ -41,86 +43,58 @@ import math
 from typing import List
 
 import torch
+import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 from torch import Tensor, nn
 
 from .. import flags
+from ..sites import SITE, SITE_LIST, dest, per_layer, spec_items
 from .base import Mixer, real_positions, register_mixer
 
 SYMBOLS = {"l": -1.0, "c": 0.0, "r": 1.0}
 KERNELS = ("gaussian", "conv", "index")
 CENTERS = ("floor", "exact")
-OFFSET_FLAGS = {
-    "encoder_self": "--hc-encoder-offsets",
-    "decoder_self": "--hc-decoder-offsets",
-    "cross": "--hc-cross-offsets",
-}
 
 
-def add_args(parser):
-    parser.add_argument("--hc-encoder-offsets", metavar="OFFSETS",
-                        help="hard-coded encoder self-attention centres i+o per head: numbers or l/c/r, "
-                        "cyclic over heads, ';' separates per-layer lists (default: l,r)")
-    parser.add_argument("--hc-decoder-offsets", metavar="OFFSETS",
-                        help="hard-coded decoder self-attention offsets, same syntax (default: l,c)")
-    parser.add_argument("--hc-cross-offsets", metavar="OFFSETS",
-                        help="hard-coded cross-attention offsets around gamma*i, same syntax (default: l,c,r)")
-    parser.add_argument("--hc-sigma", type=float, metavar="SIGMA",
-                        help="standard deviation of the hard-coded Gaussians (default: 1.0)")
-    parser.add_argument("--hc-kernel", choices=KERNELS,
-                        help="gaussian: the full pdf; conv: the pdf on the 3 positions nearest the centre; "
-                        "index: weight 1 on the position nearest the centre (default: gaussian)")
-    parser.add_argument("--hc-cross-center", choices=CENTERS,
-                        help="hard-coded cross-attention centre: floor(gamma*i + o) as in the paper, or the "
-                        "unfloored gamma*i + o of the reference code (default: floor)")
-    parser.add_argument("--hc-bias", action="store_true",
-                        help="give the value and output projections of hard-coded heads a bias")
-    parser.add_argument("--learned-cross-heads", type=int, metavar="N",
-                        help="heads of the learned_cross mixer (SH-X: 1 head of dimension D; default: 1)")
-    parser.add_argument("--learned-cross-layers", metavar="LAYERS",
-                        help="hc_gaussian_shx* architectures: comma-separated 0-based decoder layers that get a "
-                        "learned_cross sub-layer, negative counts from the end; the other layers have no cross "
-                        "attention (default: -1, the last layer)")
-
-
-def set_defaults(args):
-    args.hc_encoder_offsets = getattr(args, "hc_encoder_offsets", "l,r")
-    args.hc_decoder_offsets = getattr(args, "hc_decoder_offsets", "l,c")
-    args.hc_cross_offsets = getattr(args, "hc_cross_offsets", "l,c,r")
-    args.hc_sigma = getattr(args, "hc_sigma", 1.0)
-    args.hc_kernel = getattr(args, "hc_kernel", "gaussian")
-    args.hc_cross_center = getattr(args, "hc_cross_center", "floor")
-    args.hc_bias = getattr(args, "hc_bias", False)
-    args.learned_cross_heads = getattr(args, "learned_cross_heads", 1)
-    args.learned_cross_layers = getattr(args, "learned_cross_layers", "-1")
-
-
-flags.register_options(add_args, set_defaults)
+FLAGS = flags.declare(
+    "Hard-coded Gaussian attention", "hc_gaussian",
+    *(flags.Flag(site.hc_offsets_flag, default, f"hard-coded {site.name.replace('_', ' ')} attention {what}",
+                 metavar="OFFSETS")
+      for site, default, what in zip(SITE_LIST, ("l,r", "l,c", "l,c,r"), (
+          "centres i+o per head: numbers or l/c/r, cyclic over heads, ';' separates per-layer lists",
+          "offsets, same syntax", "offsets around gamma*i, same syntax"))),
+    flags.Flag("--hc-sigma", 1.0, "standard deviation of the hard-coded Gaussians", type=float, metavar="SIGMA"),
+    flags.Flag("--hc-kernel", "gaussian", "gaussian: the full pdf; conv: the pdf on the 3 positions nearest the "
+               "centre; index: weight 1 on the position nearest the centre", choices=KERNELS),
+    flags.Flag("--hc-cross-center", "floor", "hard-coded cross-attention centre: floor(gamma*i + o) as in the "
+               "paper, or the unfloored gamma*i + o of the reference code", choices=CENTERS),
+    flags.Flag("--hc-bias", False, "give the value and output projections of hard-coded heads a bias"),
+    flags.Flag("--hc-weight-dropout", 0.0, "dropout on the hard-coded attention weights in training, one mask per "
+               "sentence (the AppTek GaussianNet: the model dropout; You et al.: none)", type=float, metavar="P"),
+    flags.Flag("--learned-cross-heads", 1, "heads of the learned_cross mixer (SH-X: 1 head of dimension D)",
+               type=int, metavar="N"),
+    flags.Flag("--learned-cross-layers", "-1", "hc_gaussian_shx* architectures: comma-separated 0-based decoder "
+               "layers that get a learned_cross sub-layer, negative counts from the end; the other layers have no "
+               "cross attention", metavar="LAYERS", default_doc="-1, the last layer"),
+)
 
 
 def parse_offsets(spec, flag: str, num_layers: int, num_heads: int) -> List[List[float]]:
     """Per-layer, per-head offsets from ``spec`` (see the module docstring)."""
-    groups = str(spec).split(";")
-    if len(groups) == 1:
-        groups = groups * num_layers
-    if len(groups) != num_layers:
-        raise ValueError(
-            f"{flag} {spec}: gives {len(groups)} per-layer offset lists (separated by ';') but there are "
-            f"{num_layers} layers; give one list for all layers or exactly one per layer"
-        )
-    per_layer = []
-    for group in groups:
+
+    def head_offsets(group):
         values = []
-        for item in (x.strip() for x in group.split(",")):
+        for item in spec_items(group):
             try:
                 value = SYMBOLS[item] if item in SYMBOLS else float(item)
             except ValueError:
-                raise ValueError(f"{flag} {spec}: {item!r} is not an offset (a number or one of l, c, r)") from None
+                raise ValueError(f"{item!r} is not an offset (a number or one of l, c, r)") from None
             if not math.isfinite(value):
-                raise ValueError(f"{flag} {spec}: offset {item!r} is not finite")
+                raise ValueError(f"offset {item!r} is not finite")
             values.append(value)
-        per_layer.append([values[h % len(values)] for h in range(num_heads)])
-    return per_layer
+        return [values[h % len(values)] for h in range(num_heads)]
+
+    return per_layer(flag, spec, num_layers, parse=head_offsets, sep=";")
 
 
 def hard_coded_weights(distance: Tensor, sigma: float, kernel: str) -> Tensor:
@@ -139,17 +113,23 @@ def hard_coded_weights(distance: Tensor, sigma: float, kernel: str) -> Tensor:
 
 
 def _check_common(args):
+    """Checks the flags both hard-coded mixers read; returns the weight dropout."""
     if not args.hc_sigma > 0 or not math.isfinite(args.hc_sigma):
         raise ValueError(f"--hc-sigma {args.hc_sigma}: the standard deviation must be a positive number")
     if args.hc_kernel not in KERNELS:
         raise ValueError(f"--hc-kernel {args.hc_kernel}: choose from {', '.join(KERNELS)}")
+    p = getattr(args, "hc_weight_dropout", 0.0)
+    if not (p is not None and 0.0 <= p < 1.0):
+        raise ValueError(f"--hc-weight-dropout {p}: a dropout probability in [0, 1)")
+    return p
 
 
 class _HardCodedAttention(Mixer):
     """Value projection, fixed per-head weights, output projection."""
 
-    def __init__(self, embed_dim, num_heads, kdim, offsets, sigma, kernel, bias):
+    def __init__(self, embed_dim, num_heads, kdim, offsets, sigma, kernel, bias, weight_dropout=0.0):
         super().__init__(embed_dim, num_heads)
+        self.weight_dropout = weight_dropout
         self.v_proj = nn.Linear(kdim, embed_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         # Not a parameter and not in the state dict: offsets are configuration.
@@ -165,9 +145,14 @@ class _HardCodedAttention(Mixer):
 
     def _mix(self, weights: Tensor, v: Tensor, need_weights: bool, need_head_weights: bool):
         """``weights``: (B or 1) x H x T x S in fp32; ``v``: B x H x S x head_dim."""
-        weights = weights.to(v.dtype)
         B, H, S, d = v.shape
         T = weights.size(2)
+        returned = weights  # as fairseq's MultiheadAttention: the weights before dropout
+        if self.weight_dropout and self.training:
+            # Like attention dropout, after masking, on the weights (the AppTek
+            # GaussianNet); one mask per sentence, so the pattern is expanded.
+            weights = F.dropout(weights.expand(B, H, T, S), self.weight_dropout, training=True)
+        weights = weights.to(v.dtype)
         if weights.size(0) == 1:
             # One pattern for the whole batch: fold the batch into the columns of
             # a bmm over heads, so the pattern is never expanded (nor saved for
@@ -176,7 +161,7 @@ class _HardCodedAttention(Mixer):
             mixed = mixed.view(H, T, B, d).permute(2, 0, 1, 3)  # B x H x T x d
         else:
             mixed = torch.matmul(weights, v)
-        weights = self.fairseq_weights(weights.expand(B, H, T, S), v.dtype, need_weights, need_head_weights)
+        weights = self.fairseq_weights(returned.expand(B, H, T, S), v.dtype, need_weights, need_head_weights)
         return self.merge_heads(mixed), weights
 
 
@@ -187,14 +172,15 @@ class _HardCodedAttention(Mixer):
         "conv": {"hc_kernel": "conv"},
         "index": {"hc_kernel": "index"},
         "bias": {"hc_bias": True},
+        "weight_dropout": {"hc_weight_dropout": 0.1, "hc_bias": True},
         "three_offsets_sigma2": {"hc_encoder_offsets": "l,c,r", "hc_decoder_offsets": "0,-2,l", "hc_sigma": 2.0},
     },
 )
 class HardCodedSelfAttention(_HardCodedAttention):
     """Hard-coded Gaussian self-attention centred at i + o_h (You et al., 2020, §3.1)."""
 
-    def __init__(self, embed_dim, num_heads, offsets, sigma, kernel, bias, causal):
-        super().__init__(embed_dim, num_heads, embed_dim, offsets, sigma, kernel, bias)
+    def __init__(self, embed_dim, num_heads, offsets, sigma, kernel, bias, causal, weight_dropout=0.0):
+        super().__init__(embed_dim, num_heads, embed_dim, offsets, sigma, kernel, bias, weight_dropout)
         self.causal = causal
 
     def extra_repr(self):
@@ -203,12 +189,12 @@ class HardCodedSelfAttention(_HardCodedAttention):
     @classmethod
     def build(cls, ctx):
         args = ctx.args
-        _check_common(args)
-        flag = OFFSET_FLAGS[ctx.site]
-        spec = getattr(args, flag[2:].replace("-", "_"))
+        weight_dropout = _check_common(args)
+        flag = SITE[ctx.site].hc_offsets_flag
+        spec = getattr(args, dest(flag))
         offsets = parse_offsets(spec, flag, ctx.num_layers, ctx.num_heads)[ctx.layer_idx]
         return cls(ctx.embed_dim, ctx.num_heads, offsets, args.hc_sigma, args.hc_kernel, bool(args.hc_bias),
-                   ctx.causal)
+                   ctx.causal, weight_dropout)
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
@@ -248,8 +234,9 @@ class HardCodedSelfAttention(_HardCodedAttention):
 class HardCodedCrossAttention(_HardCodedAttention):
     """Hard-coded Gaussian cross attention centred at floor(gamma i + o_h) (You et al., 2020, §3.2)."""
 
-    def __init__(self, embed_dim, num_heads, kdim, offsets, sigma, kernel, bias, length_ratio, floor_center):
-        super().__init__(embed_dim, num_heads, kdim, offsets, sigma, kernel, bias)
+    def __init__(self, embed_dim, num_heads, kdim, offsets, sigma, kernel, bias, length_ratio, floor_center,
+                 weight_dropout=0.0):
+        super().__init__(embed_dim, num_heads, kdim, offsets, sigma, kernel, bias, weight_dropout)
         self.length_ratio, self.floor_center = float(length_ratio), floor_center
 
     def extra_repr(self):
@@ -258,17 +245,17 @@ class HardCodedCrossAttention(_HardCodedAttention):
     @classmethod
     def build(cls, ctx):
         args = ctx.args
-        _check_common(args)
+        weight_dropout = _check_common(args)
         gamma = getattr(args, "length_ratio", None)
         if gamma is None or not math.isfinite(gamma) or gamma <= 0:
             raise ValueError(f"--length-ratio {gamma}: hard-coded cross attention needs a positive length ratio "
                              "gamma (mean source / mean target length)")
         if args.hc_cross_center not in CENTERS:
             raise ValueError(f"--hc-cross-center {args.hc_cross_center}: choose from {', '.join(CENTERS)}")
-        offsets = parse_offsets(args.hc_cross_offsets, "--hc-cross-offsets", ctx.num_layers,
-                                ctx.num_heads)[ctx.layer_idx]
+        flag = SITE["cross"].hc_offsets_flag
+        offsets = parse_offsets(getattr(args, dest(flag)), flag, ctx.num_layers, ctx.num_heads)[ctx.layer_idx]
         return cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, offsets, args.hc_sigma, args.hc_kernel,
-                   bool(args.hc_bias), gamma, args.hc_cross_center == "floor")
+                   bool(args.hc_bias), gamma, args.hc_cross_center == "floor", weight_dropout)
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):

@@ -25,9 +25,6 @@ positions from the padding mask (sources are left-padded). Table 5's
 "+ GeLU gating" step is the PosNet gating wrapper (``--encoder-self-gating on
 --decoder-self-gating on``, see gating.py), which wraps this mixer's
 ``v_proj``/``out_proj``.
-
-Flags: ``--lightconv-max-relative K`` (default 16), ``--lightconv-global-context``
-(default off).
 """
 import torch
 import torch.nn.functional as F
@@ -45,21 +42,13 @@ VARIANTS = {
 }
 
 
-def add_args(parser):
-    parser.add_argument("--lightconv-max-relative", type=int, metavar="K",
-                        help="lightconv_apptek: one weight per distance in [-K, K] per head; without global "
-                        "context keys further than K are not seen (default 16)")
-    parser.add_argument("--lightconv-global-context", action="store_true",
-                        help="lightconv_apptek: every query sees the whole sentence, distances beyond K share "
-                        "the border weights (PosNet paper Table 5 '+ global context'; default off)")
-
-
-def set_defaults(args):
-    args.lightconv_max_relative = getattr(args, "lightconv_max_relative", 16)
-    args.lightconv_global_context = getattr(args, "lightconv_global_context", False)
-
-
-flags.register_options(add_args, set_defaults)
+FLAGS = flags.declare(
+    "AppTek light convolution", "posnet",
+    flags.Flag("--lightconv-max-relative", 16, "lightconv_apptek: one weight per distance in [-K, K] per head; "
+               "without global context keys further than K are not seen", type=int, metavar="K"),
+    flags.Flag("--lightconv-global-context", False, "lightconv_apptek: every query sees the whole sentence, "
+               "distances beyond K share the border weights (PosNet paper Table 5 '+ global context')"),
+)
 
 
 @register_mixer("lightconv_apptek", sites=("encoder_self", "decoder_self"), variants=VARIANTS)

@@ -28,22 +28,16 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import flags
+from ..sites import SITE, dest
 from .base import Mixer, register_mixer
 
-SITE_LENGTH_FLAGS = {"encoder_self": "--max-source-positions", "decoder_self": "--max-target-positions"}
 
-
-def add_args(parser):
-    parser.add_argument("--linearnet-max-length", type=int, metavar="N",
-                        help="LinearNet: positions covered by the learned H x N x N weight table (default: the "
-                        "site's --max-source-positions / --max-target-positions; linearnet_* presets: 128)")
-
-
-def set_defaults(args):
-    args.linearnet_max_length = getattr(args, "linearnet_max_length", None)
-
-
-flags.register_options(add_args, set_defaults)
+FLAGS = flags.declare(
+    "LinearNet", "posnet",
+    flags.Flag("--linearnet-max-length", None, "LinearNet: positions covered by the learned H x N x N weight table",
+               type=int, metavar="N", default_doc="the site's --max-source-positions / --max-target-positions; "
+               "linearnet_* presets: 128"),
+)
 
 
 @register_mixer(
@@ -78,7 +72,7 @@ class LinearNetAttention(Mixer):
         args = ctx.args
         length = getattr(args, "linearnet_max_length", None)
         if length is None:
-            length = getattr(args, SITE_LENGTH_FLAGS[ctx.site][2:].replace("-", "_"))
+            length = getattr(args, dest(SITE[ctx.site].max_positions_flag))
         if not isinstance(length, int) or length < 1:
             raise ValueError(f"--linearnet-max-length {length}: must be a positive integer")
         return cls(ctx.embed_dim, ctx.num_heads, length, ctx.dropout, ctx.causal)

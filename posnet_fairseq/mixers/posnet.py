@@ -26,8 +26,16 @@ position is the decoding step):
   paper; fairseq's sinusoids otherwise) passed through a LayerNorm shared by
   all layers of the encoder / of the decoder, then dropout at the model rate;
 * aPosNet uses its own sinusoidal vectors ``s_m`` (fairseq's formula, position
-  n = row n) with dropout, no LayerNorm -- also in ``arposnet``, so that source
-  and target positions come from one function in cross-attention.
+  n = row n; ``--aposnet-sinusoids apptek``: the authors' interleaved layout)
+  with dropout, no LayerNorm -- also in ``arposnet``, so that source and
+  target positions come from one function in cross-attention.
+  ``--arposnet-absolute-positions shared`` gives arposnet's aPosNet term the
+  rPosNet term's vectors instead (the authors' code), at the self-attention
+  sites.
+
+The LayerNorm of the rPosNet positions is nn.LayerNorm, or the authors'
+(unbiased variance, eps 1e-8) with ``--posnet-position-norm apptek``; which
+source uses which convention is in docs/conventions.md.
 
 Softmax over the valid keys (padding and, in the decoder, the future are
 excluded), then attention dropout. Energies and softmax run in fp32 whatever
@@ -52,35 +60,55 @@ from fairseq.modules import LearnedPositionalEmbedding, SinusoidalPositionalEmbe
 from torch import nn
 
 from .. import flags
-from .base import SITES, Mixer, masked_softmax, real_positions, register_mixer
+from ..sites import SITE, SITES
+from .base import LAYER_NORMS, Mixer, layer_norm, layer_norm_fp32, masked_softmax, real_positions, register_mixer
 
 POSITION_NORM_KEY = "posnet_position_norm"
 # First size of the in-memory tables made by make_generation_fast_ (the
 # paper's maximum sentence length); they double when an input needs more.
 FOLD_START = 128
-LEARNED_POS_FLAGS = {"encoder_self": "--encoder-learned-pos", "decoder_self": "--decoder-learned-pos",
-                     "cross": "--decoder-learned-pos"}
 
 
-def add_args(parser):
-    parser.add_argument("--posnet-max-relative", type=int, metavar="K",
-                        help="rposnet/arposnet: relative distances are clipped to [-K, K] "
-                        "(default 16; the *_big presets use 8)")
+SINUSOID_LAYOUTS = ("fairseq", "apptek")
+ABSOLUTE_POSITIONS = ("sinusoids", "shared")
 
 
-def set_defaults(args):
-    args.posnet_max_relative = getattr(args, "posnet_max_relative", 16)
-    # Set by posnet-precompute in the checkpoint it writes: the mixers then
-    # hold N-position energy tables instead of their position parameters.
-    args.posnet_precomputed = getattr(args, "posnet_precomputed", 0)
+FLAGS = flags.declare(
+    "aPosNet / rPosNet", "posnet",
+    flags.Flag("--posnet-max-relative", 16, "rposnet/arposnet: relative distances are clipped to [-K, K] "
+               "(the *_big presets use 8)", type=int, metavar="K"),
+    flags.Flag("--posnet-position-norm", "torch", "rposnet/arposnet: the LayerNorm of the position queries: torch = "
+               "nn.LayerNorm (biased variance, eps 1e-5); apptek = the authors' code (unbiased variance, eps 1e-8)",
+               choices=LAYER_NORMS),
+    flags.Flag("--aposnet-sinusoids", "fairseq", "aposnet/arposnet: layout of the sinusoidal position vectors: "
+               "fairseq = [sin | cos] halves, frequencies 10000^(-k/(D/2-1)); apptek = the authors' code, "
+               "interleaved sin/cos, frequencies 10000^(-2k/D)", choices=SINUSOID_LAYOUTS),
+    flags.Flag("--arposnet-absolute-positions", "sinusoids", "arposnet: position vectors of the aPosNet term: "
+               "sinusoids = its own (--aposnet-sinusoids); shared = the rPosNet term's normalised model positions "
+               "(the authors' code: one learned vector for both terms; self-attention sites only)",
+               choices=ABSOLUTE_POSITIONS),
+)
+DEFAULTS = FLAGS.defaults()
 
 
-flags.register_options(add_args, set_defaults)
+def sinusoids(length, dim, layout="fairseq"):
+    """fp32 sinusoidal vectors of positions 0..length-1 (length x dim), no padding offset.
 
-
-def sinusoids(length, dim):
-    """fp32 sinusoidal vectors of positions 0..length-1 (fairseq's formula, no padding offset)."""
-    return SinusoidalPositionalEmbedding.get_embedding(length, dim)
+    ``fairseq``: fairseq's SinusoidalPositionalEmbedding, ``[sin(n w_k) | cos(n w_k)]``
+    with ``w_k = 10000^(-k / (D/2 - 1))``, k < D/2 (a zero column when D is odd).
+    ``apptek``: the AppTek code's, ``pe[n, 2k] = sin(n w_k)``, ``pe[n, 2k+1] =
+    cos(n w_k)`` with ``w_k = 10000^(-2k / D)``.
+    """
+    if layout == "fairseq":
+        return SinusoidalPositionalEmbedding.get_embedding(length, dim)
+    if layout != "apptek":
+        raise ValueError(f"--aposnet-sinusoids {layout}: choose from {', '.join(SINUSOID_LAYOUTS)}")
+    angles = torch.arange(length, dtype=torch.float32).unsqueeze(1) * \
+        torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.empty(length, dim)
+    table[:, 0::2] = torch.sin(angles)
+    table[:, 1::2] = torch.cos(angles[:, : dim // 2])
+    return table
 
 
 class PositionAttention(Mixer):
@@ -89,8 +117,12 @@ class PositionAttention(Mixer):
     ENERGIES = ()  # "a" (aPosNet, Eq. 8) and/or "r" (rPosNet, Eq. 9-10)
 
     def __init__(self, embed_dim, num_heads, kdim, site, max_relative=16, length_ratio=1.0, dropout=0.0,
-                 position_dropout=0.0, positions=None, position_norm=None, precomputed=0):
+                 position_dropout=0.0, positions=None, position_norm=None, precomputed=0,
+                 sinusoid_layout="fairseq", shared_positions=False):
         super().__init__(embed_dim, num_heads)
+        self.sinusoid_layout = sinusoid_layout
+        # arPosNet as the authors' code: the aPosNet term reads the rPosNet term's position vectors.
+        self.shared_positions = shared_positions
         self.site = site
         self.causal = site == "decoder_self"
         self.max_relative = max_relative
@@ -145,6 +177,17 @@ class PositionAttention(Mixer):
             if length_ratio is None or not length_ratio > 0:
                 raise ValueError(f"--length-ratio {length_ratio}: {cls.NAME} cross-attention needs gamma > 0")
         precomputed = int(getattr(args, "posnet_precomputed", 0) or 0)
+        get = lambda key: getattr(args, key, DEFAULTS[key])  # noqa: E731
+        layout = get("aposnet_sinusoids")
+        if layout not in SINUSOID_LAYOUTS:
+            raise ValueError(f"--aposnet-sinusoids {layout}: choose from {', '.join(SINUSOID_LAYOUTS)}")
+        absolute = get("arposnet_absolute_positions")
+        if absolute not in ABSOLUTE_POSITIONS:
+            raise ValueError(f"--arposnet-absolute-positions {absolute}: choose from {', '.join(ABSOLUTE_POSITIONS)}")
+        shared = absolute == "shared" and cls.ENERGIES == ("a", "r")
+        if shared and ctx.site == "cross":
+            raise ValueError("--arposnet-absolute-positions shared: arposnet cross-attention would need the "
+                             "encoder's position vectors for its keys; use it at the self-attention sites only")
         positions = norm = None
         if "r" in cls.ENERGIES and not precomputed:
             positions = ctx.embed_positions
@@ -152,10 +195,11 @@ class PositionAttention(Mixer):
                 raise ValueError(
                     f"{cls.NAME} at the {ctx.site} site takes its queries from the model's position embeddings: "
                     f"drop --no-token-positional-embeddings (the paper uses learned ones, "
-                    f"{LEARNED_POS_FLAGS[ctx.site]}, as the rposnet_* presets do)")
-            norm = ctx.shared_module(POSITION_NORM_KEY, lambda: nn.LayerNorm(ctx.embed_dim))
+                    f"{SITE[ctx.site].learned_pos_flag}, as the rposnet_* presets do)")
+            norm = ctx.shared_module(POSITION_NORM_KEY, lambda: layer_norm(
+                get("posnet_position_norm"), ctx.embed_dim, "--posnet-position-norm"))
         return cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, ctx.site, int(max_relative), float(length_ratio),
-                   ctx.dropout, getattr(args, "dropout", 0.0), positions, norm, precomputed)
+                   ctx.dropout, getattr(args, "dropout", 0.0), positions, norm, precomputed, layout, shared)
 
     def max_positions(self):
         if self.precomputed:
@@ -179,7 +223,7 @@ class PositionAttention(Mixer):
         else:
             vectors = SinusoidalPositionalEmbedding.get_embedding(offset + hi, self.embed_dim, module.padding_idx)
             vectors = vectors[offset + lo:].to(norm.weight.device)
-        vectors = F.layer_norm(vectors, (self.embed_dim,), norm.weight.float(), norm.bias.float(), norm.eps)
+        vectors = layer_norm_fp32(norm, vectors)
         return F.dropout(vectors, self.position_dropout, dropout)
 
     def _project(self, proj, vectors):
@@ -193,8 +237,11 @@ class PositionAttention(Mixer):
     def _absolute_table(self, lo, hi, keys, dropout):
         # One set of (dropped-out) vectors for queries and keys, as in
         # self-attention where both are the same positions.
-        vectors = F.dropout(sinusoids(max(hi, keys), self.embed_dim).to(self.abs_q_proj.weight.device),
-                            self.position_dropout, dropout)
+        if self.shared_positions:
+            vectors = self._model_positions(0, max(hi, keys), dropout)
+        else:
+            vectors = F.dropout(sinusoids(max(hi, keys), self.embed_dim, self.sinusoid_layout).to(
+                self.abs_q_proj.weight.device), self.position_dropout, dropout)
         q = self._project(self.abs_q_proj, vectors[lo:hi])
         k = self._project(self.abs_k_proj, vectors[:keys])
         return torch.einsum("nhd,mhd->hnm", q, k)
@@ -253,6 +300,8 @@ class PositionAttention(Mixer):
             limit = self.max_positions()
             self.rel_energy = self._relative_table(0, min(length, limit or length), dropout=False)
         if "a" in self.ENERGIES:
+            if self.shared_positions:  # as far as the learned position table reaches
+                length = min(length, self.max_positions() or length)
             self.abs_energy = self._absolute_table(0, length, length, dropout=False)
 
     def make_generation_fast_(self, **kwargs):
@@ -341,6 +390,8 @@ RELATIVE_VARIANTS = {
     "k2": {"posnet_max_relative": 2},
     "learned_pos": {"encoder_learned_pos": True, "decoder_learned_pos": True},
     "gated": dict(GATED),
+    # The authors' LayerNorm for the positions and the gated values (docs/conventions.md).
+    "apptek_norms": {"posnet_position_norm": "apptek", "gating_norm": "apptek", **GATED},
 }
 
 
@@ -352,7 +403,8 @@ class RPosNet(PositionAttention):
     ENERGIES = ("r",)
 
 
-@register_mixer("aposnet", sites=SITES, variants={"gated": dict(GATED)})
+@register_mixer("aposnet", sites=SITES,
+                variants={"gated": dict(GATED), "apptek_sinusoids": {"aposnet_sinusoids": "apptek"}})
 class APosNet(PositionAttention):
     """aPosNet (PosNet paper, Eq. 8): absolute-position queries x absolute-position keys."""
 
@@ -360,7 +412,8 @@ class APosNet(PositionAttention):
     ENERGIES = ("a",)
 
 
-@register_mixer("arposnet", sites=SITES, variants={"k2_gated": {"posnet_max_relative": 2, **GATED}},
+@register_mixer("arposnet", sites=SITES, variants={"k2_gated": {"posnet_max_relative": 2, **GATED},
+                                                  "apptek_sinusoids": {"aposnet_sinusoids": "apptek"}},
                 uses_length_ratio=True)
 class ARPosNet(PositionAttention):
     """arPosNet (PosNet paper): the sum of the aPosNet and rPosNet energies."""

@@ -19,15 +19,12 @@ Both serve the encoder and decoder self-attention sites only (cross attention
 has no distance between a target and a source position). Distances are taken
 between real positions (sources are left-padded); the decoder is causal.
 
-Flags (shared by both mixers):
-
-* ``--relative-max-distance K`` (default 16; the ``*_big`` presets use 8),
-* ``--relative-embeddings {per-head,shared}`` (default ``per-head``): a
-  (2K+1) x D table whose D columns are split into one d_h slice per head, as
-  in the PosNet paper's baseline (AppTek ``RelativeMultiHeadAttention``), or
-  one (2K+1) x d_h table shared by all heads, as in Shaw et al.,
-* ``--relative-values``: add the value-side term of Eq. 3 (off, as in the
-  PosNet paper's baseline and the NEU fairseq fork).
+Both mixers share their flags (``FLAGS`` below): the clipping distance K;
+``--relative-embeddings``: a (2K+1) x D table whose D columns are split into
+one d_h slice per head, as in the PosNet paper's baseline (AppTek
+``RelativeMultiHeadAttention``), or one (2K+1) x d_h table shared by all
+heads, as in Shaw et al.; ``--relative-values``: the value-side term of Eq. 3
+(off by default, as in the PosNet paper's baseline and the NEU fairseq fork).
 """
 import math
 
@@ -49,23 +46,16 @@ VARIANTS = {
 }
 
 
-def add_args(parser):
-    parser.add_argument("--relative-max-distance", type=int, metavar="K",
-                        help="shaw/relattn: distances are clipped to [-K, K] (default 16; *_big presets: 8)")
-    parser.add_argument("--relative-embeddings", choices=EMBEDDING_KINDS,
-                        help="shaw/relattn: 'per-head' slices of a (2K+1) x D table (PosNet paper baseline) "
-                        "or one (2K+1) x d_h table 'shared' by all heads (Shaw et al., 2018) (default per-head)")
-    parser.add_argument("--relative-values", action="store_true",
-                        help="shaw/relattn: also add relative embeddings to the values (Shaw et al. Eq. 3)")
-
-
-def set_defaults(args):
-    args.relative_max_distance = getattr(args, "relative_max_distance", 16)
-    args.relative_embeddings = getattr(args, "relative_embeddings", "per-head")
-    args.relative_values = getattr(args, "relative_values", False)
-
-
-flags.register_options(add_args, set_defaults)
+FLAGS = flags.declare(
+    "Shaw et al. / relative attention", "posnet",
+    flags.Flag("--relative-max-distance", 16, "shaw/relattn: distances are clipped to [-K, K] (*_big presets: 8)",
+               type=int, metavar="K"),
+    flags.Flag("--relative-embeddings", "per-head", "shaw/relattn: 'per-head' slices of a (2K+1) x D table "
+               "(PosNet paper baseline) or one (2K+1) x d_h table 'shared' by all heads (Shaw et al., 2018)",
+               choices=EMBEDDING_KINDS),
+    flags.Flag("--relative-values", False, "shaw/relattn: also add relative embeddings to the values "
+               "(Shaw et al. Eq. 3)"),
+)
 
 
 @register_mixer("shaw", sites=("encoder_self", "decoder_self"), variants=VARIANTS)

@@ -42,23 +42,15 @@ from .shaw import ShawRelativeAttention
 INIT_MODES = ("random", "local")
 
 
-def add_args(parser):
-    parser.add_argument("--tisa-kernels", type=int, metavar="S",
-                        help="radial basis kernels per head of TISA's positional scoring function f_h "
-                        "(default 5; 0 = no positional score: with --no-token-positional-embeddings the "
-                        "bag-of-words baseline)")
-    parser.add_argument("--tisa-init", choices=INIT_MODES,
-                        help="TISA kernel initialisation: 'random' (the reference code: c ~ N(0, 5^2), "
-                        "a ~ N(0.1, 0.01^2), b ~ N(0.1, 0.01^2)) or 'local' (deterministic: centres "
-                        "evenly spaced on -2..2, a = b = 0.1); default random")
-
-
-def set_defaults(args):
-    args.tisa_kernels = getattr(args, "tisa_kernels", 5)
-    args.tisa_init = getattr(args, "tisa_init", "random")
-
-
-flags.register_options(add_args, set_defaults)
+FLAGS = flags.declare(
+    "TISA", "tisa",
+    flags.Flag("--tisa-kernels", 5, "radial basis kernels per head of TISA's positional scoring function f_h "
+               "(0 = no positional score: with --no-token-positional-embeddings the bag-of-words baseline)",
+               type=int, metavar="S"),
+    flags.Flag("--tisa-init", "random", "TISA kernel initialisation: 'random' (the reference code: "
+               "c ~ N(0, 5^2), a ~ N(0.1, 0.01^2), b ~ N(0.1, 0.01^2)) or 'local' (deterministic: centres evenly "
+               "spaced on -2..2, a = b = 0.1)", choices=INIT_MODES),
+)
 
 
 class TisaScorer(nn.Module):

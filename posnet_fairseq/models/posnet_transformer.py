@@ -29,23 +29,30 @@ from torch import nn
 
 from .. import flags
 from ..data.length_ratio import length_ratio_from_task
-from ..mixers.base import MIXERS, SITE_FLAGS, Mixer, MixerContext, build_site_mixer, lookup_mixer
+from ..mixers.base import MIXERS, Mixer, MixerContext, build_site_mixer, lookup_mixer, mixers_for_site
+from ..sites import SITE, SITE_LIST, dest, per_layer, spec_items
 
 logger = logging.getLogger(__name__)
 
 
+FLAGS = flags.declare(
+    "posnet_transformer: mixers per site", "model",
+    *(flags.Flag(site.mixer_flag, "mha", f"{site.name.replace('_', ' ')} mixer, one name or one per layer "
+                 f"({', '.join(mixers_for_site(site.name))})" + ("; 'none' removes the sub-layer"
+                                                                  if site.name == "cross" else ""),
+                 metavar="SPEC") for site in SITE_LIST),
+    flags.Flag("--length-ratio", None, "length ratio gamma = mean source / mean target length for cross-attention "
+               "mixers", type=float, metavar="GAMMA",
+               default_doc="computed from the binarized training set and stored in the checkpoint"),
+    flags.Flag("--no-encoder-ffn", False, "remove the encoder feed-forward sub-layers (-FF)"),
+    flags.Flag("--no-decoder-ffn", False, "remove the decoder feed-forward sub-layers (-FF)"),
+)
+
+
 def layer_mixer_names(cfg, site, num_layers):
     """The mixer name of every layer at ``site``, validated against the registry."""
-    flag = SITE_FLAGS[site]
-    spec = getattr(cfg, flag[2:].replace("-", "_"))
-    names = [n.strip() for n in str(spec).split(",")]
-    if len(names) == 1:
-        names = names * num_layers
-    if len(names) != num_layers:
-        raise ValueError(
-            f"{flag} {spec}: gives {len(names)} per-layer mixers but the model has {num_layers} layers "
-            "(give one name for all layers or exactly one per layer)"
-        )
+    flag = SITE[site].mixer_flag
+    names = per_layer(flag, getattr(cfg, dest(flag)), num_layers)
     for name in names:
         lookup_mixer(name, site)
     return names
@@ -189,12 +196,12 @@ class PosNetTransformerModel(TransformerModel):
     @staticmethod
     def add_args(parser):
         TransformerModel.add_args(parser)
-        flags.add_model_args(parser)
+        flags.add_args(parser)
 
     @classmethod
     def build_model(cls, args, task):
         flags.set_defaults(args)
-        mixers = {name.strip() for name in str(args.decoder_self_mixer).split(",")}
+        mixers = set(spec_items(args.decoder_self_mixer))
         if getattr(args, "cross_self_attention", False) and mixers != {"mha"}:
             raise ValueError(
                 f"--cross-self-attention needs --decoder-self-mixer mha (got {args.decoder_self_mixer}): "

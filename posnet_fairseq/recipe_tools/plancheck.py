@@ -17,8 +17,8 @@ import io
 import shlex
 import sys
 
-_MIXER_FLAGS = {"--encoder-self-mixer": "encoder_self", "--decoder-self-mixer": "decoder_self",
-                "--cross-mixer": "cross"}
+from ..sites import SITE_LIST, spec_items
+
 
 
 def train_commands(plan_text):
@@ -65,11 +65,11 @@ def check_command(argv):
         problems.append("no --arch")
     elif arch not in ARCH_MODEL_REGISTRY:
         problems.append(f"architecture {arch} is not registered")
-    for flag, site in _MIXER_FLAGS.items():
-        spec = _value(argv, flag)
-        for name in (spec.split(",") if spec else []):
-            if name.strip() not in mixers_for_site(site):
-                problems.append(f"{flag} {spec}: mixer {name.strip()} is not registered for {site}")
+    for site in SITE_LIST:
+        spec = _value(argv, site.mixer_flag)
+        for name in (spec_items(spec) if spec else []):
+            if name not in mixers_for_site(site.name):
+                problems.append(f"{site.mixer_flag} {spec}: mixer {name} is not registered for {site.name}")
     if problems:
         return problems
     err = io.StringIO()
