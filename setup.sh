@@ -37,7 +37,8 @@ install_into() {
   # (-W: a torch without numpy beside it yet warns about that on import).
   read -r torch_before tag < <("$py" -W ignore -c '
 import sys, torch
-cuda = "cu" + torch.version.cuda.replace(".", "") if torch.version.cuda else "cpu"
+hip = getattr(torch.version, "hip", None)
+cuda = "cu" + torch.version.cuda.replace(".", "") if torch.version.cuda else f"rocm{hip}" if hip else "cpu"
 base = torch.__version__.split("+")[0]
 print(torch.__version__, f"torch-{base}-{cuda}-cp{sys.version_info[0]}{sys.version_info[1]}")')
   cache="$WHEEL_CACHE_ROOT/$tag"
