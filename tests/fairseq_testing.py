@@ -209,3 +209,112 @@ def train_and_generate(data_bin, save_dir, arch, extra=(), updates=2, dims=TINY_
     ], options.get_generation_parser)
     return checkpoint, out
 
+
+
+# ----- the mixer contract, as checks on a built model, on any device and dtype -----
+# (tests/test_mixer_contract.py runs them on CPU in fp32, tests/test_cuda.py on CUDA
+# in fp32, fp16 and bf16.)
+
+
+def _device(model):
+    return next(model.parameters()).device
+
+
+def check_padding_invariance(model, d, atol, rtol=0.0):
+    """A sentence gives the same encoder states and logits alone as beside longer ones."""
+    device = _device(model)
+    g = torch.Generator().manual_seed(0)
+    srcs, tgts = random_sentences([5, 11, 3], g, d), random_sentences([4, 9, 2], g, d)
+    tokens, lengths = (t.to(device) for t in src_batch(srcs, d.pad(), d.eos()))
+    with torch.no_grad():
+        enc = model.encoder(tokens, lengths)["encoder_out"][0]
+        batched = model(tokens, lengths, tgt_batch(tgts, d.pad(), d.eos()).to(device))[0]
+        for i, (src, tgt) in enumerate(zip(srcs, tgts)):
+            one_tokens, one_lengths = (t.to(device) for t in src_batch([src], d.pad(), d.eos()))
+            one_enc = model.encoder(one_tokens, one_lengths)["encoder_out"][0]
+            alone = model(one_tokens, one_lengths, tgt_batch([tgt], d.pad(), d.eos()).to(device))[0]
+            n = len(src) + 1  # real source tokens sit at the right end (left padding)
+            torch.testing.assert_close(enc[-n:, i], one_enc[:, 0], atol=atol, rtol=rtol)
+            torch.testing.assert_close(batched[i, : len(tgt) + 1], alone[0], atol=atol, rtol=rtol)
+
+
+def check_incremental_equals_teacher_forced(model, d, atol, rtol=0.0):
+    tokens, lengths, prev = (t.to(_device(model)) for t in random_batch(d, [6, 10, 4], [9, 9, 9], seed=1))
+    with torch.no_grad():
+        full = model(tokens, lengths, prev)[0]
+    torch.testing.assert_close(decode_incrementally(model, tokens, lengths, prev), full, atol=atol, rtol=rtol)
+
+
+def check_beam_reordering(model, d, atol, rtol=0.0):
+    """Reorders as SequenceGenerator does: permutations within a sentence's beams,
+    then finished sentences dropped; incremental logits follow the reordered
+    histories exactly."""
+    device = _device(model)
+    g = torch.Generator().manual_seed(2)
+    bsz, beam = 2, 2
+    tokens, lengths = src_batch(random_sentences([7, 4], g, d), d.pad(), d.eos())
+    beams = torch.arange(bsz).repeat_interleave(beam)
+    prev = torch.cat([torch.full((bsz * beam, 1), d.eos()),
+                      torch.randint(d.nspecial, len(d), (bsz * beam, 8), generator=g)], dim=1)
+    reorders = {3: torch.tensor([1, 0, 3, 2]), 4: torch.tensor([1, 1, 2, 3]), 6: torch.tensor([2, 3])}
+    steps = decode_steps(model, tokens[beams].to(device), lengths[beams].to(device), prev.to(device),
+                         {t: order.to(device) for t, order in reorders.items()})
+    assert [step.logits.size(0) for step in steps] == [4] * 6 + [2] * 3
+    for t, step in enumerate(steps):
+        with torch.no_grad():
+            reference = model.decoder(step.prefix, encoder_out=step.encoder_out)[0][:, -1]
+        torch.testing.assert_close(step.logits, reference, atol=atol, rtol=rtol, msg=lambda m: f"step {t}: {m}")
+
+
+def check_finite_at_longest_length(model, d, site, decoder_steps=None):
+    """No NaN/inf at the longest length the model accepts (at most 1024): the whole
+    model teacher-forced, and, for a decoder self-attention mixer, the mixer alone
+    stepped incrementally ``decoder_steps`` times (default: to that length)."""
+    device, dtype = _device(model), next(model.parameters()).dtype
+    max_src, max_tgt = (min(n, 1024) for n in model.max_positions())
+    # Only the sides the mixer sees need the longest length.
+    max_src = max_src if site != "decoder_self" else 8
+    max_tgt = max_tgt if site != "encoder_self" else 8
+    tokens, lengths, prev = (t.to(device) for t in random_batch(d, [max_src - 1, 5], [max_tgt - 1, 7], seed=3))
+    with torch.no_grad():
+        logits = model(tokens, lengths, prev)[0]
+        assert torch.isfinite(logits).all(), f"non-finite logits in {dtype}"
+        if site == "decoder_self":
+            # Stepping the whole decoder 1024 times is slow; the mixer alone is
+            # where step-dependent overflow would happen.
+            steps = max_tgt if decoder_steps is None else min(max_tgt, decoder_steps)
+            mixer = model.decoder.layers[0].self_attn
+            x = torch.randn(steps, 2, mixer.embed_dim, generator=torch.Generator().manual_seed(4))
+            finite = torch.isfinite(step_mixer(mixer, x.to(device=device, dtype=dtype))[0]).flatten(1).all(1)
+            assert finite.all(), f"non-finite mixer output from step {int((~finite).nonzero()[0])} in {dtype}"
+
+
+def copy_as(model, dtype=None, device=None):
+    """A deep copy of a built model in ``dtype`` on ``device``, with its own decoding state."""
+    import copy
+
+    clone = copy.deepcopy(model).to(device=device, dtype=dtype)
+    # deepcopy copies each module's incremental-state id; fresh ids keep the clone's
+    # decoding state apart from the original's.
+    for module in clone.modules():
+        if hasattr(module, "init_incremental_state"):
+            module.init_incremental_state()
+    return clone
+
+
+# One tiny preset per mechanism family, with the Transformer and the -SA ceiling:
+# what the per-family tests (mixed-precision training, the e2e install check) run.
+FAMILY_ARCHS = [
+    "posnet_transformer_tiny",  # Transformer (mha everywhere)
+    "transformer_nosa_tiny",  # -SA ceiling: no self-attention sub-layers
+    "rposnet_transformer_tiny",
+    "aposnet_transformer_tiny",
+    "aan_plus_wet_tiny",
+    "hc_gaussian_shx_tiny",
+    "tisa_transformer_tiny",
+    "shaw_transformer_tiny",
+    "relattn_transformer_tiny",
+    "linearnet_transformer_tiny",
+    "fouriernet_transformer_tiny",
+    "lightconv_apptek_gated_transformer_tiny",
+]

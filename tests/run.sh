@@ -5,4 +5,6 @@ cd "$(dirname "$0")/.."
 bash setup.sh
 # One torch thread per worker (also for the fairseq CLIs the tests spawn).
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-exec .venv/bin/python -m pytest -n "${POSNET_TEST_WORKERS:-2}" -q -p no:cacheprovider tests "$@"
+# -rsx: the summary lists every skipped test (e.g. tests/test_cuda.py without a
+# CUDA device) and expected failure with its reason, so none passes silently.
+exec .venv/bin/python -m pytest -n "${POSNET_TEST_WORKERS:-2}" -q -rsx -p no:cacheprovider tests "$@"
