@@ -113,28 +113,11 @@ MODES = [(mode, dtype) for mode in ("half", "autocast") for dtype in (torch.floa
 MODE_IDS = [f"{mode}-{str(dtype)[6:]}" for mode, dtype in MODES]
 
 
-def _autocast_leak(where):
-    """Marks a case that fails today: under autocast (--amp) ``where`` runs in the
-    low-precision dtype. Strict, so the fix turns the mark into a failure to remove."""
-    return pytest.mark.xfail(strict=True, reason=(
-        f"{where}: computed in fp16/bf16 under autocast (--amp), since F.linear/einsum are autocast "
-        "ops; the mixer would need torch.autocast(device_type, enabled=False) around it"))
-
-
-def _cases(leaky, where, names):
-    """(name, mode, dtype) params; the autocast ones of ``leaky`` names marked by _autocast_leak."""
-    return [pytest.param(*name, mode, dtype, id=f"{'-'.join(name)}-{i}",
-                         marks=[_autocast_leak(where)] if mode == "autocast" and name in leaky else [])
-            for name in names for (mode, dtype), i in zip(MODES, MODE_IDS)]
-
-
 AAN_VARIANTS = [("default",), ("ner",), ("wet",), ("wet_relu",)]
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("variant, mode, dtype", _cases(
-    [("wet",), ("wet_relu",)], "aan.py's WET log-weights gamma U z (and so the running reference and "
-    "denominator)", AAN_VARIANTS))
+@pytest.mark.parametrize("variant, mode, dtype", [(v, m, d) for (v,) in AAN_VARIANTS for m, d in MODES])
 def test_aan_running_sums_stay_fp32(device, mode, dtype, variant):
     """AAN+'s decoding state (running numerator, denominator, reference) is fp32:
     in fp16 the running sums of exp(alpha k) terms would overflow near k = 111."""
@@ -177,8 +160,7 @@ POSNET_SITES = [("rposnet", "decoder_self"), ("aposnet", "encoder_self"), ("arpo
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name, site, mode, dtype", _cases(
-    POSNET_SITES, "posnet.py's position energy tables (_project: F.linear, then einsum)", POSNET_SITES))
+@pytest.mark.parametrize("name, site, mode, dtype", [(n, s, m, d) for n, s in POSNET_SITES for m, d in MODES])
 def test_posnet_position_energies_stay_fp32(monkeypatch, device, mode, dtype, name, site):
     """PosNet's position energies (and the tables they are folded into) are fp32."""
     from posnet_fairseq.mixers import posnet

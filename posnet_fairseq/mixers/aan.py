@@ -57,7 +57,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import flags
-from .base import Mixer, real_positions, register_mixer
+from .base import Mixer, autocast_off, real_positions, register_mixer
 
 PATTERNS = ("avg", "ner", "far", "wet")
 ACTIVATIONS = ("exp", "relu", "square")
@@ -218,7 +218,8 @@ class AverageAttention(Mixer):
         ``z`` T x B x C fp32, ``k`` T x B x 1 fp32 1-based positions, ``pad`` T x B x 1 bool.
         """
         if name == "wet":
-            x = self.gamma * F.linear(z, self.wet_proj.weight.float())
+            with autocast_off(z):
+                x = self.gamma * F.linear(z, self.wet_proj.weight.float())
         elif name == "ner":
             x = self.alpha * k
         elif name == "far":

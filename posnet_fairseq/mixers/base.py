@@ -147,6 +147,16 @@ def lookup_mixer(name: str, site: str) -> MixerEntry:
     return entry
 
 
+def autocast_off(tensor: Tensor):
+    """A context in which arithmetic on ``tensor``'s device runs in the dtypes it is given.
+
+    Under ``--amp`` (autocast) F.linear, matmul and einsum run in fp16/bf16
+    even on fp32 inputs; the parts whose numerics need fp32 (position energy
+    tables, AAN+'s WET log-weights) run inside this context.
+    """
+    return torch.autocast(device_type=tensor.device.type, enabled=False)
+
+
 def real_positions(padding_mask: Optional[Tensor], batch: int, length: int, device) -> Tensor:
     """0-based per-sentence positions, B x T, from a B x T padding mask (True = pad).
 

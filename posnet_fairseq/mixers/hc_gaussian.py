@@ -191,18 +191,19 @@ class HardCodedSelfAttention(_HardCodedAttention):
                  max_length=None):
         super().__init__(embed_dim, num_heads, embed_dim, offsets, sigma, kernel, bias, weight_dropout)
         self.causal = causal
-        self.window = self.decoding_window(max_length) if causal else None
+        self.window = self.decoding_window(max_length, offsets) if causal else None
 
     def extra_repr(self):
         return f"{super().extra_repr()}, causal={self.causal}, window={self.window}"
 
-    def _causal_weights(self, lo, hi):
+    def _causal_weights(self, lo, hi, offsets=None):
         """H x (hi-lo) fp32 weights of the keys at j - i = -hi+1 .. -lo (oldest first), computed as forward does."""
-        distance = -torch.arange(hi - 1, lo - 1, -1, device=self.offsets.device).view(1, -1)
-        return hard_coded_weights(distance - self.offsets.float().view(-1, 1), self.sigma, self.kernel)
+        offsets = self.offsets if offsets is None else offsets
+        distance = -torch.arange(hi - 1, lo - 1, -1, device=offsets.device).view(1, -1)
+        return hard_coded_weights(distance - offsets.float().view(-1, 1), self.sigma, self.kernel)
 
     @torch.no_grad()
-    def decoding_window(self, max_length):
+    def decoding_window(self, max_length, offsets):
         """How many of the latest keys a decoding step needs, or None for the whole prefix.
 
         Found numerically, not from a formula: the weights of every distance a
@@ -217,7 +218,9 @@ class HardCodedSelfAttention(_HardCodedAttention):
         far as the target does.
         """
         length = int(max_length or WINDOW_SCAN)
-        nonzero = (self._causal_weights(0, length) != 0).any(dim=0).nonzero()
+        # On the CPU from the configured offsets: the module may be built on the meta device.
+        weights = self._causal_weights(0, length, torch.tensor(offsets, dtype=torch.float32, device="cpu"))
+        nonzero = (weights != 0).any(dim=0).nonzero()
         if nonzero.numel() == 0:
             return 1  # every weight is 0: one zero-weight key keeps the shapes
         window = length - int(nonzero[0])  # the oldest key with a weight, counted from the query

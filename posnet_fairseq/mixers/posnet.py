@@ -61,7 +61,8 @@ from torch import nn
 
 from .. import flags
 from ..sites import SITE, SITES
-from .base import LAYER_NORMS, Mixer, layer_norm, layer_norm_fp32, masked_softmax, real_positions, register_mixer
+from .base import (LAYER_NORMS, Mixer, autocast_off, layer_norm, layer_norm_fp32, masked_softmax, real_positions,
+                   register_mixer)
 
 POSITION_NORM_KEY = "posnet_position_norm"
 # First size of the in-memory tables made by make_generation_fast_ (the
@@ -230,9 +231,10 @@ class PositionAttention(Mixer):
         return F.linear(vectors, proj.weight.float(), proj.bias.float()).view(-1, self.num_heads, self.head_dim)
 
     def _relative_table(self, lo, hi, dropout):
-        queries = self._project(self.rel_q_proj, self._model_positions(lo, hi, dropout))
-        keys = self.rel_keys.float().view(-1, self.num_heads, self.head_dim)
-        return torch.einsum("nhd,shd->hns", queries, keys)
+        with autocast_off(self.rel_keys):
+            queries = self._project(self.rel_q_proj, self._model_positions(lo, hi, dropout))
+            keys = self.rel_keys.float().view(-1, self.num_heads, self.head_dim)
+            return torch.einsum("nhd,shd->hns", queries, keys)
 
     def _absolute_table(self, lo, hi, keys, dropout):
         # One set of (dropped-out) vectors for queries and keys, as in
@@ -242,9 +244,10 @@ class PositionAttention(Mixer):
         else:
             vectors = F.dropout(sinusoids(max(hi, keys), self.embed_dim, self.sinusoid_layout).to(
                 self.abs_q_proj.weight.device), self.position_dropout, dropout)
-        q = self._project(self.abs_q_proj, vectors[lo:hi])
-        k = self._project(self.abs_k_proj, vectors[:keys])
-        return torch.einsum("nhd,mhd->hnm", q, k)
+        with autocast_off(vectors):
+            q = self._project(self.abs_q_proj, vectors[lo:hi])
+            k = self._project(self.abs_k_proj, vectors[:keys])
+            return torch.einsum("nhd,mhd->hnm", q, k)
 
     def _check_table(self, table, kind, needed):
         if table is None or needed > self.precomputed:
