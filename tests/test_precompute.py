@@ -98,7 +98,7 @@ PAPER_TRANSFORMER_BASE = 66.5e6
 
 def test_base_parameter_deltas_match_the_paper():
     """Table 2/6 (base, N = 128): Transformer 66.5M, +gating 69.7M, rPosNet 63.9M, aPosNet 65.0M,
-    the PosNet rows counted after precomputation (see README.md, PosNet section)."""
+    the PosNet rows counted after precomputation (see docs/posnet.md, "Inference precomputation")."""
     counts = {}
     for row, flags in {
         "transformer": ["--arch", "posnet_transformer_base"],
