@@ -31,6 +31,7 @@ import json
 import math
 import os
 import shlex
+import signal
 import sys
 
 DEFAULT_TRAIN_MAX_LEN = 20
@@ -78,6 +79,9 @@ def build_parser():
     evaluation = p.add_argument_group("evaluation")
     evaluation.add_argument("--beam", type=int, default=5, help="test translation beam (5)")
     evaluation.add_argument("--batch-size", type=int, default=64, help="test translation batch (64)")
+    evaluation.add_argument("--max-len-a", type=float, default=2.0,
+                            help="test translations stop at a x source length + b tokens (a = 2)")
+    evaluation.add_argument("--max-len-b", type=int, default=10, help="(b = 10)")
     evaluation.add_argument("--bootstrap-samples", type=int, default=1000)
     evaluation.add_argument("--decode-lengths", default="30,80,200",
                             help="forced output lengths for the decoding speed (30,80,200)")
@@ -273,7 +277,13 @@ def analyse(args, trained, max_positions, log):
     return grams, r2s
 
 
+def _interrupt(signum, frame):
+    # SIGTERM unwinds like Ctrl-C, so running trainings and translations are stopped, not orphaned.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv=None):
+    signal.signal(signal.SIGTERM, _interrupt)
     p = build_parser()
     args = check_args(p, p.parse_args(argv))
     os.makedirs(args.out, exist_ok=True)
@@ -288,7 +298,7 @@ def main(argv=None):
                              average=args.average)
     try:
         check_settings(args.out, {"budget": str(args.budget_obj), **vars(recipe), "model_flags": args.model_flags,
-                                  "beam": args.beam}, args.flags)
+                                  "beam": args.beam, "max_len": [args.max_len_a, args.max_len_b]}, args.flags)
     except ValueError as err:
         p.error(str(err))
     try:
@@ -310,7 +320,9 @@ def main(argv=None):
         log("every training failed; see the logs in " + trainer.dir)
         return 1
 
-    failed = quality.translate_all(trained, info, args.out, args.jobs, args.beam, args.batch_size, log)
+    failed = quality.translate_all(trained, info, args.out, args.jobs,
+                                   ["--beam", str(args.beam), "--batch-size", str(args.batch_size),
+                                    "--max-len-a", repr(args.max_len_a), "--max-len-b", str(args.max_len_b)], log)
     translated = {a: c for a, c in trained.items() if a not in failed}
     limits = {arch: quality.model_limits(checkpoint) for arch, checkpoint in trained.items()}
     src_tokens, tgt_tokens = quality.token_lengths(info)
@@ -346,7 +358,8 @@ def main(argv=None):
                                                               else ""),
         "trained": ", ".join(f"`{a}` {o.get('updates', '?')} updates" for a, o in outcomes.items()
                              if "checkpoint" in o),
-        "test translation": f"fairseq-generate, beam {args.beam}",
+        "test translation": f"fairseq-generate, beam {args.beam}, at most {args.max_len_a:g} x source length + "
+                            f"{args.max_len_b} tokens",
         "baseline (ratios, significance)": f"`{args.arch_list[0]}`",
     }
     extra = {a: f for a, f in args.flags.items() if f and f != shlex.split(args.model_flags)}

@@ -24,16 +24,16 @@ from . import data
 PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def generate_command(info, checkpoint, beam, batch_size):
+def generate_command(info, checkpoint, generation_flags):
     return [sys.executable, "-m", "fairseq_cli.generate", info["data_bin"], "--user-dir", PLUGIN_DIR,
             "--path", checkpoint, "--source-lang", info["source_lang"], "--target-lang", info["target_lang"],
-            "--gen-subset", "test", "--beam", str(beam), "--batch-size", str(batch_size), "--num-workers", "0",
+            "--gen-subset", "test", *generation_flags, "--num-workers", "0",
             # fairseq drops a last batch whose size is not a multiple of this (default 8).
             "--required-batch-size-multiple", "1", "--skip-invalid-size-inputs-valid-test",
             *(["--post-process", info["post_process"]] if info["post_process"] else [])]
 
 
-def translate_all(checkpoints, info, out_dir, jobs, beam, batch_size, log):
+def translate_all(checkpoints, info, out_dir, jobs, generation_flags, log):
     """OUT/gen/ARCH.out (fairseq-generate's output) for every {arch: checkpoint}, ``jobs`` at a time,
     one thread each; an existing output is kept. Returns {arch: error message} for failures."""
     import time
@@ -53,10 +53,10 @@ def translate_all(checkpoints, info, out_dir, jobs, beam, batch_size, log):
         while queue or running:
             while queue and len(running) < jobs:
                 arch = queue.pop(0)
-                log(f"translate: {arch} (beam {beam})")
+                log(f"translate: {arch}")
                 out = open(os.path.join(gen_dir, f"{arch}.out.tmp"), "w")
                 err = open(os.path.join(gen_dir, f"{arch}.log"), "w")
-                running[arch] = (subprocess.Popen(generate_command(info, checkpoints[arch], beam, batch_size),
+                running[arch] = (subprocess.Popen(generate_command(info, checkpoints[arch], generation_flags),
                                                   stdout=out, stderr=err, env=env), out, err)
             for arch, (process, out, err) in list(running.items()):
                 if process.poll() is None:

@@ -17,7 +17,6 @@ seconds.
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -335,11 +334,6 @@ class Trainer:
         done_before = len(outcomes)
         queue = [a for a in archs if a not in outcomes]
         started_at = last_progress = time.time()
-
-        def on_signal(signum, frame):
-            raise KeyboardInterrupt(f"signal {signum}")
-
-        previous = signal.signal(signal.SIGTERM, on_signal)
         try:
             while queue or self.running:
                 while queue and len(self.running) < self.jobs:
@@ -353,9 +347,7 @@ class Trainer:
                     self._progress(archs, outcomes, started_at, done_before)
                     last_progress = time.time()
                 time.sleep(0.5)
-        except KeyboardInterrupt:
+        except BaseException:  # KeyboardInterrupt, or SIGTERM turned into one by posnet-compare
             self.stop()
             raise
-        finally:
-            signal.signal(signal.SIGTERM, previous)
         return outcomes
