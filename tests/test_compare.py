@@ -212,13 +212,13 @@ def test_raw_user_corpus_produces_the_table(tmp_path):
     from posnet_fairseq.data.synth import generate_pairs
 
     # A user's corpus: plain text, one sentence per line, not split into train/valid/test.
-    pairs = generate_pairs(260, seed=9, max_len=30)
+    pairs = generate_pairs(400, seed=9, max_len=24)
     (tmp_path / "corpus.en").write_text("".join(s + "\n" for s, _ in pairs))
     (tmp_path / "corpus.xx").write_text("".join(t + "\n" for _, t in pairs))
     out = tmp_path / "run"
     stdout = run_compare(["--archs", "posnet_transformer_tiny", "--raw", str(tmp_path / "corpus.en"),
-                          str(tmp_path / "corpus.xx"), "--train-max-len", "12", "--valid", "10", "--test", "30",
-                          "--vocab-size", "300", "--out", str(out), "--budget", "2u", "--interval", "1",
+                          str(tmp_path / "corpus.xx"), "--train-max-len", "12", "--valid", "20", "--test", "30",
+                          "--vocab-size", "1000", "--out", str(out), "--budget", "2u", "--interval", "1",
                           "--decode-lengths", "8", *CHEAP])
     rows = read_csv(out / "results.csv")
     assert list(rows) == ["posnet_transformer_tiny"] and float(rows["posnet_transformer_tiny"]["chrf"]) >= 0

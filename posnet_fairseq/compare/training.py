@@ -97,6 +97,9 @@ class Recipe:
             "--num-workers", "0", "--log-format", "simple", "--log-interval", "10",
             "--validate-interval-updates", str(self.interval), "--save-interval-updates", str(self.interval),
             "--keep-interval-updates", str(self.average), "--keep-last-epochs", str(self.average),
+            # fairseq drops a last batch whose size is not a multiple of this (default 8): a small
+            # validation set would lose sentences, one of fewer than 8 sentences all of them.
+            "--required-batch-size-multiple", "1",
             "--skip-invalid-size-inputs-valid-test", *budget.fairseq_flags(),
         ]
 
