@@ -18,8 +18,8 @@ side, one core each), translates the test set, and writes ``DIR/results.md``
   step memory, decoding speed at forced output lengths, as ratios to the
   first architecture measured in the same run;
 * plots: BLEU vs decoding speed, BLEU by length, validation loss vs updates
-  and vs wall time, each model's encoder position embeddings
-  (``posnet-analyze``'s figures per model under ``DIR/analysis/``).
+  and vs wall time, each model's mean self-attention weight by position
+  offset (``posnet-analyze``'s figures per model under ``DIR/analysis/``).
 
 Re-running the same command skips what is finished (the log says
 "skipped") and resumes an interrupted training from its last checkpoint.
@@ -205,7 +205,7 @@ def _save_json(path, value):
 
 def measure_cost(args, info, trained, limits, log):
     """OUT/cost.json, measured again only when the set of models or the measuring settings change."""
-    from ..compare import cost
+    from ..compare import cost, data
 
     path = os.path.join(args.out, "cost.json")
     step_length = args.train_max_len or 32
@@ -224,7 +224,9 @@ def measure_cost(args, info, trained, limits, log):
     steps = cost.training_steps(list(trained), args.flags, info["vocab"], settings["step_batch"], step_length,
                                 args.step_rounds, args.timed_steps, log)
     log(f"cost: decoding speed at output lengths {args.lengths} ({args.decode_rounds} rounds)")
-    decoding = cost.decoding(trained, limits, info["speed_bin"], args.lengths, args.decode_rounds,
+    speed_bin = data.write_speed_set(info["data_bin"], args.out, args.decode_sentences, info["source_lang"],
+                                     info["target_lang"])
+    decoding = cost.decoding(trained, limits, speed_bin, args.lengths, args.decode_rounds,
                              os.path.join(args.out, "gen", "speed"), (info["source_lang"], info["target_lang"]),
                              args.decode_beam, args.decode_batch, log)
     precompute_lengths = {p["precompute_length"] for p in parameters.values() if p.get("precompute_length")}
@@ -239,42 +241,43 @@ def measure_cost(args, info, trained, limits, log):
     return result
 
 
-def analyse(args, trained, max_positions, log):
-    """posnet-analyze's figures per model (OUT/analysis/ARCH/) and, for the overview figure,
-    {arch: (kind, encoder position gram, Toeplitz R^2)} plus {arch: {table: R^2}}."""
+def analyse(args, info, trained, log):
+    """posnet-analyze's figures and numbers per model (OUT/analysis/ARCH/), its Toeplitz R^2 per
+    position table ({arch: {side: R^2}}), and each model's position-mixing profiles
+    (OUT/analysis/ARCH/mixing.json, posnet_fairseq.compare.mixing)."""
     import contextlib
     import io
 
     from fairseq import checkpoint_utils
 
     from .. import analysis
+    from ..compare import mixing
     from . import analyze
 
-    grams, r2s = {}, {}
+    max_positions = max(b[1] for b in info["buckets"])
+    profiles, r2s = {}, {}
     for arch, checkpoint in trained.items():
         out = os.path.join(args.out, "analysis", arch)
         report = os.path.join(out, "analyze.txt")
-        if not os.path.exists(report):
+        profile_path = os.path.join(out, "mixing.json")
+        if os.path.exists(profile_path) and os.path.getmtime(profile_path) >= os.path.getmtime(checkpoint):
+            log(f"analysis: skipped {arch}, analysed earlier ({out})")
+            profiles[arch] = _load_json(profile_path)
+        else:
+            log(f"analysis: {arch}")
             os.makedirs(out, exist_ok=True)
             text = io.StringIO()
             with contextlib.redirect_stdout(text):
                 analyze.main([checkpoint, "--out-dir", out, "--max-positions", str(max_positions)])
             with open(report, "w") as f:
                 f.write(text.getvalue())
-        else:
-            log(f"analysis: skipped {arch}, analysed earlier ({report})")
+            profiles[arch] = mixing.offset_profiles(checkpoint, info["data_bin"])
+            _save_json(profile_path, profiles[arch])
         state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
-        tables = analysis.position_tables(state["model"], state["cfg"]["model"], max_positions)
-        r2s[arch] = {}
-        for name, (kind, table) in tables.items():
-            gram = analysis.position_gram(table)
-            r2 = analysis.toeplitz_r2(gram)
-            r2s[arch][name.split(".")[0]] = r2
-            if name.startswith("encoder"):
-                grams[arch] = (kind, gram.numpy(), r2)
-        if arch not in grams:
-            grams[arch] = "no position embeddings"
-    return grams, r2s
+        r2s[arch] = {name.split(".")[0]: analysis.toeplitz_r2(analysis.position_gram(table))
+                     for name, (_, table) in analysis.position_tables(state["model"], state["cfg"]["model"],
+                                                                       max_positions).items()}
+    return profiles, r2s
 
 
 def _interrupt(signum, frame):
@@ -305,8 +308,7 @@ def main(argv=None):
         info = data.prepare(args.out, args.mode, log, raw=args.raw, data_bin=args.data,
                             post_process=args.post_process, train_max_len=args.train_max_len,
                             test_max_len=args.test_max_len, n_buckets=args.buckets, synth_train=args.train_pairs,
-                            valid=args.valid, test=args.test, vocab_size=args.vocab_size, seed=args.seed,
-                            speed_sentences=args.decode_sentences)
+                            valid=args.valid, test=args.test, vocab_size=args.vocab_size, seed=args.seed)
     except (ValueError, FileNotFoundError) as err:
         p.error(str(err))
     train_limit = info["train_max_len"] or info["longest_train"]
@@ -342,7 +344,7 @@ def main(argv=None):
     _save_json(os.path.join(args.out, "quality.json"), quality_result)
 
     cost_result = measure_cost(args, info, translated, limits, log)
-    grams, r2s = analyse(args, translated, max(b[1] for b in info["buckets"]), log)
+    profiles, r2s = analyse(args, info, translated, log)
     curves = {arch: training.valid_curve(trainer.log_path(arch)) for arch in args.arch_list
               if os.path.exists(trainer.log_path(arch))}
 
@@ -373,9 +375,10 @@ def main(argv=None):
     plots.bleu_by_length(table, quality_result["buckets"], train_limit, info["length_unit"],
                          os.path.join(plot_dir, "bleu_by_length.png"))
     plots.valid_loss(args.arch_list, curves, os.path.join(plot_dir, "valid_loss.png"))
-    plots.position_mixing(scored, grams, os.path.join(plot_dir, "position_mixing.png"))
+    plots.position_mixing(scored, profiles, os.path.join(plot_dir, "position_mixing.png"))
     _save_json(os.path.join(args.out, "results.json"), {"table": table, "buckets": quality_result["buckets"],
                                                         "train_limit": train_limit, "curves": curves,
+                                                        "mixing": profiles,
                                                         "decode_lengths": args.lengths})
     log(f"wrote {args.out}/results.md, results.csv, plots/*.png")
     print(text)

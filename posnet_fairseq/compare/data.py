@@ -27,7 +27,7 @@ import sys
 from ..data import synth
 
 SPLITS = ("train", "valid", "test")
-# The test split's first sentences, binarized again as the decoding-speed set.
+# The test split's first sentences, binarized again as the decoding-speed set (cost phase).
 SPEED_DIR = "speed-bin"
 MAX_BUCKETS = 8
 
@@ -139,11 +139,13 @@ def split_lengths(data_bin, split, src, tgt, lang=None):
 
 
 def write_speed_set(data_bin, out_dir, sentences, src, tgt):
-    """OUT/speed-bin: the first ``sentences`` test sentences as the split "test", with the dictionaries."""
+    """OUT/speed-bin: the first ``sentences`` test sentences as the split "test", with the dictionaries
+    (made again each time: the number of sentences is a setting of the cost measurement)."""
     from fairseq.data import indexed_dataset
 
     speed = os.path.join(out_dir, SPEED_DIR)
-    os.makedirs(speed, exist_ok=True)
+    shutil.rmtree(speed, ignore_errors=True)
+    os.makedirs(speed)
     for lang in (src, tgt):
         shutil.copyfile(os.path.join(data_bin, f"dict.{lang}.txt"), os.path.join(speed, f"dict.{lang}.txt"))
         dataset = _dataset(data_bin, "test", src, tgt, lang)
@@ -179,14 +181,12 @@ def bucket_of(length, buckets):
 
 
 def prepare(out_dir, mode, log, *, raw=None, data_bin=None, post_process=None, train_max_len=None,
-            test_max_len=None, n_buckets=5, synth_train=20000, valid=300, test=500, vocab_size=None, seed=1,
-            speed_sentences=32):
+            test_max_len=None, n_buckets=5, synth_train=20000, valid=300, test=500, vocab_size=None, seed=1):
     """Makes (or reuses) the run's corpus; returns the info dict also stored in OUT/data.json."""
     info_path = os.path.join(out_dir, "data.json")
     settings = {"mode": mode, "raw": raw, "data": data_bin, "post_process": post_process,
                 "train_max_len": train_max_len, "test_max_len": test_max_len, "buckets_requested": n_buckets,
-                "synth_train": synth_train, "valid": valid, "test": test, "vocab_size": vocab_size, "seed": seed,
-                "speed_sentences": speed_sentences}
+                "synth_train": synth_train, "valid": valid, "test": test, "vocab_size": vocab_size, "seed": seed}
     if os.path.exists(info_path):
         with open(info_path) as f:
             info = json.load(f)
@@ -235,8 +235,7 @@ def prepare(out_dir, mode, log, *, raw=None, data_bin=None, post_process=None, t
         test_lengths = split_lengths(data_bin, "test", src, tgt)
         longest_train = max(train_lengths + split_lengths(data_bin, "train", src, tgt, tgt))
         buckets = buckets_for(train_max_len or longest_train, max(test_lengths))
-    speed = write_speed_set(data_bin, out_dir, speed_sentences, src, tgt)
-    info = {"settings": settings, "data_bin": data_bin, "speed_bin": speed, "source_lang": src,
+    info = {"settings": settings, "data_bin": data_bin, "source_lang": src,
             "target_lang": tgt, "post_process": post_process, "references": references,
             "train_max_len": train_max_len, "longest_train": longest_train,
             "vocab": len(_dictionary(data_bin, tgt)), "buckets": buckets, "length_unit": unit,

@@ -91,31 +91,29 @@ def valid_loss(archs, curves, path):
     return _save(fig, path)
 
 
-def position_mixing(archs, grams, path):
-    """One heat map per model: P = E E^T of its encoder position embeddings over the test lengths
-    (``posnet_fairseq.analysis``), titled with the kind of table and its Toeplitz R^2;
-    ``grams[arch]`` = (kind, gram, r2) or a string saying why there is none."""
-    cols = min(5, len(archs))
-    rows = -(-len(archs) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols, 2.7 * rows), squeeze=False)
-    for ax in axes.flat:
-        ax.axis("off")
-    for ax, arch in zip(axes.flat, archs):
-        entry = grams.get(arch, "no checkpoint")
-        ax.axis("on")
-        if isinstance(entry, str):
-            ax.text(0.5, 0.5, entry, ha="center", va="center", fontsize=8, wrap=True, transform=ax.transAxes)
-            ax.set_xticks([])
-            ax.set_yticks([])
-        else:
-            kind, gram, r2 = entry
-            limit = float(abs(gram).max())
-            ax.imshow(gram, cmap="RdBu_r", vmin=-limit, vmax=limit, interpolation="nearest")
-            ax.set_xlabel("position j", fontsize=7)
-            ax.set_ylabel("position i", fontsize=7)
-            ax.tick_params(labelsize=6)
-            arch = f"{arch}\n{kind}, Toeplitz R² = {r2:.3f}"
-        ax.set_title(arch, fontsize=7)
-    fig.suptitle("Encoder position embeddings: P = E Eᵀ (red +, blue -)", fontsize=10)
-    fig.tight_layout()
+def position_mixing(archs, profiles, path):
+    """Mean self-attention weight by offset k = j - i, one line per model, encoder (left) and
+    decoder (right) (:mod:`posnet_fairseq.compare.mixing`); ``profiles[arch][site]`` = (offsets,
+    weights) or None where the mixer exposes no weights (named under the panel)."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, (site, title) in zip(axes, (("encoder", "encoder self-attention"),
+                                        ("decoder", "decoder self-attention (causal: k <= 0)"))):
+        missing = []
+        for i, arch in enumerate(archs):
+            profile = profiles.get(arch, {}).get(site)
+            if profile is None:
+                missing.append(arch)
+                continue
+            offsets, weights = profile
+            ax.plot(offsets, weights, label=arch, linewidth=1.3, markersize=4, **style(i))
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("key offset k = j - i (positions)")
+        ax.grid(alpha=0.3)
+        if missing:
+            ax.text(0.02, 0.98, "no weights exposed: " + ", ".join(missing), transform=ax.transAxes,
+                    va="top", fontsize=7)
+    axes[0].set_ylabel("mean attention weight on the key at i + k")
+    _legend(axes[1])
+    fig.suptitle("Learned position mixing: how much a word at position i takes from position i + k "
+                 "(64 test sentences, mean over layers and heads)", fontsize=10)
     return _save(fig, path)

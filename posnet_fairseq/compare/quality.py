@@ -10,7 +10,8 @@ interval of every model (mean +- half-width, as sacreBLEU prints it) and the
 p-value of every model against the first one.
 
 BLEU per bucket is corpus BLEU on the test sentences whose source length
-falls into the bucket, with its own bootstrap interval. A bucket in which a
+falls into the bucket, with its own bootstrap interval and the ratio of
+hypothesis to reference length (below 1: the model stops too early). A bucket in which a
 model cannot take any sentence (a fixed-length mixer such as LinearNet)
 reports "beyond its N positions" instead of a score.
 """
@@ -154,10 +155,14 @@ def score(archs, outputs, refs, lengths, src_tokens, tgt_tokens, limits, buckets
             scored = [arch for arch in archs if fits[arch]]
             if scored:
                 sub = [(arch, [outputs[arch][0][i] for i in ids]) for arch in scored]
-                results, _ = paired_scores(sub, [refs[i] for i in ids], bleu, samples)
-                for j, arch in enumerate(scored):
+                bucket_refs = [refs[i] for i in ids]
+                results, _ = paired_scores(sub, bucket_refs, bleu, samples)
+                for j, (arch, hyps) in enumerate(sub):
                     skipped = set(outputs[arch][1])
-                    row["scores"][arch] = dict(results[bleu_key][j], skipped=sum(i in skipped for i in ids))
+                    # hypothesis / reference length (sacreBLEU's tokens): below 1, the model stopped early
+                    plain = bleu["BLEU"].corpus_score(hyps, [bucket_refs])
+                    row["scores"][arch] = dict(results[bleu_key][j], skipped=sum(i in skipped for i in ids),
+                                               length_ratio=plain.sys_len / max(plain.ref_len, 1))
             for arch in archs:
                 if not fits[arch]:
                     row["scores"][arch] = {"beyond": min(limits[arch])}

@@ -38,6 +38,7 @@ def rows(archs, training, quality, cost, analysis):
             key = f"bleu_len_{bucket['lo']}_{bucket['hi']}"
             row[key] = f"beyond its {entry['beyond']} positions" if "beyond" in entry else entry.get("score")
             row[key + "_ci"] = entry.get("ci")
+            row[f"length_ratio_{bucket['lo']}_{bucket['hi']}"] = entry.get("length_ratio")
         if arch in params:
             row.update(params=params[arch]["params"], params_precomputed=params[arch]["precomputed"])
         if arch in steps and base in steps:
@@ -97,7 +98,7 @@ def markdown(table, quality, cost, context):
     header += [f"BLEU {b['lo']}-{b['hi']}{' *' if b['beyond_training'] else ''}" for b in buckets]
     header += ["train tokens/s (ratio)", "step memory MiB (ratio)"]
     header += [f"decode L={n} sent/s (ratio)" for n in lengths]
-    lines = [f"# posnet-compare: {len(table)} models", ""]
+    lines = [f"# posnet-compare: {len(table)} model{'s' if len(table) != 1 else ''}", ""]
     lines += [f"- {key}: {value}" for key, value in context.items()]
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in table:
@@ -143,7 +144,8 @@ def markdown(table, quality, cost, context):
     lines += [f"- {name}: `{sig}`" for name, sig in quality["signatures"].items()]
     lines += ["", "## Plots", ""]
     for name, title in (("bleu_vs_speed", "BLEU vs decoding speed"), ("bleu_by_length", "BLEU by source length"),
-                        ("valid_loss", "Validation loss"), ("position_mixing", "Learned position mixing")):
+                        ("valid_loss", "Validation loss"),
+                        ("position_mixing", "Learned position mixing: mean weight by offset")):
         lines += [f"![{title}](plots/{name}.png)", ""]
     lines += ["Per model, `analysis/ARCH/` holds `posnet-analyze`'s figures and numbers for its checkpoint.", ""]
     return "\n".join(lines)
