@@ -286,11 +286,17 @@ def _interrupt(signum, frame):
 
 
 def main(argv=None):
-    signal.signal(signal.SIGTERM, _interrupt)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return run(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run(argv):
     p = build_parser()
     args = check_args(p, p.parse_args(argv))
     os.makedirs(args.out, exist_ok=True)
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
     log = Log(args.out)
     log(f"posnet-compare {' '.join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))}")
 
@@ -389,7 +395,7 @@ def describe_data(args, info):
     b = info["buckets"]
     if args.mode == "synthetic":
         return (f"synthetic corpus (`posnet-synth`, seed {args.seed}): {info['train_pairs']} training pairs of at "
-                f"most {args.train_max_len} tokens per side; test set of {info['test_sentences']} sentences, source "
+                f"most {args.train_max_len} words per side; test set of {info['test_sentences']} sentences, source "
                 f"lengths {b[0][0]}-{b[-1][1]} in {len(b)} buckets of equal size; SentencePiece "
                 f"{info['vocab']} types (joined dictionary)")
     if args.mode == "raw":
