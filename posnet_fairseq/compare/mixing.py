@@ -7,8 +7,8 @@ position-only mixer (aPosNet, rPosNet, LinearNet, LightConv, hard-coded
 Gaussians) the matrix does not depend on the words; for content attention
 (Transformer, Shaw, TISA) it does, and the profile is its mean over the
 sentences. The profile of a site is the mean weight that a query at real
-position i gives the key at i + k, over 64 test sentences (where both
-positions are real words, not padding) and over the layers. Mixers that expose no weights (AAN+
+position i gives the key at i + k, over 64 test sentences the model accepts
+(where both positions are real words, not padding) and over the layers. Mixers that expose no weights (AAN+
 keeps running sums) have no profile at that site.
 """
 import torch
@@ -25,9 +25,13 @@ def offset_profiles(checkpoint, data_bin, sentences=64, max_offset=10):
     _, task, model = precompute.load_checkpoint_model(checkpoint, data_bin)
     task.load_dataset("test")
     dataset = task.dataset("test")
-    # Evenly spaced: a length-stratified test set is ordered by length.
-    step = max(1, len(dataset) // sentences)
-    batch = dataset.collater([dataset[i] for i in range(0, len(dataset), step)][:sentences])
+    # Sentences the model accepts (a fixed-length mixer takes only so many positions), evenly
+    # spaced: a length-stratified test set is ordered by length.
+    max_source, max_target = model.max_positions()
+    fit = [i for i in range(len(dataset))
+           if dataset.src_sizes[i] <= max_source and dataset.tgt_sizes[i] <= max_target]
+    step = max(1, len(fit) // sentences)
+    batch = dataset.collater([dataset[i] for i in fit[::step][:sentences]])
     captured = {site: [] for site in SITES}
     busy = set()
 
