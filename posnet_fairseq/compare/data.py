@@ -172,14 +172,6 @@ def buckets_for(train_max_len, longest_test):
     return buckets
 
 
-def bucket_of(length, buckets):
-    """Index of the bucket holding ``length`` (None if none does)."""
-    for i, (lo, hi) in enumerate(buckets):
-        if lo <= length <= hi:
-            return i
-    return None
-
-
 def prepare(out_dir, mode, log, *, raw=None, data_bin=None, post_process=None, train_max_len=None,
             test_max_len=None, n_buckets=5, synth_train=20000, valid=300, test=500, vocab_size=None, seed=1):
     """Makes (or reuses) the run's corpus; returns the info dict also stored in OUT/data.json."""
