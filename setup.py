@@ -12,7 +12,7 @@ setup(
     description="Position-based token mixers (PosNet, AAN+, TISA, hard-coded Gaussian) as a fairseq plugin",
     packages=find_packages(include=["posnet_fairseq", "posnet_fairseq.*"]),
     python_requires=">=3.10",
-    install_requires=["sacrebleu>=2.0", "sentencepiece", "subword-nmt", "sacremoses"],
+    install_requires=["sacrebleu>=2.0", "sentencepiece", "subword-nmt", "sacremoses", "matplotlib"],
     entry_points={
         "console_scripts": [
             "posnet-train = posnet_fairseq.cli.fairseq_wrappers:train",
@@ -25,6 +25,7 @@ setup(
             "posnet-spm = posnet_fairseq.cli.spm:main",
             "posnet-analyze = posnet_fairseq.cli.analyze:main",
             "posnet-precompute = posnet_fairseq.cli.precompute:main",
+            "posnet-compare = posnet_fairseq.cli.compare:main",
         ]
     },
 )

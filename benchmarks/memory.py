@@ -19,88 +19,16 @@ subprocess:
     python benchmarks/memory.py --archs hc_gaussian,hc_gaussian_shx,transformer_nosa
     python benchmarks/memory.py --archs hc_gaussian_tiny --reference posnet_transformer_tiny
 
-Every ratio is against ``--reference`` measured in the same run.
+Every ratio is against ``--reference`` measured in the same run. The measuring
+code is ``posnet_fairseq/benchmark/memory.py`` (shared with ``posnet-compare``).
 """
 import argparse
-import json
 import os
-import resource
-import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-
-def _rss_kb(field):
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def _reset_peak():
-    """Resets the peak RSS (Linux >= 4.0); returns False where not permitted."""
-    try:
-        with open("/proc/self/clear_refs", "w") as clear_refs:
-            clear_refs.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def measure(arch, batch, length, vocab, flags):
-    """One training step of ``arch`` on ``batch`` x ``length`` tokens; memory in KiB."""
-    import torch
-    from fairseq import options
-    from fairseq.data import Dictionary
-    from fairseq.tasks.translation import TranslationTask
-
-    torch.set_num_threads(1)  # memory does not depend on threads; the cores are shared
-    plugin = os.path.join(ROOT, "posnet_fairseq")
-    args = options.parse_args_and_arch(options.get_training_parser(),
-                                       ["/nonexistent", "--user-dir", plugin, "--arch", arch, *flags])
-    dictionary = Dictionary()
-    for i in range(vocab):
-        dictionary.add_symbol(f"w{i}")
-    dictionary.finalize(padding_factor=8)
-    torch.manual_seed(0)
-    model = TranslationTask(args, dictionary, dictionary).build_model(args).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-    low = dictionary.nspecial
-    src = torch.randint(low, len(dictionary), (batch, length))
-    src[:, -1] = dictionary.eos()
-    tgt = torch.randint(low, len(dictionary), (batch, length))
-    prev = torch.cat([torch.full((batch, 1), dictionary.eos()), tgt[:, :-1]], dim=1)
-    lengths = torch.full((batch,), length)
-    params = sum(p.numel() for p in model.parameters())
-
-    param_storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    saved = {}
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in param_storages:
-            saved[storage.data_ptr()] = storage.nbytes()  # alive until backward: no address reuse
-        return tensor
-
-    before = _rss_kb("VmRSS")
-    exact = _reset_peak()
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        logits = model(src, lengths, prev)[0]
-        loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), tgt.view(-1))
-    loss.backward()
-    optimizer.step()
-    peak = _rss_kb("VmHWM") if exact else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"arch": arch, "tokens": batch * length, "params": params, "saved_bytes": sum(saved.values()),
-            "step_kb": peak - before, "exact_peak": exact}
-
-
-def run_child(arch, batch, opts):
-    command = [sys.executable, os.path.abspath(__file__), "--child", arch, "--batch", str(batch),
-               "--length", str(opts.length), "--vocab", str(opts.vocab), f"--flags={opts.flags}"]
-    out = subprocess.run(command, check=True, capture_output=True, text=True, cwd=ROOT)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+from posnet_fairseq.benchmark.memory import measure_isolated  # noqa: E402
 
 
 def main():
@@ -117,15 +45,10 @@ def main():
     parser.add_argument("--flags", default="--length-ratio 1.0 --dropout 0.1",
                         help="extra model flags for every architecture, given as --flags=\"...\" "
                         "(default: a gamma for HC-ALL and dropout 0.1)")
-    parser.add_argument("--child", metavar="ARCH", help=argparse.SUPPRESS)
     opts = parser.parse_args()
 
-    if opts.child:
-        print(json.dumps(measure(opts.child, opts.batch, opts.length, opts.vocab, opts.flags.split())))
-        return
-
     archs = [opts.reference] + [a for a in opts.archs.split(",") if a and a != opts.reference]
-    rows = {arch: run_child(arch, opts.batch, opts) for arch in archs}
+    rows = {arch: measure_isolated(arch, opts.batch, opts.length, opts.vocab, opts.flags.split()) for arch in archs}
     budget = opts.budget_gib * 2 ** 30
     for row in rows.values():
         row["per_token"] = row["saved_bytes"] / row["tokens"]

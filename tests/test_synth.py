@@ -94,6 +94,54 @@ def test_translation_is_a_function_of_the_source():
         assert seen.setdefault(src, tgt) == tgt
 
 
+def test_length_buckets_cover_the_lengths_evenly():
+    assert synth.length_buckets(50, 5) == [(1, 10), (11, 20), (21, 30), (31, 40), (41, 50)]
+    assert synth.length_buckets(25, 2) == [(1, 12), (13, 25)]
+    with pytest.raises(ValueError):
+        synth.length_buckets(3, 5)
+
+
+def test_sample_sentence_with_a_fixed_number_of_clauses():
+    rng = random.Random(4)
+    for clauses in (1, 4, 7):
+        sentence = synth.sample_sentence(rng, clauses)
+        assert len(sentence.clauses) == clauses and len(sentence.conjunctions) == clauses - 1
+    with pytest.raises(ValueError):
+        synth.sample_sentence(rng, 0)
+
+
+def test_length_stratified_test_set(tmp_path):
+    sizes = dict(train=300, valid=30, test=50, max_len=12, test_max_len=45, test_buckets=3, seed=6)
+    synth.write_corpus(tmp_path / "a", **sizes)
+    synth.write_corpus(tmp_path / "b", **dict(sizes, train=100))
+
+    def lines(run, name):
+        return (tmp_path / run / name).read_text().splitlines()
+
+    test_src = lines("a", "test.src")
+    counts = [sum(lo <= len(s.split()) <= hi for s in test_src) for lo, hi in [(1, 15), (16, 30), (31, 45)]]
+    assert counts == [17, 17, 16] and len(test_src) == 50
+    for split in ("train", "valid"):
+        for lang in ("src", "tgt"):
+            assert max(len(s.split()) for s in lines("a", f"{split}.{lang}")) <= 12
+    # every test sentence is a translation the grammar defines, none is seen in training
+    assert not set(test_src) & set(lines("a", "train.src") + lines("a", "valid.src"))
+    assert len(set(test_src)) == len(test_src)
+    assert all(t.endswith(" .") for t in lines("a", "test.tgt"))
+    # the test set depends neither on the train size nor on chance
+    assert lines("a", "test.tgt") == lines("b", "test.tgt")
+    assert lines("a", "valid.src") == lines("b", "valid.src")
+
+
+def test_cli_length_control(tmp_path, capsys):
+    out = tmp_path / "corpus"
+    assert synth.main(["--out-dir", str(out), "--train", "50", "--valid", "5", "--test", "20", "--max-len", "10",
+                       "--test-max-len", "40", "--test-buckets", "4"]) == 0
+    lengths = sorted(len(s.split()) for s in (out / "test.src").read_text().splitlines())
+    assert lengths[-1] > 30 and lengths[0] <= 10
+    assert max(len(s.split()) for s in (out / "train.tgt").read_text().splitlines()) <= 10
+
+
 # --- transfer rules on constructed examples --------------------------------------------
 
 
@@ -210,6 +258,8 @@ def test_cli_writes_six_files(tmp_path, capsys):
     (["--valid", "-3"], "--valid"),
     (["--max-len", "5"], "--max-len"),
     (["--src-lang", "x", "--tgt-lang", "x"], "--src-lang"),
+    (["--test-max-len", "12", "--test-buckets", "5"], "--test-max-len"),
+    (["--test", "3", "--test-max-len", "50", "--test-buckets", "5"], "--test"),
 ])
 def test_cli_rejects_bad_flags(tmp_path, capsys, args, flag):
     with pytest.raises(SystemExit) as exc:

@@ -1,0 +1,84 @@
+"""Cost of each model of a ``posnet-compare`` run, measured one model at a time.
+
+* parameters of the trained checkpoint (shared tensors once), and for
+  aPosNet/rPosNet after precomputation (``posnet_fairseq.precompute``: energies
+  folded into tables of ``PRECOMPUTE_LENGTH`` positions);
+* one training step at a fixed batch (:mod:`posnet_fairseq.benchmark.memory`,
+  a fresh process per model and round): activation memory, peak resident
+  memory, target tokens/s;
+* decoding speed at forced output lengths
+  (:mod:`posnet_fairseq.benchmark.decode_speed`), the models alternating
+  within each round.
+
+Medians over rounds; the report divides by the first model's figures from
+the same run. Output lengths a model cannot reach are recorded as
+``{"beyond": N}`` (its decoder takes N positions).
+"""
+import statistics
+
+from ..benchmark import decode_speed, memory
+from ..cli.precompute import DEFAULT_LENGTH as PRECOMPUTE_LENGTH
+from ..evaluation.evaluate import count_parameters
+
+
+def parameters(checkpoint, data_bin):
+    """{"params": trained model, "precomputed": after folding PosNet energies (None: not applicable)}."""
+    from .. import precompute
+
+    result = {"params": count_parameters(checkpoint), "precomputed": None}
+    _, _, model = precompute.load_checkpoint_model(checkpoint, data_bin)
+    if precompute.position_mixers(model):
+        length = min([PRECOMPUTE_LENGTH, *[n for n, needed in zip(model.max_positions(),
+                                                                   precompute.position_limits(model)) if needed]])
+        precompute.precompute_model_(model, length)
+        result.update(precomputed=precompute.parameter_counts(model)["model"], precompute_length=length)
+    return result
+
+
+def training_steps(archs, flags, vocab, batch, length, rounds, timed_steps, log):
+    """{arch: medians of memory.measure_isolated over ``rounds`` (archs alternating)}."""
+    runs = {arch: [] for arch in archs}
+    for r in range(rounds):
+        for arch in archs:
+            runs[arch].append(memory.measure_isolated(arch, batch, length, vocab, flags[arch], timed_steps))
+        log(f"cost: training-step round {r + 1}/{rounds} done")
+    result = {}
+    for arch, rows in runs.items():
+        result[arch] = dict(rows[0])
+        for key in ("step_kb", "step_s", "step_cpu_s"):
+            result[arch][key] = statistics.median(row[key] for row in rows)
+        result[arch]["tokens_per_s"] = result[arch]["tokens"] / result[arch]["step_s"]
+        result[arch]["tokens_per_cpu_s"] = result[arch]["tokens"] / result[arch]["step_cpu_s"]
+    return result
+
+
+def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs, beam, batch_size, log):
+    """{arch: {length: {"rate", "cpu_s", "tokens_per_hyp", "rounds"} or {"beyond": N}}} (medians)."""
+    import torch
+
+    torch.set_num_threads(1)  # the models alternate on one core, like the trainings
+    decode_speed.quiet()
+    result = {arch: {} for arch in checkpoints}
+    runnable = {}
+    for length in lengths:
+        # L tokens plus EOS need L + 1 decoder positions.
+        fit = {arch: path for arch, path in checkpoints.items() if length + 1 <= limits[arch][1]}
+        for arch in checkpoints:
+            if arch not in fit:
+                result[arch][length] = {"beyond": limits[arch][1]}
+        runnable[length] = fit
+    for r in range(rounds):
+        for length in lengths:
+            runs = decode_speed.time_rounds(runnable[length], speed_bin, [length], 1, results_dir,
+                                            beam=beam, batch_size=batch_size, source_lang=langs[0],
+                                            target_lang=langs[1])
+            for (arch, _), (run,) in runs.items():
+                result[arch].setdefault(length, {"rounds": []})["rounds"].append(run)
+        log(f"cost: decoding round {r + 1}/{rounds} done")
+    for arch, per_length in result.items():
+        for length, entry in per_length.items():
+            if "rounds" in entry:
+                entry.update(rate=statistics.median(x["rate"] for x in entry["rounds"]),
+                             cpu_s=statistics.median(x["cpu_s"] for x in entry["rounds"]),
+                             tokens_per_hyp=entry["rounds"][0]["tokens_per_hyp"])
+    return result

@@ -1,0 +1,278 @@
+"""posnet-compare end to end on micro settings (tiny dims, a few updates), plus its parts.
+
+One synthetic run (module fixture) serves the table, bucketed-BLEU, plot and
+fixed-length tests; the resume test trains on that run's data-bin (``--data``),
+and ``--raw`` gets its own small corpus.
+"""
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from posnet_fairseq.cli import compare
+from posnet_fairseq.compare import plots, training
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = ("--encoder-embed-dim 16 --encoder-ffn-embed-dim 32 --encoder-attention-heads 2 --encoder-layers 1 "
+        "--decoder-embed-dim 16 --decoder-ffn-embed-dim 32 --decoder-attention-heads 2 --decoder-layers 1")
+# The cheapest measurement settings: one round, one timed step, a few sentences.
+CHEAP = ["--decode-sentences", "4", "--decode-rounds", "1", "--step-rounds", "1", "--timed-steps", "1",
+         "--bootstrap-samples", "50", "--progress-every", "5", "--model-flags", TINY]
+# LinearNet with a 16-position table: the longer test buckets and output length 30 are beyond it.
+LINEAR = "linearnet_transformer_tiny"
+LINEAR_FLAGS = f"{LINEAR}=--linearnet-max-length 16 --max-source-positions 16 --max-target-positions 16"
+ARCHS = ["posnet_transformer_tiny", LINEAR]
+
+
+def run_compare(argv):
+    """posnet-compare in a fresh interpreter (as a user runs it); returns its stdout."""
+    env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-m", "posnet_fairseq.cli.compare", *argv], capture_output=True,
+                          text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("compare") / "run"
+    stdout = run_compare([
+        "--archs", ",".join(ARCHS), "--arch-flags", LINEAR_FLAGS, "--out", str(out), "--budget", "4u",
+        "--train-pairs", "150", "--valid", "10", "--test", "40", "--train-max-len", "10", "--vocab-size", "400",
+        "--interval", "2", "--decode-lengths", "8,30", "--jobs", "2", *CHEAP])
+    with open(out / "results.json") as f:
+        results = json.load(f)
+    return out, stdout, results
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return {row["arch"]: row for row in csv.DictReader(f)}
+
+
+def test_micro_run_writes_the_table(synthetic_run):
+    out, stdout, results = synthetic_run
+    text = (out / "results.md").read_text()
+    assert stdout.strip().endswith(text.strip())
+    table_lines = [line for line in text.splitlines() if line.startswith("| `")]
+    assert [line.split("`")[1] for line in table_lines] == ARCHS
+    rows = read_csv(out / "results.csv")
+    assert list(rows) == ARCHS
+    base = rows[ARCHS[0]]
+    assert float(base["train_speed_ratio"]) == 1.0 and float(base["decode_8_ratio"]) == 1.0
+    for arch in ARCHS:
+        row = rows[arch]
+        assert int(row["params"]) > 0 and 0 <= float(row["bleu"]) <= 100 and 0 <= float(row["chrf"]) <= 100
+        assert float(row["train_tokens_per_s"]) > 0 and float(row["step_memory_mib"]) > 0
+        assert int(row["updates"]) == 4
+    assert "nrefs:1|bs:50|seed:12345" in text and "tok:13a" in text
+    # the buckets above 10 words are marked as beyond the training lengths
+    assert "BLEU 6-10 |" in text and "BLEU 11-15 * |" in text
+    with open(out / "quality.json") as f:
+        quality = json.load(f)
+    assert [b["beyond_training"] for b in quality["buckets"]] == [False, False, True, True, True]
+    assert quality["systems"][LINEAR]["bleu"]["p"] is not None  # paired test against the first arch
+
+
+def _hypotheses(path):
+    hyps = {}
+    for line in open(path, encoding="utf-8"):
+        if line.startswith("H-"):
+            head, _, text = line.rstrip("\n").split("\t")
+            hyps[int(head[2:])] = text
+    return hyps
+
+
+def test_bucketed_bleu_is_sacrebleu_on_the_bucket(synthetic_run):
+    import sacrebleu
+
+    out, _, results = synthetic_run
+    sources = (out / "raw" / "test.src").read_text().splitlines()
+    refs = (out / "raw" / "test.tgt").read_text().splitlines()
+    row = results["table"][0]
+    hyps = _hypotheses(out / "gen" / f"{row['arch']}.out")
+    checked = 0
+    for bucket in results["buckets"]:
+        ids = [i for i, s in enumerate(sources) if bucket["lo"] <= len(s.split()) <= bucket["hi"]]
+        assert len(ids) == bucket["sentences"] == 8  # 40 test sentences in 5 equal buckets
+        expected = sacrebleu.corpus_bleu([hyps.get(i, "") for i in ids], [[refs[i] for i in ids]], force=True)
+        assert row[f"bleu_len_{bucket['lo']}_{bucket['hi']}"] == pytest.approx(expected.score, abs=1e-9)
+        checked += 1
+    assert checked == 5
+
+
+def test_fixed_length_mixer_reports_beyond_its_positions(synthetic_run):
+    out, _, results = synthetic_run
+    linear = next(row for row in results["table"] if row["arch"] == LINEAR)
+    # sources of 16-25 words need more than 16 positions (with EOS), their references too
+    assert linear["bleu_len_16_20"] == linear["bleu_len_21_25"] == "beyond its 16 positions"
+    assert isinstance(linear["bleu_len_1_5"], float)
+    assert linear["decode_30_sentences_per_s"] == "beyond its 16 positions"
+    assert isinstance(linear["decode_8_sentences_per_s"], float)
+    assert "beyond its 16 positions" in (out / "results.md").read_text()
+
+
+def _png_shape(path):
+    import matplotlib.image
+
+    with open(path, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    return matplotlib.image.imread(path).shape
+
+
+def test_plots_are_pngs_with_one_series_per_arch(synthetic_run, tmp_path):
+    out, _, results = synthetic_run
+    table, buckets = results["table"], results["buckets"]
+    for name in ("bleu_vs_speed", "bleu_by_length", "valid_loss", "position_mixing"):
+        height, width, _ = _png_shape(out / "plots" / f"{name}.png")
+        assert height > 200 and width > 300
+
+    # The figures drawn from the run's data hold the run's numbers, one series per arch.
+    fig = plots.bleu_by_length(table, buckets, results["train_limit"], "words", tmp_path / "a.png")
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ARCHS
+    # errorbar(): one container per series, labelled; its first line holds the points
+    series = {c.get_label(): c.lines[0] for c in ax.containers}
+    assert list(series) == ARCHS
+    for row in table:
+        values = [row[f"bleu_len_{b['lo']}_{b['hi']}"] for b in buckets]
+        # LinearNet's buckets beyond its positions are not drawn
+        assert list(series[row["arch"]].get_ydata()) == pytest.approx([v for v in values if isinstance(v, float)])
+    assert len(series[ARCHS[0]].get_ydata()) == 5 and len(series[LINEAR].get_ydata()) < 5
+    assert any(line.get_xdata()[0] == results["train_limit"] + 0.5 for line in ax.get_lines()
+               if line.get_linestyle() == "--")
+
+    fig = plots.bleu_vs_speed(table, 8, ARCHS[0], tmp_path / "b.png")
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ARCHS
+    points = [(c.lines[0].get_xdata()[0], c.lines[0].get_ydata()[0]) for c in ax.containers]
+    assert points == [pytest.approx((row["decode_8_sentences_per_s"], row["bleu_mean"])) for row in table]
+    assert ax.get_xlabel() and ax.get_ylabel()
+
+    fig = plots.valid_loss(ARCHS, results["curves"], tmp_path / "c.png")
+    for ax in fig.axes:
+        drawn = {line.get_label(): list(line.get_ydata()) for line in ax.get_lines()}
+        assert drawn == {arch: [p[2] for p in results["curves"][arch]] for arch in ARCHS}
+        assert ax.get_xlabel()
+    left = fig.axes[0]
+    assert list(left.get_lines()[0].get_xdata()) == [p[0] for p in results["curves"][ARCHS[0]]]
+    assert results["curves"][ARCHS[0]][-1][0] == 4  # validated up to the end of the budget
+
+    analysis = out / "analysis" / ARCHS[0]
+    assert (analysis / "encoder_position_gram.png").exists() and "Toeplitz R^2" in (analysis / "analyze.txt").read_text()
+
+
+def test_interrupted_run_resumes_without_redoing_finished_work(synthetic_run, tmp_path):
+    data_bin = synthetic_run[0] / "data-bin"
+    out = tmp_path / "run"
+    archs = ["posnet_transformer_tiny", "aan_plus_avg_tiny"]
+    argv = ["--archs", ",".join(archs), "--data", str(data_bin), "--post-process", "sentencepiece",
+            "--out", str(out), "--budget", "20u", "--interval", "2", "--jobs", "1", "--decode-lengths", "8", *CHEAP]
+    env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
+    first = subprocess.Popen([sys.executable, "-m", "posnet_fairseq.cli.compare", *argv], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    done_a = out / "checkpoints" / archs[0] / "done.json"
+    last_b = out / "checkpoints" / archs[1] / "checkpoint_last.pt"
+    deadline = time.time() + 600
+    while not (done_a.exists() and last_b.exists()):
+        assert first.poll() is None, first.stdout.read()[-3000:]
+        assert time.time() < deadline
+        time.sleep(0.05)
+    first.send_signal(signal.SIGTERM)
+    log = first.communicate(timeout=120)[0]
+    assert first.returncode != 0 and f"stopped {archs[1]}; a re-run resumes it" in log
+    assert not (out / "checkpoints" / archs[1] / "done.json").exists()
+    finished = {p: p.stat().st_mtime_ns for p in (out / "checkpoints" / archs[0]).iterdir()}
+
+    stdout = run_compare(argv)
+    assert f"train: skipped {archs[0]}, finished earlier" in stdout
+    assert f"train: resuming {archs[1]} from {last_b}" in stdout
+    assert {p: p.stat().st_mtime_ns for p in (out / "checkpoints" / archs[0]).iterdir()} == finished
+    with open(out / "checkpoints" / archs[1] / "done.json") as f:
+        assert json.load(f)["updates"] == 20  # resumed, not restarted and not past the budget
+    assert (out / "checkpoints" / f"{archs[1]}.train.log").read_text().count(training.START_MARK) == 2
+    assert list(read_csv(out / "results.csv")) == archs
+
+    # A third run redoes nothing but the report.
+    outputs = {p: p.stat().st_mtime_ns for p in (out / "gen").glob("*.out")}
+    stdout = run_compare(argv)
+    for arch in archs:
+        assert f"train: skipped {arch}" in stdout and f"translate: skipped {arch}" in stdout
+    assert "cost: skipped, measured earlier" in stdout
+    assert {p: p.stat().st_mtime_ns for p in (out / "gen").glob("*.out")} == outputs
+
+
+def test_raw_user_corpus_produces_the_table(tmp_path):
+    from posnet_fairseq.data.synth import generate_pairs
+
+    # A user's corpus: plain text, one sentence per line, not split into train/valid/test.
+    pairs = generate_pairs(400, seed=9, max_len=24)
+    (tmp_path / "corpus.en").write_text("".join(s + "\n" for s, _ in pairs))
+    (tmp_path / "corpus.xx").write_text("".join(t + "\n" for _, t in pairs))
+    out = tmp_path / "run"
+    stdout = run_compare(["--archs", "posnet_transformer_tiny", "--raw", str(tmp_path / "corpus.en"),
+                          str(tmp_path / "corpus.xx"), "--train-max-len", "12", "--valid", "20", "--test", "30",
+                          "--vocab-size", "1000", "--out", str(out), "--budget", "2u", "--interval", "1",
+                          "--decode-lengths", "8", *CHEAP])
+    rows = read_csv(out / "results.csv")
+    assert list(rows) == ["posnet_transformer_tiny"] and float(rows["posnet_transformer_tiny"]["chrf"]) >= 0
+    assert "| `posnet_transformer_tiny` |" in (out / "results.md").read_text()
+    # training pairs longer than 12 pieces were dropped; the test set keeps its long sentences
+    train = [len(line.split()) for lang in ("src", "tgt") for line in (out / "spm_text" / f"train.{lang}").open()]
+    assert max(train) <= 12
+    with open(out / "quality.json") as f:
+        buckets = json.load(f)["buckets"]
+    assert buckets[0]["lo"] == 1 and any(b["beyond_training"] for b in buckets)
+    assert sum(b["sentences"] for b in buckets) == 30
+    assert "pieces" in stdout
+
+
+@pytest.mark.parametrize("text, amount, unit", [("5e", 5, "epochs"), ("2000u", 2000, "updates"),
+                                                ("1.5m", 1.5, "minutes"), (" 3 epochs", 3, "epochs")])
+def test_budget_parses(text, amount, unit):
+    budget = training.Budget.parse(text)
+    assert (budget.amount, budget.unit) == (amount, unit)
+
+
+@pytest.mark.parametrize("text", ["5", "0e", "2.5u", "10 hours", ""])
+def test_bad_budget_names_the_flag(text):
+    with pytest.raises(ValueError, match="--budget"):
+        training.Budget.parse(text)
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--archs", "no_such_arch"], "--archs"),
+    (["--archs", "posnet_transformer_tiny", "--budget", "3 hours"], "--budget"),
+    (["--archs", "posnet_transformer_tiny", "--data", "/x"], "--post-process"),
+    (["--archs", "posnet_transformer_tiny", "--arch-flags", "other=--dropout 0"], "--arch-flags"),
+    (["--archs", "posnet_transformer_tiny", "--train-max-len", "20", "--test-max-len", "20"], "--test-max-len"),
+    (["--archs", "posnet_transformer_tiny", "--raw", "/no/src", "/no/tgt"], "--raw"),
+])
+def test_bad_flags_are_named(argv, flag, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        compare.main([*argv, "--out", str(tmp_path / "out")])
+    assert exc.value.code == 2
+    assert flag in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_valid_curve_leaves_out_the_interruption(tmp_path):
+    log = tmp_path / "a.train.log"
+    log.write_text(
+        f"{training.START_MARK}100.0\n"
+        "2026-01-01 10:00:00 | INFO | fairseq.trainer | begin training epoch 1\n"
+        "2026-01-01 10:00:30 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 5.5 | nll_loss 5 | "
+        "num_updates 50\n"
+        "2026-01-01 10:00:40 | INFO | train_inner | epoch 001:     60 / 100 loss=5, num_updates=60\n"
+        f"{training.START_MARK}200.0\n"
+        "2026-01-01 11:00:00 | INFO | fairseq.trainer | begin training epoch 1\n"
+        "2026-01-01 11:00:20 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 4.25 | nll_loss 4 | "
+        "num_updates 100 | best_loss 4.25\n")
+    # 40 s in the first process (until its last line), then 20 s in the second
+    assert training.valid_curve(log) == [(50, 30.0, 5.5), (100, 60.0, 4.25)]
