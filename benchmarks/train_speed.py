@@ -36,7 +36,7 @@ import torch
 
 DEFAULT_ARCHS = ",".join([
     "transformer", "transformer_nosa", "rposnet_transformer", "aposnet_transformer", "aan_plus_avg",
-    "aan_plus_wet", "hc_gaussian", "hc_gaussian_shx", "tisa_transformer", "shaw_transformer",
+    "aan_plus_wet", "ssru", "linear_attention", "hc_gaussian", "hc_gaussian_shx", "tisa_transformer", "shaw_transformer",
     "relattn_transformer", "linearnet_transformer", "fouriernet_transformer", "lightconv_apptek_transformer",
 ])
 ALIASES = {"transformer": "posnet_transformer"}

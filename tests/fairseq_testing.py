@@ -310,6 +310,8 @@ FAMILY_ARCHS = [
     "rposnet_transformer_tiny",
     "aposnet_transformer_tiny",
     "aan_plus_wet_tiny",
+    "ssru_tiny",  # AAN+'s baselines
+    "linear_attention_tiny",
     "hc_gaussian_shx_tiny",
     "tisa_transformer_tiny",
     "shaw_transformer_tiny",

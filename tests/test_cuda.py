@@ -113,19 +113,27 @@ MODES = [(mode, dtype) for mode in ("half", "autocast") for dtype in (torch.floa
 MODE_IDS = [f"{mode}-{str(dtype)[6:]}" for mode, dtype in MODES]
 
 
-AAN_VARIANTS = [("default",), ("ner",), ("wet",), ("wet_relu",)]
+# Decoder mixers whose decoding state is a running sum (AAN+'s numerator,
+# denominator and reference; SSRU's cell; linear attention's S and z): in fp16
+# a running sum of exp(alpha k) terms overflows near k = 111, and long sums lose
+# the small late terms.
+RUNNING_SUMS = [("aan", "default"), ("aan", "ner"), ("aan", "wet"), ("aan", "wet_relu"), ("ssru", "default"),
+                ("linear_attention", "default")]
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("variant, mode, dtype", [(v, m, d) for (v,) in AAN_VARIANTS for m, d in MODES])
-def test_aan_running_sums_stay_fp32(device, mode, dtype, variant):
-    """AAN+'s decoding state (running numerator, denominator, reference) is fp32:
-    in fp16 the running sums of exp(alpha k) terms would overflow near k = 111."""
-    model, task = _model("aan", "decoder_self", variant)
-    _, state = _run_model(model, task.source_dictionary, device, dtype, mode)
-    sums = {key: tensor.dtype for value in state.values() for key, tensor in value.items()
-            if key.endswith(("_num", "_den", "_ref"))}
-    assert sums, "no AAN decoding state was written"
+@pytest.mark.parametrize("name, variant, mode, dtype", [
+    pytest.param(*case, mode, dtype, id=f"{'-'.join(case)}-{i}")
+    for case in RUNNING_SUMS for (mode, dtype), i in zip(MODES, MODE_IDS)])
+def test_running_sums_stay_fp32(device, name, variant, mode, dtype):
+    """Every floating-point tensor of the decoder mixer's decoding state is fp32."""
+    model, task = _model(name, "decoder_self", variant)
+    model, state = _run_model(model, task.source_dictionary, device, dtype, mode)
+    sums = {f"layer{i}.{key}": tensor.dtype
+            for i, layer in enumerate(model.decoder.layers)
+            for key, tensor in layer.self_attn._get_input_buffer(state).items()
+            if tensor is not None and tensor.is_floating_point()}
+    assert sums, "no decoding state was written"
     assert set(sums.values()) == {torch.float32}, sums
 
 

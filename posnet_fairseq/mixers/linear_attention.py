@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .aan import safe_divide
-from .base import Mixer, register_mixer
+from .base import Mixer, autocast_off, register_mixer
 
 # Steps per chunk of the training form: the intra-chunk kernel matrix is
 # CHUNK x CHUNK per head and position block; translation-length targets fit in one.
@@ -123,23 +123,25 @@ class LinearAttention(Mixer):
         if key_padding_mask is not None:
             k = k.masked_fill(key_padding_mask[:, -k.size(2):].view(k.size(0), 1, -1, 1), 0.0)
 
-        if not self.causal:
-            S = torch.einsum("bhsd,bhse->bhde", k, v)
-            out = safe_divide(torch.einsum("bhtd,bhde->bhte", q, S),
-                              torch.einsum("bhtd,bhd->bht", q, k.sum(dim=2)).unsqueeze(-1))
-        else:
-            buffer = self._get_input_buffer(incremental_state) if incremental_state is not None else None
-            state = None if buffer is None or "S" not in buffer else (buffer["S"], buffer["z"])
-            if length == 1 and buffer is not None:
-                S = k.transpose(2, 3) @ v  # phi(k) v^T of this step
-                z = k.squeeze(2)
-                if state is not None:
-                    S, z = S + state[0], z + state[1]
-                out = safe_divide(q @ S, (q.squeeze(2) * z).sum(-1)[..., None, None])
-                state = (S, z)
+        # fp32 from here on, also under --amp: S and z are running sums.
+        with autocast_off(v):
+            if not self.causal:
+                S = torch.einsum("bhsd,bhse->bhde", k, v)
+                out = safe_divide(torch.einsum("bhtd,bhde->bhte", q, S),
+                                  torch.einsum("bhtd,bhd->bht", q, k.sum(dim=2)).unsqueeze(-1))
             else:
-                out, state = causal_linear_attention(q, k, v, state)
-            if buffer is not None:
-                buffer["S"], buffer["z"] = state
-                self._set_input_buffer(incremental_state, buffer)
+                buffer = self._get_input_buffer(incremental_state) if incremental_state is not None else None
+                state = None if buffer is None or "S" not in buffer else (buffer["S"], buffer["z"])
+                if length == 1 and buffer is not None:
+                    S = k.transpose(2, 3) @ v  # phi(k) v^T of this step
+                    z = k.squeeze(2)
+                    if state is not None:
+                        S, z = S + state[0], z + state[1]
+                    out = safe_divide(q @ S, (q.squeeze(2) * z).sum(-1)[..., None, None])
+                    state = (S, z)
+                else:
+                    out, state = causal_linear_attention(q, k, v, state)
+                if buffer is not None:
+                    buffer["S"], buffer["z"] = state
+                    self._set_input_buffer(incremental_state, buffer)
         return self.merge_heads(out.to(query.dtype)), None
