@@ -26,7 +26,6 @@ with a constant-size state).
 fairseq model flags for every arch go after ``--``.
 """
 import argparse
-import logging
 import os
 import statistics
 import sys
@@ -35,7 +34,6 @@ import time
 import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PLUGIN_DIR = os.path.join(REPO, "posnet_fairseq")
 DEFAULT_ARCHS = "transformer,aan_plus_avg,aan_plus_ner,aan_plus_far,aan_plus_wet"
 ALIASES = {"transformer": "posnet_transformer_base"}
 
@@ -65,122 +63,6 @@ def parse_args(argv=None):
     return args
 
 
-def quiet():
-    # fairseq-generate's own basicConfig(INFO) is then a no-op: warnings only.
-    logging.basicConfig(level=logging.WARNING, force=True)
-
-
-def prepare_data(workdir, sentences):
-    """The synthetic corpus (posnet_fairseq.data.synth), binarized with a joined dictionary."""
-    from fairseq import options
-    from fairseq_cli import preprocess
-
-    from posnet_fairseq.data.synth import write_corpus
-
-    bin_dir = os.path.join(workdir, f"data-bin-{sentences}")
-    if os.path.exists(os.path.join(bin_dir, "test.src-tgt.src.bin")):
-        return bin_dir
-    raw = os.path.join(workdir, f"raw-{sentences}")
-    write_corpus(raw, train=2000, valid=10, test=sentences, seed=1)
-    args = options.get_preprocessing_parser().parse_args([
-        "--source-lang", "src", "--target-lang", "tgt", "--trainpref", f"{raw}/train",
-        "--validpref", f"{raw}/valid", "--testpref", f"{raw}/test", "--destdir", bin_dir,
-        "--joined-dictionary", "--workers", "1",
-    ])
-    preprocess.main(args)
-    return bin_dir
-
-
-def write_checkpoint(data_bin, arch, model_flags, path):
-    """A freshly initialised model, saved the way fairseq-train saves checkpoints."""
-    from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from omegaconf import OmegaConf
-
-    args = options.parse_args_and_arch(options.get_training_parser(), [
-        data_bin, "--user-dir", PLUGIN_DIR, "--arch", arch, "--source-lang", "src", "--target-lang", "tgt",
-        "--share-all-embeddings", *model_flags,
-    ])
-    cfg = convert_namespace_to_omegaconf(args)
-    task = tasks.setup_task(cfg.task)
-    torch.manual_seed(1)
-    model = task.build_model(cfg.model)
-    state = {
-        "args": None,
-        "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
-        "model": model.state_dict(),
-        "optimizer_history": [{"criterion_name": "CrossEntropyCriterion", "optimizer_name": "Adam",
-                               "lr_scheduler_state": {"best": None}, "num_updates": 0}],
-        "extra_state": {},
-        "last_optimizer_state": None,
-    }
-    torch.save(state, path)
-    return sum(p.numel() for p in model.parameters())
-
-
-class _Capture(logging.Handler):
-    def __init__(self):
-        super().__init__()
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
-
-
-class _CpuClock:
-    """Process CPU time spent inside SequenceGenerator.generate: on a shared machine
-    it is less sensitive to other processes' load than fairseq's wall clock."""
-
-    seconds = 0.0
-
-    @classmethod
-    def install(cls):
-        from fairseq.sequence_generator import SequenceGenerator
-
-        inner = SequenceGenerator.generate
-
-        def timed(self, *a, **kw):
-            start = time.process_time()
-            try:
-                return inner(self, *a, **kw)
-            finally:
-                cls.seconds += time.process_time() - start
-
-        SequenceGenerator.generate = timed
-
-
-def generate(data_bin, checkpoint, length, args, results_dir):
-    """One fairseq-generate run; returns (sentences/s, tokens per hypothesis) as fairseq
-    reports them, and the CPU seconds spent generating."""
-    from fairseq import options
-    from fairseq_cli import generate as fairseq_generate
-
-    gen_args = options.parse_args_and_arch(options.get_generation_parser(), [
-        data_bin, "--user-dir", PLUGIN_DIR, "--path", checkpoint, "--source-lang", "src", "--target-lang", "tgt",
-        "--gen-subset", "test", "--beam", str(args.beam), "--batch-size", str(args.batch_size),
-        "--min-len", str(length), "--max-len-a", "0", "--max-len-b", str(length), "--cpu",
-        "--num-workers", "0", "--results-path", results_dir,
-    ])
-    # The summary line is logged at INFO by "fairseq_cli.generate": only that
-    # logger speaks at INFO, to the capture handler alone.
-    capture = _Capture()
-    gen_logger = logging.getLogger("fairseq_cli.generate")
-    gen_logger.addHandler(capture)
-    gen_logger.setLevel(logging.INFO)
-    gen_logger.propagate = False
-    cpu_before = _CpuClock.seconds
-    try:
-        fairseq_generate.main(gen_args)
-    finally:
-        gen_logger.removeHandler(capture)
-    # "Translated 128 sentences (3,968 tokens) in 4.1s (31.05 sentences/s, 961.6 tokens/s)"
-    line = next(m for m in capture.messages if m.startswith("Translated"))
-    sentences = int(line.split()[1].replace(",", ""))
-    tokens = int(line.split("(")[1].split()[0].replace(",", ""))
-    rate = float(line.split("(")[2].split()[0])
-    return rate, tokens / sentences, _CpuClock.seconds - cpu_before
-
-
 def load_average():
     with open("/proc/loadavg") as f:
         return f.read().split()[0]
@@ -192,17 +74,19 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     os.makedirs(args.workdir, exist_ok=True)
     sys.path.insert(0, REPO)
+    # The measuring code is the package's, shared with posnet-compare.
+    from posnet_fairseq.benchmark.decode_speed import generate_timed, quiet, random_checkpoint, synthetic_data_bin
+
     quiet()
-    data_bin = prepare_data(args.workdir, args.sentences)
+    data_bin = synthetic_data_bin(args.workdir, args.sentences)
     checkpoints, params = {}, {}
     for arch in args.archs:
         checkpoints[arch] = os.path.join(args.workdir, f"{arch}.pt")
-        params[arch] = write_checkpoint(data_bin, arch, args.model_flags, checkpoints[arch])
+        params[arch] = random_checkpoint(data_bin, arch, args.model_flags, checkpoints[arch])
 
     print(f"# decode speed: {args.sentences} sentences, beam {args.beam}, batch {args.batch_size}, CPU, "
           f"torch threads {torch.get_num_threads()}, {os.cpu_count()} cores, {args.rounds} rounds")
     print(f"# load average at start: {load_average()}")
-    _CpuClock.install()
     rates = {(arch, n): [] for arch in args.archs for n in args.lengths}
     cpu = {(arch, n): [] for arch in args.archs for n in args.lengths}
     out_len = {}
@@ -211,10 +95,11 @@ def main(argv=None):
     for r in range(args.rounds):
         for length in args.lengths:
             for arch in args.archs:
-                rate, per_hyp, cpu_s = generate(data_bin, checkpoints[arch], length, args, results_dir)
-                rates[arch, length].append(rate)
-                cpu[arch, length].append(cpu_s)
-                out_len[arch, length] = per_hyp
+                run = generate_timed(data_bin, checkpoints[arch], length, results_dir, beam=args.beam,
+                                     batch_size=args.batch_size)
+                rates[arch, length].append(run["rate"])
+                cpu[arch, length].append(run["cpu_s"])
+                out_len[arch, length] = run["tokens_per_hyp"]
         print(f"# round {r + 1}/{args.rounds} done after {time.time() - start:.0f}s, load {load_average()}",
               flush=True)
 
@@ -254,7 +139,8 @@ def main(argv=None):
         arch = ALIASES.get(args.profile, args.profile)
         profiler = cProfile.Profile()
         profiler.enable()
-        generate(data_bin, checkpoints[arch], args.lengths[-1], args, results_dir)
+        generate_timed(data_bin, checkpoints[arch], args.lengths[-1], results_dir, beam=args.beam,
+                       batch_size=args.batch_size)
         profiler.disable()
         print(f"\n# cProfile of one run of {arch} (length {args.lengths[-1]}), top 25 by total time")
         pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(25)
