@@ -14,9 +14,9 @@ from fairseq import options
 from fairseq.data import Dictionary
 from fairseq.tasks.translation import TranslationTask
 
-import posnet_fairseq
+import posnet_fairseq  # noqa: F401  (registers the plugin)
+from posnet_fairseq.plugin import PLUGIN_DIR  # noqa: F401  (the tests import it from here)
 
-PLUGIN_DIR = os.path.dirname(os.path.abspath(posnet_fairseq.__file__))
 VOCAB = 24
 
 # Small enough to run hundreds of builds, big enough for several heads.

@@ -19,7 +19,7 @@ import logging
 import os
 import time
 
-PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from ..plugin import PLUGIN_DIR
 
 
 def quiet():

@@ -19,14 +19,13 @@ the peak RSS of one architecture never includes another's.
 """
 import argparse
 import json
-import os
 import resource
 import statistics
 import subprocess
 import sys
 import time
 
-PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from ..plugin import PLUGIN_DIR, subprocess_env
 
 
 def _rss_kb(field):
@@ -112,8 +111,7 @@ def measure_isolated(arch, batch, length, vocab, flags=(), timed_steps=0):
     command = [sys.executable, "-m", "posnet_fairseq.benchmark.memory", arch, "--batch", str(batch),
                "--length", str(length), "--vocab", str(vocab), "--timed-steps", str(timed_steps),
                f"--flags={' '.join(flags)}"]
-    env = dict(os.environ, OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [os.path.dirname(PLUGIN_DIR), os.environ.get("PYTHONPATH")])))
+    env = subprocess_env(OMP_NUM_THREADS="1")
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"training step of {arch} failed:\n{done.stderr[-2000:]}")

@@ -9,10 +9,9 @@ fairseq main's ``data_utils.batch_by_size`` drops the last batch when its size
 is not a multiple of it (default 8), so stock fairseq-generate silently skips
 up to 7 sentences of a test set.
 """
-import os
 import sys
 
-PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from ..plugin import PLUGIN_DIR
 
 
 def _has_flag(argv, flag):

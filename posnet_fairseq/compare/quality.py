@@ -20,9 +20,8 @@ import subprocess
 import sys
 
 from ..evaluation.evaluate import read_hypotheses
+from ..plugin import PLUGIN_DIR, subprocess_env
 from . import data
-
-PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def generate_command(info, checkpoint, generation_flags):
@@ -41,8 +40,7 @@ def translate_all(checkpoints, info, out_dir, jobs, generation_flags, log):
 
     gen_dir = os.path.join(out_dir, "gen")
     os.makedirs(gen_dir, exist_ok=True)
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [os.path.dirname(PLUGIN_DIR), os.environ.get("PYTHONPATH")])))
+    env = subprocess_env(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     queue, running, failed = [], {}, {}
     for arch, checkpoint in checkpoints.items():
         out = os.path.join(gen_dir, f"{arch}.out")

@@ -22,7 +22,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-PLUGIN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from ..plugin import PLUGIN_DIR, subprocess_env
 
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(e|epochs?|u|updates?|m|min|minutes?)\s*$")
 _INNER = re.compile(r"epoch (\d+):\s+(\d+) / (\d+) .*num_updates=(\d+)")
@@ -253,9 +253,7 @@ class Trainer:
         log_file = open(self.log_path(arch), "a")
         log_file.write(f"{START_MARK}{time.time():.3f}\n")
         log_file.flush()
-        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                   PYTHONPATH=os.pathsep.join(filter(None, [os.path.dirname(PLUGIN_DIR),
-                                                            os.environ.get("PYTHONPATH")])))
+        env = subprocess_env(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         command = train_command(self.data_bin, save_dir, arch, flags, self.recipe, self.budget)
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env)
         with open(pid_path, "w") as f:

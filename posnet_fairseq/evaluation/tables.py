@@ -23,7 +23,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 # What a metric is called in the tables, and how our result prints.
 SCALED = {"bleurt", "comet"}  # result scores in -1..1, the paper prints them times 100
