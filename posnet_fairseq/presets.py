@@ -76,12 +76,13 @@ def option_names(arch: str) -> Dict[str, str]:
     return {a.dest: max(a.option_strings, key=len) for a in _model_parser(arch)._actions if a.option_strings}
 
 
-def add_model_help(parser: argparse.ArgumentParser, arch: str, values: Optional[Dict[str, object]], source: str):
+def add_model_help(parser: argparse.ArgumentParser, arch: str, values: Optional[Dict[str, object]], source: str,
+                   note: Optional[str] = None):
     """Adds the model flags of ``arch`` to ``parser`` (for its ``--help``), each help ending with
-    ``[SOURCE: value]`` where ``values`` gives one (``values`` None: the flags alone)."""
+    ``[SOURCE: value]`` where ``values`` gives one (``values`` None: the flags alone); ``note`` heads them."""
     group = parser.add_argument_group(
         f"Model flags of {arch}" + (f" (values in [brackets]: {source})" if values is not None else ""),
-        argument_default=argparse.SUPPRESS)
+        description=note, argument_default=argparse.SUPPRESS)
     existing = {s for a in parser._actions for s in a.option_strings}
     for action in _model_parser(arch)._actions:
         if not action.option_strings or set(action.option_strings) & existing:

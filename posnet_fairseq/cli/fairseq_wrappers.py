@@ -71,14 +71,16 @@ def print_help(module_name, argv):
     if getattr(known, "task", None) in TASK_REGISTRY:
         TASK_REGISTRY[known.task].add_args(parser)
     arch, path = _value(argv, "--arch") or _value(argv, "-a"), _value(argv, "--path")
+    note = None
     if arch:
         values, source = presets.resolve(arch, argv), arch
     elif path:
         arch, values = presets.checkpoint_values(path)
-        source = "the checkpoint; change with --model-overrides"
+        source, note = "checkpoint", "The values stored in --path; change one with --model-overrides \"{'name': value}\"."
     else:
-        arch, values, source = presets.MODEL, presets.resolve(presets.MODEL), "defaults; give --arch ARCH for a preset's"
-    presets.add_model_help(parser, arch, values, source)
+        arch, values, source = presets.MODEL, presets.resolve(presets.MODEL), "default"
+        note = "Give --arch ARCH to see the values of a preset."
+    presets.add_model_help(parser, arch, values, source, note)
     if module_name == "train":
         parser.add_argument_group("posnet-train").add_argument(
             "--show-preset", nargs="?", metavar="OTHER_ARCH",
@@ -151,3 +153,8 @@ def interactive():
 
 def validate():
     _run("validate", evaluation=True)
+
+
+if __name__ == "__main__":  # python -m posnet_fairseq.cli.fairseq_wrappers {train,generate,...} ARGS (posnet-compare)
+    tool = sys.argv.pop(1)
+    {"train": train, "generate": generate, "interactive": interactive, "validate": validate}[tool]()

@@ -30,7 +30,8 @@ SEED = 12345  # sacreBLEU's default bootstrap seed
 
 
 def generate_command(info, checkpoint, generation_flags):
-    return [sys.executable, "-m", "fairseq_cli.generate", info["data_bin"], "--user-dir", PLUGIN_DIR,
+    return [sys.executable, "-m", "posnet_fairseq.cli.fairseq_wrappers", "generate", info["data_bin"],
+            "--user-dir", PLUGIN_DIR,
             "--path", checkpoint, "--source-lang", info["source_lang"], "--target-lang", info["target_lang"],
             "--gen-subset", "test", *generation_flags, "--num-workers", "0",
             # fairseq drops a last batch whose size is not a multiple of this (default 8).

@@ -106,7 +106,8 @@ class Recipe:
 
 
 def train_command(data_bin, save_dir, arch, flags, recipe, budget, device_flags=()):
-    return [sys.executable, "-m", "fairseq_cli.train", data_bin, "--user-dir", PLUGIN_DIR, "--arch", arch,
+    return [sys.executable, "-m", "posnet_fairseq.cli.fairseq_wrappers", "train", data_bin, "--user-dir", PLUGIN_DIR,
+            "--arch", arch,
             "--save-dir", save_dir, *recipe.fairseq_flags(budget), *device_flags, *flags]
 
 
