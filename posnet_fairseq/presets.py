@@ -114,8 +114,9 @@ def difference(arch: str, other: str = MODEL, argv: Sequence[str] = ()) -> List[
 
 def difference_text(arch: str, other: str = MODEL, argv: Sequence[str] = ()) -> str:
     rows = difference(arch, other, argv)
+    flags = set(option_names(arch).values())
     head = f"{arch} vs {other}" + (" (both with the model flags given)" if any(
-        a.startswith("--") for a in argv) else "")
+        a.split("=")[0] in flags for a in argv) else "")
     if other == MODEL:
         head += f"; {MODEL}: fairseq's transformer base with every plugin flag at its default"
     if not rows:

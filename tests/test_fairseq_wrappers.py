@@ -68,7 +68,8 @@ def test_generate_help_shows_the_checkpoints_values():
 def test_show_preset_prints_what_the_preset_sets():
     status, text = tool("train", "--arch", "rposnet_transformer_base", "--show-preset")
     assert status == 0, text[-3000:]
-    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines() if line.startswith("--") and not line.startswith("---")}
+    rows = {line.split()[0]: line.split()[1:] for line in text.splitlines()
+            if line.startswith("--") and not line.startswith("---")}
     assert rows == {"--encoder-self-mixer": ["rposnet", "mha"], "--decoder-self-mixer": ["rposnet", "mha"],
                     "--encoder-self-gating": ["on", "off"], "--decoder-self-gating": ["on", "off"],
                     "--encoder-learned-pos": ["on", "off"], "--decoder-learned-pos": ["on", "off"]}
@@ -137,3 +138,13 @@ def test_import_time_logging_setup_is_undone_unless_configured_first():
     configured = "import logging; logging.basicConfig(level=logging.INFO); " + code
     out = subprocess.run([sys.executable, "-c", configured], capture_output=True, text=True, env=env).stdout
     assert out == f"1 {20}"  # the user's own configuration stays
+
+
+def test_the_errors_link_headings_of_the_troubleshooting_page():
+    from test_docs import github_anchors
+
+    source = open(os.path.join(REPO, "posnet_fairseq", "troubleshooting.py")).read()
+    anchors = re.findall(r"\{PAGE\}#([\w-]+)", source)
+    assert len(anchors) == 4
+    page = open(os.path.join(REPO, troubleshooting.PAGE)).read()
+    assert set(anchors) <= github_anchors(page)

@@ -7,7 +7,12 @@ import os
 import sys
 
 # average_checkpoints and best_and_following are also read through this module by tests/test_recipes_support.py.
-from ..checkpoint_averaging import average_checkpoints, best_and_following, select_checkpoints, write_average  # noqa: F401
+from ..checkpoint_averaging import (  # noqa: F401
+    average_checkpoints,
+    best_and_following,
+    select_checkpoints,
+    write_average,
+)
 
 
 def main(argv=None):

@@ -32,14 +32,14 @@ def _has_flag(argv, flag):
     return any(a == flag or a.startswith(flag + "=") for a in argv)
 
 
-def _value(argv, flag):
-    """The value of ``flag`` in ``argv`` (``--flag V`` or ``--flag=V``), or None."""
-    for i, a in enumerate(argv):
-        if a.startswith(flag + "="):
-            return a.split("=", 1)[1]
-        if a == flag and i + 1 < len(argv):
-            return argv[i + 1]
-    return None
+def _given(argv):
+    """The --arch and --path of a command line (None where not given)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--arch", "-a")
+    parser.add_argument("--path")
+    return parser.parse_known_args(argv)[0]
 
 
 def _with_user_dir(argv):
@@ -70,13 +70,14 @@ def print_help(module_name, argv):
     known, _ = parser.parse_known_args([a for a in argv if a not in HELP])
     if getattr(known, "task", None) in TASK_REGISTRY:
         TASK_REGISTRY[known.task].add_args(parser)
-    arch, path = _value(argv, "--arch") or _value(argv, "-a"), _value(argv, "--path")
+    arch, path = _given(argv).arch, _given(argv).path
     note = None
     if arch:
         values, source = presets.resolve(arch, argv), arch
     elif path:
         arch, values = presets.checkpoint_values(path)
-        source, note = "checkpoint", "The values stored in --path; change one with --model-overrides \"{'name': value}\"."
+        source = "checkpoint"
+        note = "The values stored in --path; change one with --model-overrides \"{'name': value}\"."
     else:
         arch, values, source = presets.MODEL, presets.resolve(presets.MODEL), "default"
         note = "Give --arch ARCH to see the values of a preset."
@@ -89,28 +90,24 @@ def print_help(module_name, argv):
     parser.print_help()
 
 
-def _check_arch(argv):
-    arch = _value(argv, "--arch") or _value(argv, "-a")
-    if arch is None:
-        return
-    from fairseq.models import ARCH_MODEL_REGISTRY
+def _check_arch(module_name, argv):
+    from fairseq.models import ARCH_MODEL_REGISTRY  # the plugin's architectures are registered by now
 
-    import posnet_fairseq  # noqa: F401  (registers the architectures)
-
-    if arch not in ARCH_MODEL_REGISTRY:
-        sys.exit(f"posnet: --arch {arch}: not a registered architecture{presets.suggest(arch, ARCH_MODEL_REGISTRY)}")
+    arch = _given(argv).arch
+    if arch is not None and arch not in ARCH_MODEL_REGISTRY:
+        sys.exit(f"posnet-{module_name}: --arch {arch}: not a registered architecture"
+                 + presets.suggest(arch, ARCH_MODEL_REGISTRY))
 
 
 def _show_preset(argv):
     i = argv.index("--show-preset")
     given = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("-") else None
     rest = argv[:i] + argv[i + 1 + (given is not None):]
-    arch = _value(rest, "--arch") or _value(rest, "-a")
+    arch = _given(rest).arch
     if arch is None:
         sys.exit("posnet-train --show-preset: give the preset with --arch ARCH")
-    model_flags = [a for j, a in enumerate(rest) if a not in ("--arch", "-a") and (j == 0 or rest[j - 1] not in ("--arch", "-a"))]
     try:
-        print(presets.difference_text(arch, given or presets.MODEL, model_flags))
+        print(presets.difference_text(arch, given or presets.MODEL, rest))
     except ValueError as err:
         sys.exit(f"posnet-train --show-preset: {err}")
 
@@ -122,7 +119,7 @@ def _run(module_name, evaluation=False):
     sys.argv = [sys.argv[0]] + _with_user_dir(argv)  # fairseq's parsers read --user-dir from sys.argv
     if module_name == "train" and "--show-preset" in argv:
         return _show_preset(argv)
-    _check_arch(argv)
+    _check_arch(module_name, argv)
     if any(a in HELP for a in argv):
         return print_help(module_name, argv)
     problem = troubleshooting.check_command_line(argv)

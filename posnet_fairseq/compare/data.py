@@ -224,7 +224,8 @@ def prepare(out_dir, mode, log, *, raw=None, raw_given=None, data_bin=None, post
             test_max_len=None, n_buckets=5, synth_train=20000, valid=300, test=500, vocab_size=None, seed=1):
     """Makes (or reuses) the run's corpus; returns the info dict also stored in OUT/data.json."""
     info_path = os.path.join(out_dir, "data.json")
-    settings = {"mode": mode, "raw": raw, **({"raw_given": raw_given} if raw_given else {}), "data": data_bin, "post_process": post_process,
+    settings = {"mode": mode, "raw": raw, **({"raw_given": raw_given} if raw_given else {}), "data": data_bin,
+                "post_process": post_process,
                 "train_max_len": train_max_len, "test_max_len": test_max_len, "buckets_requested": n_buckets,
                 "synth_train": synth_train, "valid": valid, "test": test, "vocab_size": vocab_size, "seed": seed}
     if os.path.exists(info_path):

@@ -241,8 +241,9 @@ def describe_data(args, info):
         return (f"{args.raw[0]} / {args.raw[1]}: {info['train_pairs']} training pairs"
                 + (f" of at most {args.train_max_len} pieces per side" if args.train_max_len else "")
                 + f", test {info['test_sentences']} sentences; SentencePiece {info['vocab']} types, learned on the "
-                "training split only" + ("; splits: " + "; ".join(f"{split}: {origin}" for split, origin in
-                                                                  info["splits"].items()) if info.get("splits") else ""))
+                "training split only"
+                + ("; splits: " + "; ".join(f"{split}: {origin}" for split, origin in info["splits"].items())
+                   if info.get("splits") else ""))
     return (f"data-bin {info['data_bin']} ({info['train_pairs']} training pairs, test {info['test_sentences']} "
             f"sentences), scored on fairseq's post-processed references ({args.post_process or 'none'})")
 

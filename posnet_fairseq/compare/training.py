@@ -1,7 +1,8 @@
 """Train every architecture of a ``posnet-compare`` run with the same recipe and budget.
 
 Each model is a ``fairseq-train`` subprocess, one per slot of the run's
-:class:`~posnet_fairseq.compare.devices.Plan` at a time (a CPU thread or a GPU); its log is ``OUT/checkpoints/ARCH.train.log`` and its
+:class:`~posnet_fairseq.compare.devices.Plan` at a time (a CPU thread or a
+GPU); its log is ``OUT/checkpoints/ARCH.train.log`` and its
 checkpoints ``OUT/checkpoints/ARCH/``. After training, the last checkpoints
 are averaged (``posnet-average-checkpoints``) into ``checkpoint_avg.pt`` and
 ``done.json`` records the outcome, so a second run skips the model. A model
