@@ -35,10 +35,6 @@ SPEED_DIR = "speed-bin"
 MAX_BUCKETS = 8
 
 
-def _read_lines(path, what="--raw"):
-    return read_lines(path, what)
-
-
 def _write_lines(path, lines):
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(line + "\n" for line in lines)
@@ -47,7 +43,7 @@ def _write_lines(path, lines):
 def _pairs(src_path, tgt_path, flag):
     """The non-empty pairs of two parallel files; ValueError naming ``flag`` and the files when they
     differ in length."""
-    src, tgt = _read_lines(src_path, flag), _read_lines(tgt_path, flag)
+    src, tgt = read_lines(src_path, flag), read_lines(tgt_path, flag)
     if len(src) != len(tgt):
         raise ValueError(f"{flag}: {src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}")
     pairs = [(s, t) for s, t in zip(src, tgt) if s.strip() and t.strip()]
@@ -100,7 +96,7 @@ def sentencepiece(raw_dir, out_dir, vocab_size, train_max_len=None):
     os.makedirs(text_dir, exist_ok=True)
     kept = {}
     for split in SPLITS:
-        sides = [[encode(line) for line in _read_lines(
+        sides = [[encode(line) for line in read_lines(
             os.path.join(raw_dir, f"{split}.{lang}"))] for lang in ("src", "tgt")]
         pairs = list(zip(*sides))
         if train_max_len is not None and split != "test":
@@ -220,8 +216,9 @@ def merge_small_buckets(buckets, lengths, minimum, train_limit):
     return [(lo, hi, count((lo, hi)) < minimum) for lo, hi in merged]
 
 
-def prepare(out_dir, mode, log, *, raw=None, raw_given=None, data_bin=None, post_process=None, train_max_len=None,
-            test_max_len=None, n_buckets=5, synth_train=20000, valid=300, test=500, vocab_size=None, seed=1):
+def prepare(out_dir, mode, log, *, raw=None, raw_given=None, data_bin=None, post_process=None,
+            train_max_len=None, test_max_len=None, n_buckets=5, synth_train=20000, valid=300, test=500,
+            vocab_size=None, seed=1):
     """Makes (or reuses) the run's corpus; returns the info dict also stored in OUT/data.json."""
     info_path = os.path.join(out_dir, "data.json")
     settings = {"mode": mode, "raw": raw, **({"raw_given": raw_given} if raw_given else {}), "data": data_bin,
@@ -268,17 +265,17 @@ def prepare(out_dir, mode, log, *, raw=None, raw_given=None, data_bin=None, post
     if mode == "synthetic":
         # The generator counts words (a piece is a word unless --vocab-size is tiny).
         unit = "words"
-        test_lengths = [len(line.split()) for line in _read_lines(os.path.join(raw_dir, "test.src"))]
+        test_lengths = [len(line.split()) for line in read_lines(os.path.join(raw_dir, "test.src"))]
         longest_train = max(len(line.split()) for split in ("train", "valid") for lang in ("src", "tgt")
-                            for line in _read_lines(os.path.join(raw_dir, f"{split}.{lang}")))
+                            for line in read_lines(os.path.join(raw_dir, f"{split}.{lang}")))
         buckets = synth.length_buckets(test_max_len, n_buckets)
     else:
         unit = "pieces" if mode == "raw" else "tokens"
         test_lengths = split_lengths(data_bin, "test", src, tgt)
         longest_train = max(train_lengths + split_lengths(data_bin, "train", src, tgt, tgt))
         buckets = buckets_for(train_max_len or longest_train, max(test_lengths))
-    info = {"settings": settings, "splits": origin if mode == "raw" else None, "data_bin": data_bin, "source_lang": src,
-            "target_lang": tgt, "post_process": post_process, "references": references,
+    info = {"settings": settings, "splits": origin if mode == "raw" else None, "data_bin": data_bin,
+            "source_lang": src, "target_lang": tgt, "post_process": post_process, "references": references,
             "train_max_len": train_max_len, "longest_train": longest_train,
             "vocab": len(_dictionary(data_bin, tgt)), "buckets": buckets, "length_unit": unit,
             "test_lengths": test_lengths, "test_sentences": len(test_lengths), "train_pairs": len(train_lengths)}

@@ -10,8 +10,8 @@ DEFAULT_TRAIN_MAX_LEN = 20
 EXTRAPOLATION = 2.5  # the synthetic test set reaches this multiple of --train-max-len
 
 
-def build_parser(description=None, epilog=None):
-    p = argparse.ArgumentParser(prog="posnet-compare", description=description, epilog=epilog,
+def build_parser(description=None):
+    p = argparse.ArgumentParser(prog="posnet-compare", description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--archs", required=True, help="comma-separated architectures; the first is the baseline")
     p.add_argument("--out", required=True, help="output directory (re-use it to resume)")
