@@ -4,12 +4,18 @@ This package is a fairseq ``--user-dir``: importing it registers the
 ``posnet_transformer`` model, its named architectures and every mixer, and
 allow-lists the classes fairseq stores in checkpoints for torch's safe loader.
 """
-from .compat import allow_fairseq_checkpoint_classes, check_fairseq
+import sys
 
-check_fairseq()
-allow_fairseq_checkpoint_classes()
+from .tool_logging import fairseq_imported_quietly
 
-from . import mixers  # noqa: E402,F401
-from . import models  # noqa: E402,F401
+# fairseq's import-time logging set-up and tensorboardX hint left out (tool_logging.py)
+with fairseq_imported_quietly(tensorboard=any(a.startswith("--tensorboard-logdir") for a in sys.argv)):
+    from .compat import allow_fairseq_checkpoint_classes, check_fairseq
+
+    check_fairseq()
+    allow_fairseq_checkpoint_classes()
+
+    from . import mixers  # noqa: F401
+    from . import models  # noqa: F401
 
 __version__ = "0.1.0"

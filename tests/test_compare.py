@@ -15,7 +15,8 @@ import time
 import pytest
 
 from posnet_fairseq.cli import compare
-from posnet_fairseq.compare import plots, training
+from posnet_fairseq.compare import data, devices, plots, report, training
+from posnet_fairseq.evaluation import bootstrap, generate_output
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ("--encoder-embed-dim 16 --encoder-ffn-embed-dim 32 --encoder-attention-heads 2 --encoder-layers 1 "
@@ -44,7 +45,7 @@ def synthetic_run(tmp_path_factory):
     stdout = run_compare([
         "--archs", ",".join(ARCHS), "--arch-flags", LINEAR_FLAGS, "--out", str(out), "--budget", "4u",
         "--train-pairs", "150", "--valid", "10", "--test", "40", "--train-max-len", "10", "--vocab-size", "400",
-        "--interval", "2", "--decode-lengths", "8,30", "--jobs", "2", *CHEAP])
+        "--interval", "2", "--decode-lengths", "8,30", "--jobs", "2", "--min-bucket-sentences", "8", *CHEAP])
     with open(out / "results.json") as f:
         results = json.load(f)
     return out, stdout, results
@@ -56,6 +57,8 @@ def read_csv(path):
 
 
 def test_micro_run_writes_the_table(synthetic_run):
+    import sacrebleu
+
     out, stdout, results = synthetic_run
     text = (out / "results.md").read_text()
     assert stdout.strip().endswith(text.strip())
@@ -65,18 +68,27 @@ def test_micro_run_writes_the_table(synthetic_run):
     assert list(rows) == ARCHS
     base = rows[ARCHS[0]]
     assert float(base["train_speed_ratio"]) == 1.0 and float(base["decode_8_ratio"]) == 1.0
+    refs = (out / "raw" / "test.tgt").read_text().splitlines()
+    hyps = {arch: generate_output.read(out / "gen" / f"{arch}.out").ordered("hypotheses", len(refs)) for arch in ARCHS}
     for arch in ARCHS:
         row = rows[arch]
-        assert int(row["params"]) > 0 and 0 <= float(row["bleu"]) <= 100 and 0 <= float(row["chrf"]) <= 100
+        # the scores are sacreBLEU's on the written hypotheses (skipped sentences count as empty)
+        assert float(row["bleu"]) == pytest.approx(sacrebleu.corpus_bleu(hyps[arch], [refs], force=True).score,
+                                                   abs=1e-4)
+        assert float(row["chrf"]) == pytest.approx(sacrebleu.corpus_chrf(hyps[arch], [refs]).score, abs=1e-4)
         assert float(row["train_tokens_per_s"]) > 0 and float(row["step_memory_mib"]) > 0
         assert int(row["updates"]) == 4
-    assert "nrefs:1|bs:50|seed:12345" in text and "tok:13a" in text
-    # the buckets above 10 words are marked as beyond the training lengths
-    assert "BLEU 6-10 |" in text and "BLEU 11-15 * |" in text
+    # p: the one paired bootstrap (50 resamples, seed 12345), the smaller one-sided p-value
+    test = bootstrap.paired_bootstrap(sacrebleu.metrics.BLEU(force=True), hyps[LINEAR], hyps[ARCHS[0]], refs, 50)
+    assert float(rows[LINEAR]["bleu_p"]) == pytest.approx(min(test["p_value"], test["p_value_worse"]), abs=1e-6)
+    assert "paired bootstrap: 50 resamples, seed 12345" in text and "tok:13a" in text
+    # the buckets above 10 words are marked as beyond the training lengths; each shows its sentences
+    assert "BLEU 6-10 (n=8) |" in text and "BLEU 11-15 * (n=8) |" in text
     with open(out / "quality.json") as f:
         quality = json.load(f)
     assert [b["beyond_training"] for b in quality["buckets"]] == [False, False, True, True, True]
     assert quality["systems"][LINEAR]["bleu"]["p"] is not None  # paired test against the first arch
+    assert "DEBUG" not in stdout and "tensorboardX" not in stdout
 
 
 def _hypotheses(path):
@@ -86,6 +98,17 @@ def _hypotheses(path):
             head, _, text = line.rstrip("\n").split("\t")
             hyps[int(head[2:])] = text
     return hyps
+
+
+def test_generate_output_reader(tmp_path):
+    path = tmp_path / "gen.out"
+    path.write_text("S-1\tein hund\nT-1\ta dog\nH-1\t-0.5\ta dog\nD-1\t-0.5\tA dog\nP-1\t-0.1 -0.2\n"
+                    "H-1\t-0.9\tthe dog\nS-0\tkatze\nH-0\t-0.3\t\nsome log line\n", encoding="utf-8")
+    output = generate_output.read(path)
+    assert output.hypotheses == {1: "a dog", 0: ""}  # the first of an n-best list; an empty hypothesis
+    assert (output.sources, output.references, output.detokenized) == ({1: "ein hund", 0: "katze"}, {1: "a dog"},
+                                                                        {1: "A dog"})
+    assert output.ordered("references", 3) == ["", "a dog", ""] and output.missing(3) == [2]
 
 
 def test_bucketed_bleu_is_sacrebleu_on_the_bucket(synthetic_run):
@@ -208,21 +231,43 @@ def test_interrupted_run_resumes_without_redoing_finished_work(synthetic_run, tm
     assert {p: p.stat().st_mtime_ns for p in (out / "gen").glob("*.out")} == outputs
 
 
-def test_raw_user_corpus_produces_the_table(tmp_path):
+def test_raw_user_corpus_with_its_own_test_set(tmp_path):
+    import sacrebleu
+
     from posnet_fairseq.data.synth import generate_pairs
 
-    # A user's corpus: plain text, one sentence per line, not split into train/valid/test.
+    # A user's corpus: plain text, one sentence per line, and an official test set of their own.
     pairs = generate_pairs(400, seed=9, max_len=24)
     (tmp_path / "corpus.en").write_text("".join(s + "\n" for s, _ in pairs))
     (tmp_path / "corpus.xx").write_text("".join(t + "\n" for _, t in pairs))
+    own = generate_pairs(30, seed=10, max_len=24)
+    # a word only the test set has: SentencePiece must not learn it (it learns on the training split only)
+    (tmp_path / "test.en").write_text("".join(f"{s} zyxwvutsrq\n" for s, _ in own))
+    (tmp_path / "test.xx").write_text("".join(f"{t} zyxwvutsrq\n" for _, t in own))
     out = tmp_path / "run"
     stdout = run_compare(["--archs", "posnet_transformer_tiny", "--raw", str(tmp_path / "corpus.en"),
-                          str(tmp_path / "corpus.xx"), "--train-max-len", "12", "--valid", "20", "--test", "30",
+                          str(tmp_path / "corpus.xx"), "--raw-test", str(tmp_path / "test.en"),
+                          str(tmp_path / "test.xx"), "--train-max-len", "12", "--valid", "20",
                           "--vocab-size", "1000", "--out", str(out), "--budget", "2u", "--interval", "1",
-                          "--decode-lengths", "8", *CHEAP])
+                          "--decode-lengths", "8", "--min-bucket-sentences", "10", *CHEAP])
+    assert (out / "raw" / "test.en").exists() is False and (out / "raw" / "test.src").read_text() == \
+        (tmp_path / "test.en").read_text()
+    valid = (out / "raw" / "valid.src").read_text().splitlines()
+    train = (out / "raw" / "train.src").read_text().splitlines()
+    assert len(valid) == 20 and len(train) == 380 and sorted(valid + train) == sorted(s for s, _ in pairs)
+    vocab = {line.split("\t")[0] for line in (out / "spm.vocab").read_text().splitlines()}
+    assert "\u2581zyxwvutsrq" not in vocab and "\u2581dog" in vocab
+    text = (out / "results.md").read_text()
+    assert f"test: 30 pairs of {tmp_path / 'test.en'} / {tmp_path / 'test.xx'} (given)" in text
+    assert f"valid: 20 pairs drawn at random (seed 1) from {tmp_path / 'corpus.en'}" in text
+    assert "SentencePiece" in text and "learned on the training split only" in text
+
     rows = read_csv(out / "results.csv")
-    assert list(rows) == ["posnet_transformer_tiny"] and float(rows["posnet_transformer_tiny"]["chrf"]) >= 0
-    assert "| `posnet_transformer_tiny` |" in (out / "results.md").read_text()
+    assert list(rows) == ["posnet_transformer_tiny"]
+    refs = (tmp_path / "test.xx").read_text().splitlines()
+    hyps = generate_output.read(out / "gen" / "posnet_transformer_tiny.out").ordered("hypotheses", len(refs))
+    assert float(rows["posnet_transformer_tiny"]["chrf"]) == pytest.approx(
+        sacrebleu.corpus_chrf(hyps, [refs]).score, abs=1e-4)
     # training pairs longer than 12 pieces were dropped; the test set keeps its long sentences
     train = [len(line.split()) for lang in ("src", "tgt") for line in (out / "spm_text" / f"train.{lang}").open()]
     assert max(train) <= 12
@@ -230,7 +275,108 @@ def test_raw_user_corpus_produces_the_table(tmp_path):
         buckets = json.load(f)["buckets"]
     assert buckets[0]["lo"] == 1 and any(b["beyond_training"] for b in buckets)
     assert sum(b["sentences"] for b in buckets) == 30
+    # every bucket holds 10 sentences or is marked too small (and then has no score)
+    for b in buckets:
+        assert b["sentences"] >= 10 or (b["too_small"] and not b["scores"])
+        cell = rows["posnet_transformer_tiny"][f"bleu_len_{b['lo']}_{b['hi']}"]
+        assert (cell == f"too few sentences ({b['sentences']})") == b["too_small"]
+        assert f"BLEU {b['lo']}-{b['hi']}{' *' if b['beyond_training'] else ''} (n={b['sentences']})" in text
     assert "pieces" in stdout
+
+
+def test_merge_small_buckets():
+    lengths = [3] * 50 + [8] * 3 + [12] * 40 + [18] * 2
+    # 6-10 joins 1-5; 16-20 joins 11-15: never across the training limit (10)
+    assert data.merge_small_buckets([(1, 5), (6, 10), (11, 15), (16, 20)], lengths, 10, 10) == [
+        (1, 10, False), (11, 20, False)]
+    # a small first bucket joins the next; a lone small bucket beyond training is marked, not merged
+    assert data.merge_small_buckets([(1, 5), (6, 10), (11, 20)], [3] * 2 + [8] * 30 + [12] * 4, 10, 10) == [
+        (1, 10, False), (11, 20, True)]
+    assert data.merge_small_buckets([(1, 5), (6, 10)], lengths, 1, 10) == [(1, 5, False), (6, 10, False)]
+
+
+def test_too_small_bucket_in_table_and_plot(tmp_path):
+    buckets = [{"lo": 1, "hi": 10, "sentences": 50, "beyond_training": False, "too_small": False,
+                "scores": {"a": {"score": 30.0, "ci": 1.0}}},
+               {"lo": 11, "hi": 20, "sentences": 3, "beyond_training": True, "too_small": True, "scores": {}}]
+    quality = {"buckets": buckets, "systems": {}, "failed": {}}
+    table = report.rows(["a"], {"a": {"updates": 1}}, quality, {"training_steps": {}, "decoding": {},
+                                                                  "parameters": {}}, {})
+    assert table[0]["bleu_len_1_10"] == 30.0 and table[0]["bleu_len_11_20"] == "too few sentences (3)"
+    fig = plots.bleu_by_length(table, buckets, 10, "pieces", tmp_path / "b.png")
+    ax = fig.axes[0]
+    assert list(ax.containers[0].lines[0].get_ydata()) == [30.0]  # the small bucket is not drawn
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1-10\n(50)", "11-20\n(3, too few)"]
+
+
+def test_raw_input_errors_name_file_and_line(tmp_path, capsys):
+    src, tgt = tmp_path / "c.de", tmp_path / "c.en"
+    src.write_bytes(b"eins\nzwei\ndrei \xe4 vier\n" + b"mehr\n" * 20)
+    tgt.write_bytes(b"one\ntwo\nthree four\n" + b"more\n" * 20)
+    with pytest.raises(SystemExit) as exc:
+        compare.main(["--archs", "posnet_transformer_tiny", "--raw", str(src), str(tgt), "--valid", "2", "--test",
+                      "2", "--out", str(tmp_path / "out")])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--raw: {src} line 3 is not UTF-8 (byte b'\\xe4' at character 6)" in err
+
+
+def test_device_plan_with_faked_gpus(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=0: "Fake GPU")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    gpu = devices.plan()
+    assert (gpu.device, gpu.jobs, gpu.fp16, gpu.name) == ("cuda", 2, True, "Fake GPU")
+    assert [slot["CUDA_VISIBLE_DEVICES"] for slot in gpu.slots] == ["0", "1"]  # one model per GPU
+    assert devices.plan(jobs=1).jobs == 1 and not devices.plan(fp16=False).train_flags()
+    with pytest.raises(ValueError, match="--jobs 3: one model per GPU"):
+        devices.plan(jobs=3)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5,7")
+    assert [slot["CUDA_VISIBLE_DEVICES"] for slot in devices.plan().slots] == ["5", "7"]
+    cpu = devices.plan("cpu", jobs=3)
+    assert (cpu.device, cpu.jobs, cpu.train_flags()) == ("cpu", 3, [])
+    assert all(slot["OMP_NUM_THREADS"] == "1" for slot in cpu.slots)
+    # the same recipe, so the same tokens per update: only --fp16 is added on the GPU
+    recipe, budget = training.Recipe(), training.Budget.parse("5e")
+    on_gpu = training.train_command("bin", "save", "a", [], recipe, budget, gpu.train_flags())
+    on_cpu = training.train_command("bin", "save", "a", [], recipe, budget, cpu.train_flags())
+    assert [a for a in on_gpu if a not in on_cpu] == ["--fp16"] and len(on_gpu) == len(on_cpu) + 1
+    assert "GPU (Fake GPU)" in gpu.describe() and "fp16" in gpu.describe() and "CPU" in cpu.describe()
+
+
+def test_trainer_runs_one_model_per_gpu_at_a_time(monkeypatch, tmp_path):
+    """Three models on two (faked) GPUs: at most two processes at once, never two on one GPU."""
+    started, running, most = [], set(), [0]
+
+    class FakeProcess:
+        def __init__(self, command, stdout, stderr, env):
+            self.gpu, self.polls, self.pid, self.returncode = env["CUDA_VISIBLE_DEVICES"], 0, os.getpid(), None
+            assert self.gpu not in running
+            running.add(self.gpu)
+            most[0] = max(most[0], len(running))
+            started.append((command[command.index("--arch") + 1], self.gpu, "--fp16" in command))
+
+        def poll(self):
+            self.polls += 1
+            if self.polls > 2 and self.returncode is None:
+                self.returncode = 0
+                running.discard(self.gpu)
+            return self.returncode
+
+    monkeypatch.setattr(training.subprocess, "Popen", FakeProcess)
+    monkeypatch.setattr(training.time, "sleep", lambda s: None)
+    monkeypatch.setattr(training.Trainer, "_finish", lambda self, arch, process, log_file: (
+        log_file.close(), os.remove(os.path.join(self.save_dir(arch), "train.pid")), {"arch": arch})[-1])
+    plan = devices.Plan("cuda", ({"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}), fp16=True)
+    trainer = training.Trainer(str(tmp_path), "bin", training.Budget.parse("1u"), training.Recipe(), plan,
+                               lambda message: None)
+    outcomes = trainer.run(["a", "b", "c"], {"a": [], "b": [], "c": []})
+    assert sorted(outcomes) == ["a", "b", "c"] and most[0] == 2
+    assert [s[0] for s in started] == ["a", "b", "c"] and {s[1] for s in started[:2]} == {"0", "1"}
+    assert all(s[2] for s in started)
 
 
 @pytest.mark.parametrize("text, amount, unit", [("5e", 5, "epochs"), ("2000u", 2000, "updates"),
@@ -248,6 +394,9 @@ def test_bad_budget_names_the_flag(text):
 
 @pytest.mark.parametrize("argv, flag", [
     (["--archs", "no_such_arch"], "--archs"),
+    (["--archs", "posnet_transformer_tiny,rposnet_transfomer_tiny"],
+     "--archs: unknown architecture rposnet_transfomer_tiny; did you mean rposnet_transformer_tiny"),
+    (["--archs", "posnet_transformer_tiny", "--raw-test", "a", "b"], "--raw-test gives your own test files for --raw"),
     (["--archs", "posnet_transformer_tiny", "--budget", "3 hours"], "--budget"),
     (["--archs", "posnet_transformer_tiny", "--data", "/x"], "--post-process"),
     (["--archs", "posnet_transformer_tiny", "--arch-flags", "other=--dropout 0"], "--arch-flags"),

@@ -243,3 +243,34 @@ def test_generate_fp16_matches_fp32(gpu_data_bin, tmp_path, arch):
     assert len(fp32) == len(fp16) == 200
     same = sum(fp32[i] == fp16[i] for i in fp32)
     assert same >= 0.95 * len(fp32), f"{same}/{len(fp32)} identical hypotheses"
+
+
+@needs_cuda
+def test_compare_trains_and_times_on_the_gpu(tmp_path):
+    """posnet-compare in micro mode with a GPU: the models train there in fp16, one per GPU at a time, the
+    speeds are measured there, and results.md says so."""
+    out = tmp_path / "run"
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tiny = ("--encoder-embed-dim 16 --encoder-ffn-embed-dim 32 --encoder-attention-heads 2 --encoder-layers 1 "
+            "--decoder-embed-dim 16 --decoder-ffn-embed-dim 32 --decoder-attention-heads 2 --decoder-layers 1")
+    archs = ["posnet_transformer_tiny", "aan_plus_avg_tiny"]
+    done = subprocess.run(
+        [sys.executable, "-m", "posnet_fairseq.cli.compare", "--archs", ",".join(archs), "--out", str(out),
+         "--budget", "20u", "--train-pairs", "300", "--valid", "10", "--test", "40", "--train-max-len", "10",
+         "--vocab-size", "400", "--interval", "10", "--decode-lengths", "8", "--decode-sentences", "4",
+         "--decode-rounds", "1", "--step-rounds", "1", "--timed-steps", "1", "--bootstrap-samples", "50",
+         "--min-bucket-sentences", "8", "--model-flags", tiny],
+        capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=repo), timeout=1200)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    gpus = torch.cuda.device_count()
+    assert f"{gpus} at a time on {gpus} GPU(s), fp16" in done.stdout  # one model per GPU
+    for arch in archs:
+        log = (out / "checkpoints" / f"{arch}.train.log").read_text()
+        assert "loss_scale" in log  # fairseq's fp16 optimizer ran
+        assert "'cpu': True" not in log
+    text = (out / "results.md").read_text()
+    assert f"devices: GPU ({torch.cuda.get_device_name(0)})" in text and "fp16" in text
+    with open(out / "cost.json") as f:
+        cost = json.load(f)
+    assert cost["settings"]["device"] == torch.cuda.get_device_name(0)
+    assert all(cost["training_steps"][arch]["tokens_per_s"] > 0 for arch in archs)

@@ -12,7 +12,6 @@ Wennberg & Henter (2021), Section 3. The checkpoint is read with fairseq's
 loader under torch's safe unpickler (classes allow-listed by posnet_fairseq).
 """
 import argparse
-import logging
 import os
 
 
@@ -31,45 +30,13 @@ def main(argv=None):
     if args.max_distance < 1:
         parser.error(f"--max-distance {args.max_distance}: must be at least 1")
 
-    import posnet_fairseq  # noqa: F401  (allow-lists fairseq's checkpoint classes)
-    from fairseq import checkpoint_utils
+    from .. import translation_invariance
 
-    from .. import analysis
-
-    # Importing fairseq may leave the root logger at DEBUG; matplotlib then logs every font lookup.
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     if not os.path.exists(args.checkpoint):
         parser.error(f"no checkpoint at {args.checkpoint}")
-    state = checkpoint_utils.load_checkpoint_to_cpu(args.checkpoint)
-    model_cfg = state["cfg"]["model"] if state.get("cfg") is not None else state.get("args")
-    model_state = state["model"]
-    if not args.no_plots:
-        os.makedirs(args.out_dir, exist_ok=True)
-
-    tables = analysis.position_tables(model_state, model_cfg, args.max_positions)
-    if not tables:
-        print("no position embeddings (--no-token-positional-embeddings)")
-    for name, (kind, table) in tables.items():
-        gram = analysis.position_gram(table)
-        r2 = analysis.toeplitz_r2(gram)
-        print(f"{name} ({kind}, {table.size(0)} x {table.size(1)}): Toeplitz R^2 = {r2:.4f}")
-        if not args.no_plots:
-            side = name.split(".")[0]
-            path = os.path.join(args.out_dir, f"{side}_position_gram.png")
-            analysis.plot_gram(gram, path, f"{name} ({kind})\nP = E E^T, Toeplitz R^2 = {r2:.3f}")
-            print(f"wrote {path}")
-
-    profiles = analysis.kernel_profiles(model_state, args.max_distance)
-    if not profiles:
-        print("no TISA scorers in this checkpoint")
-    for prefix, values in profiles.items():
-        peaks = analysis.visible_peaks(prefix, values, args.max_distance)
-        print(f"{prefix}: {values.size(0)} heads, peak distance per head {peaks.tolist()}, "
-              f"range [{float(values.min()):.3f}, {float(values.max()):.3f}]")
-    if profiles and not args.no_plots:
-        path = os.path.join(args.out_dir, "tisa_kernels.png")
-        analysis.plot_kernels(profiles, path, args.max_distance)
-        print(f"wrote {path}")
+    lines, _ = translation_invariance.analyse_checkpoint(args.checkpoint, None if args.no_plots else args.out_dir,
+                                                         args.max_positions, args.max_distance)
+    print("\n".join(lines))
 
 
 if __name__ == "__main__":

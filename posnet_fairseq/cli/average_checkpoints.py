@@ -1,137 +1,18 @@
 """``posnet-average-checkpoints``: average the parameters of several fairseq checkpoints.
 
-Takes explicit files, or a directory plus one selection rule:
-
-* ``--num-update-checkpoints N`` / ``--num-epoch-checkpoints N``: the last N
-  update (``checkpoint_E_U.pt``) or epoch (``checkpointE.pt``) checkpoints,
-  optionally at or below ``--checkpoint-upper-bound`` (the AAN+ paper: the
-  last five, 5000 updates apart);
-* ``--best-and-following N``: the best checkpoint and the N-1 update
-  checkpoints saved after it; when fewer than N-1 follow it, the last N
-  update checkpoints (the PosNet paper, section 5.3: "an average over the
-  best checkpoint and its following if there are enough checkpoints to
-  average, or else ... over the last checkpoints"). The best is
-  ``checkpoint_best.pt``, i.e. fairseq's ``--best-checkpoint-metric`` (the
-  PosNet recipes set ``nll_loss``: perplexity is 2^nll_loss, so the same
-  order);
-* ``--num-best-checkpoints N``: the N with the lowest validation metric
-  recorded in each checkpoint.
-
-The output keeps the first input's config, so it loads wherever that
-checkpoint loads. Loading uses torch's safe loader with fairseq's classes
-allow-listed (posnet_fairseq.compat).
+The selection rules and the averaging: :mod:`posnet_fairseq.checkpoint_averaging`.
 """
 import argparse
-import collections
 import os
-import re
 import sys
 
-import torch
-
-# fairseq's checkpoint names (fairseq.checkpoint_utils.save_checkpoint): one parser for every rule.
-_NAMES = {"update": re.compile(r"checkpoint_\d+_(\d+)\.pt"), "epoch": re.compile(r"checkpoint(\d+)\.pt")}
-
-
-def checkpoint_files(directory, kind):
-    """[(number, path)] of the ``kind`` ("update": checkpoint_E_U.pt by U, "epoch": checkpointE.pt by E)
-    checkpoints in ``directory``, sorted by number."""
-    found = []
-    for name in os.listdir(directory):
-        m = _NAMES[kind].fullmatch(name)
-        if m:
-            found.append((int(m.group(1)), os.path.join(directory, name)))
-    return sorted(found)
-
-
-def _load(path):
-    return torch.load(path, map_location="cpu", weights_only=True)
-
-
-def _num_updates(state):
-    return int(state["optimizer_history"][-1]["num_updates"])
-
-
-def best_and_following(directory, count, best_update=None):
-    """Paths of checkpoint_best.pt's weights and the ``count`` - 1 update checkpoints after it, or the
-    last ``count`` update checkpoints when fewer follow it (PosNet paper, section 5.3).
-
-    ``best_update`` (the update checkpoint_best.pt was saved at) is read from that file when not given.
-    Raises ValueError when the rule cannot be applied: too few checkpoints, or the checkpoints right
-    after the best were deleted (``--keep-interval-updates`` kept too few)."""
-    updates = checkpoint_files(directory, "update")
-    if len(updates) < count:
-        raise ValueError(f"--best-and-following {count}: only {len(updates)} update checkpoints in {directory}")
-    best_path = os.path.join(directory, "checkpoint_best.pt")
-    if best_update is None:
-        if not os.path.exists(best_path):
-            raise ValueError(f"--best-and-following: no checkpoint_best.pt in {directory}")
-        best_update = _num_updates(_load(best_path))
-    following = [(u, p) for u, p in updates if u > best_update]
-    if len(following) < count - 1:
-        return [p for _, p in updates[-count:]]
-    numbers = [u for u, _ in updates]
-    interval = min(b - a for a, b in zip(numbers, numbers[1:])) if len(numbers) > 1 else None
-    if interval is not None and following[0][0] - best_update > interval:
-        raise ValueError(
-            f"--best-and-following {count}: the best checkpoint (update {best_update}) is older than the update "
-            f"checkpoints kept in {directory} (the first is update {following[0][0]}, {interval} apart): "
-            "train with a larger --keep-interval-updates, or average chosen files with --inputs")
-    same = [p for u, p in updates if u == best_update]
-    return (same or [best_path]) + [p for _, p in following[:count - 1]]
-
-
-def select_checkpoints(directory, num_update=None, num_epoch=None, num_best=None, upper_bound=None,
-                       best_and_following_count=None):
-    """Paths chosen by one rule; raises ValueError naming the flag when there are too few."""
-    if best_and_following_count:
-        return best_and_following(directory, best_and_following_count)
-    if num_update or num_epoch:
-        flag, count = ("--num-update-checkpoints", num_update) if num_update else ("--num-epoch-checkpoints", num_epoch)
-        found = checkpoint_files(directory, "update" if num_update else "epoch")
-        if upper_bound is not None:
-            found = [(n, p) for n, p in found if n <= upper_bound]
-        if len(found) < count:
-            raise ValueError(f"{flag} {count}: only {len(found)} matching checkpoints in {directory}")
-        return [p for _, p in found[-count:]]
-    scored = []
-    for _, path in checkpoint_files(directory, "epoch") + checkpoint_files(directory, "update"):
-        loss = _load(path).get("extra_state", {}).get("val_loss")
-        if loss is not None:
-            scored.append((loss, path))
-    scored.sort()
-    if len(scored) < num_best:
-        raise ValueError(f"--num-best-checkpoints {num_best}: only {len(scored)} checkpoints with a validation "
-                         f"loss in {directory}")
-    return [p for _, p in scored[:num_best]]
-
-
-def average_checkpoints(paths):
-    """The first checkpoint's state with each model tensor replaced by the mean over ``paths``.
-
-    Tensors that share storage in the first checkpoint (tied embeddings) share the averaged tensor too,
-    so the output is as large as an input and loads with the same ties."""
-    sums, first = collections.OrderedDict(), None
-    for path in paths:
-        state = _load(path)
-        if first is None:
-            first = state
-        params = state["model"]
-        if set(params) != set(first["model"]):
-            raise ValueError(f"{path} has different parameters than {paths[0]}: not the same model")
-        for key, tensor in params.items():
-            value = tensor.double() if tensor.is_floating_point() else tensor
-            sums[key] = sums[key] + value if key in sums and tensor.is_floating_point() else value
-    averaged = {}
-    for key, tensor in first["model"].items():
-        if tensor.is_floating_point():
-            tied = (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape))
-            if tied not in averaged:
-                averaged[tied] = (sums[key] / len(paths)).to(tensor.dtype)
-            first["model"][key] = averaged[tied]
-    first["optimizer_history"] = first.get("optimizer_history", [])[-1:]
-    first["last_optimizer_state"] = None
-    return first
+# average_checkpoints and best_and_following are also read through this module by tests/test_recipes_support.py.
+from ..checkpoint_averaging import (  # noqa: F401
+    average_checkpoints,
+    best_and_following,
+    select_checkpoints,
+    write_average,
+)
 
 
 def main(argv=None):
@@ -166,10 +47,7 @@ def main(argv=None):
         missing = [p for p in paths if not os.path.isfile(p)]
         if missing:
             parser.error(f"--inputs: no such checkpoint file(s): {', '.join(missing)}")
-    averaged = average_checkpoints(paths)
-    tmp = args.output + ".tmp"
-    torch.save(averaged, tmp)
-    os.replace(tmp, args.output)  # never leave a half-written checkpoint behind
+    write_average(paths, args.output)
     print(f"averaged {len(paths)} checkpoints -> {args.output}", file=sys.stderr)
     for p in paths:
         print(f"  {p}", file=sys.stderr)

@@ -8,14 +8,38 @@ The evaluation wrappers also default ``--required-batch-size-multiple`` to 1:
 fairseq main's ``data_utils.batch_by_size`` drops the last batch when its size
 is not a multiple of it (default 8), so stock fairseq-generate silently skips
 up to 7 sentences of a test set.
+
+What the wrappers add to fairseq's own behaviour:
+
+* ``--help`` lists the model's flags with the architecture's values
+  (fairseq prints its help before it adds them; :mod:`posnet_fairseq.presets`);
+  ``posnet-train --arch X --show-preset [Y]`` prints where X differs from Y
+  (default: the model's defaults);
+* errors users meet are said directly, with the fixing flag
+  (:mod:`posnet_fairseq.troubleshooting`, docs/troubleshooting.md);
+* fairseq's "Please install tensorboardX" line is left out unless
+  ``--tensorboard-logdir`` is given.
 """
 import sys
 
+from .. import presets, troubleshooting
 from ..plugin import PLUGIN_DIR
+
+HELP = ("-h", "--help")
 
 
 def _has_flag(argv, flag):
     return any(a == flag or a.startswith(flag + "=") for a in argv)
+
+
+def _given(argv):
+    """The --arch and --path of a command line (None where not given)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--arch", "-a")
+    parser.add_argument("--path")
+    return parser.parse_known_args(argv)[0]
 
 
 def _with_user_dir(argv):
@@ -28,12 +52,88 @@ def _keeping_every_sentence(argv):
     return argv + ["--required-batch-size-multiple", "1"]
 
 
+def _parser(module_name):
+    from fairseq import options
+
+    return {"train": options.get_training_parser, "generate": options.get_generation_parser,
+            "interactive": options.get_interactive_generation_parser,
+            "validate": options.get_validation_parser}[module_name]()
+
+
+def print_help(module_name, argv):
+    """fairseq's help for the tool, then the model flags with the values of ``--arch`` (with the
+    command line's model flags) or of the checkpoint at ``--path``; without either, the defaults."""
+    from fairseq.tasks import TASK_REGISTRY
+
+    parser = _parser(module_name)
+    parser.prog = f"posnet-{module_name}"
+    known, _ = parser.parse_known_args([a for a in argv if a not in HELP])
+    if getattr(known, "task", None) in TASK_REGISTRY:
+        TASK_REGISTRY[known.task].add_args(parser)
+    arch, path = _given(argv).arch, _given(argv).path
+    note = None
+    if arch:
+        values, source = presets.resolve(arch, argv), arch
+    elif path:
+        arch, values = presets.checkpoint_values(path)
+        source = "checkpoint"
+        note = "The values stored in --path; change one with --model-overrides \"{'name': value}\"."
+    else:
+        arch, values, source = presets.MODEL, presets.resolve(presets.MODEL), "default"
+        note = "Give --arch ARCH to see the values of a preset."
+    presets.add_model_help(parser, arch, values, source, note)
+    if module_name == "train":
+        parser.add_argument_group("posnet-train").add_argument(
+            "--show-preset", nargs="?", metavar="OTHER_ARCH",
+            help=f"print the model flags on which --arch differs from OTHER_ARCH (default: {presets.MODEL}, "
+                 "the model's defaults) and exit")
+    parser.print_help()
+
+
+def _check_arch(module_name, argv):
+    from fairseq.models import ARCH_MODEL_REGISTRY  # the plugin's architectures are registered by now
+
+    arch = _given(argv).arch
+    if arch is not None and arch not in ARCH_MODEL_REGISTRY:
+        sys.exit(f"posnet-{module_name}: --arch {arch}: not a registered architecture"
+                 + presets.suggest(arch, ARCH_MODEL_REGISTRY))
+
+
+def _show_preset(argv):
+    i = argv.index("--show-preset")
+    given = argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("-") else None
+    rest = argv[:i] + argv[i + 1 + (given is not None):]
+    arch = _given(rest).arch
+    if arch is None:
+        sys.exit("posnet-train --show-preset: give the preset with --arch ARCH")
+    try:
+        print(presets.difference_text(arch, given or presets.MODEL, rest))
+    except ValueError as err:
+        sys.exit(f"posnet-train --show-preset: {err}")
+
+
 def _run(module_name, evaluation=False):
     import importlib
 
-    argv = _with_user_dir(sys.argv[1:])
+    argv = sys.argv[1:]
+    sys.argv = [sys.argv[0]] + _with_user_dir(argv)  # fairseq's parsers read --user-dir from sys.argv
+    if module_name == "train" and "--show-preset" in argv:
+        return _show_preset(argv)
+    _check_arch(module_name, argv)
+    if any(a in HELP for a in argv):
+        return print_help(module_name, argv)
+    problem = troubleshooting.check_command_line(argv)
+    if problem:
+        sys.exit(f"posnet-{module_name}: {problem}")
+    argv = _with_user_dir(argv)
     sys.argv = [sys.argv[0]] + (_keeping_every_sentence(argv) if evaluation else argv)
-    importlib.import_module(f"fairseq_cli.{module_name}").cli_main()
+    try:
+        importlib.import_module(f"fairseq_cli.{module_name}").cli_main()
+    except Exception as err:  # noqa: BLE001  (re-raised unless it is one the troubleshooting page explains)
+        explanation = troubleshooting.explain(err)
+        if explanation is None:
+            raise
+        sys.exit(f"posnet-{module_name}: {explanation}")
 
 
 def train():
@@ -50,3 +150,8 @@ def interactive():
 
 def validate():
     _run("validate", evaluation=True)
+
+
+if __name__ == "__main__":  # python -m posnet_fairseq.cli.fairseq_wrappers {train,generate,...} ARGS (posnet-compare)
+    tool = sys.argv.pop(1)
+    {"train": train, "generate": generate, "interactive": interactive, "validate": validate}[tool]()

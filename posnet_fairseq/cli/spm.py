@@ -9,6 +9,8 @@ binaries; recipes call this instead::
 import argparse
 import sys
 
+from ..data import sentencepiece_model
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -23,25 +25,16 @@ def main(argv=None):
     encode.add_argument("--model", required=True)
     args = parser.parse_args(argv)
 
-    import sentencepiece as spm
-
     if args.command == "train":
-        if args.vocab_size < 8:
-            parser.error(f"--vocab-size {args.vocab_size}: must be at least 8")
-        spm.SentencePieceTrainer.train(
-            input=",".join(args.input),
-            model_prefix=args.model_prefix,
-            vocab_size=args.vocab_size,
-            model_type=args.model_type,
-            character_coverage=args.character_coverage,
-            # A small corpus may have fewer pieces than asked for: take what exists.
-            hard_vocab_limit=False,
-            minloglevel=2,
-        )
+        try:
+            sentencepiece_model.train(args.input, args.model_prefix, args.vocab_size, args.model_type,
+                                      args.character_coverage)
+        except ValueError as err:
+            parser.error(str(err))
     else:
-        processor = spm.SentencePieceProcessor(model_file=args.model)
+        encode_line = sentencepiece_model.encoder(args.model)
         for line in sys.stdin:
-            print(" ".join(processor.encode(line.rstrip("\n"), out_type=str)))
+            print(encode_line(line.rstrip("\n")))
 
 
 if __name__ == "__main__":

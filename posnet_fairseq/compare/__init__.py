@@ -1,11 +1,15 @@
-"""The parts of ``posnet-compare`` (``posnet_fairseq/cli/compare.py``), one job each.
+"""``posnet-compare`` (entry point: ``posnet_fairseq/cli/compare.py``), one job per module.
 
-* :mod:`.data` - the corpus: synthetic with length controls, a user's raw text
-  (SentencePiece + binarisation) or a data-bin; test lengths and buckets
+* :mod:`.options` - the command line and its checks
+* :mod:`.run` - one run, step by step, each step skipped when done earlier
+* :mod:`.devices` - where models train, translate and are timed (CPU threads or one GPU per model)
+* :mod:`.data` - the corpus: synthetic with length controls, a user's raw text with its own or drawn
+  valid/test splits (SentencePiece + binarisation) or a data-bin; test lengths and buckets
 * :mod:`.training` - budgets, fairseq-train side by side with resume, the progress line
 * :mod:`.quality` - test translation, sacreBLEU BLEU/chrF with bootstrap CIs and
   paired significance, BLEU per source-length bucket
 * :mod:`.cost` - parameters, training-step memory and throughput, decoding speed
+* :mod:`.mixing` - each model's mean attention weight by position offset
 * :mod:`.report` - ``results.md`` / ``results.csv``
 * :mod:`.plots` - the PNG figures
 """

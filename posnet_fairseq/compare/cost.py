@@ -18,7 +18,7 @@ import statistics
 
 from ..benchmark import decode_speed, memory
 from ..cli.precompute import DEFAULT_LENGTH as PRECOMPUTE_LENGTH
-from ..evaluation.evaluate import count_parameters
+from ..evaluation.evaluate import count_parameters, train_speed
 
 
 def parameters(checkpoint, data_bin):
@@ -52,8 +52,14 @@ def training_steps(archs, flags, vocab, batch, length, rounds, timed_steps, log)
     return result
 
 
-def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs, beam, batch_size, log):
-    """{arch: {length: {"rate", "cpu_s", "tokens_per_hyp", "rounds"} or {"beyond": N}}} (medians)."""
+def logged_training_speed(log_path):
+    """Target tokens/s of a model's own training: the median of fairseq-train's logged wps."""
+    return train_speed(log_path)["wps"]
+
+
+def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs, beam, batch_size, log, cpu=True):
+    """{arch: {length: {"rate", "cpu_s", "tokens_per_hyp", "rounds"} or {"beyond": N}}} (medians); on the
+    first GPU unless ``cpu``."""
     import torch
 
     torch.set_num_threads(1)  # the models alternate on one core, like the trainings
@@ -71,7 +77,7 @@ def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs
         for length in lengths:
             runs = decode_speed.time_rounds(runnable[length], speed_bin, [length], 1, results_dir,
                                             beam=beam, batch_size=batch_size, source_lang=langs[0],
-                                            target_lang=langs[1])
+                                            target_lang=langs[1], cpu=cpu)
             for (arch, _), (run,) in runs.items():
                 result[arch].setdefault(length, {"rounds": []})["rounds"].append(run)
         log(f"cost: decoding round {r + 1}/{rounds} done")

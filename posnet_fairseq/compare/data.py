@@ -7,7 +7,9 @@ score, the length buckets and the training length limit):
   train and valid pairs of at most ``train_max_len`` tokens per side, a test
   set spread evenly over source-length buckets up to ``test_max_len``;
 * ``--raw SRC TGT``: a user's parallel text, split into train/valid/test
-  (seeded), train and valid pairs longer than ``train_max_len`` pieces dropped;
+  (seeded), or with the user's own ``--raw-valid`` / ``--raw-test`` file
+  pairs (then the whole of SRC/TGT that is not drawn for a missing split
+  trains); train and valid pairs longer than ``train_max_len`` pieces dropped;
 * ``--data DATA_BIN``: a binarized corpus used as it is.
 
 The first two get a joint SentencePiece model (``posnet-spm``) and
@@ -24,7 +26,8 @@ import shutil
 import subprocess
 import sys
 
-from ..data import synth
+from ..data import sentencepiece_model, synth
+from ..data.text import read_lines
 
 SPLITS = ("train", "valid", "test")
 # The test split's first sentences, binarized again as the decoding-speed set (cost phase).
@@ -32,53 +35,68 @@ SPEED_DIR = "speed-bin"
 MAX_BUCKETS = 8
 
 
-def _read_lines(path):
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
-
-
 def _write_lines(path, lines):
     with open(path, "w", encoding="utf-8") as f:
         f.writelines(line + "\n" for line in lines)
 
 
-def split_raw(src_path, tgt_path, raw_dir, valid, test, seed):
-    """Splits a user's parallel text into raw_dir/{train,valid,test}.{src,tgt} (seeded shuffle).
-    Raises ValueError naming the file when the sides differ in length or leave no training pairs."""
-    src, tgt = _read_lines(src_path), _read_lines(tgt_path)
+def _pairs(src_path, tgt_path, flag):
+    """The non-empty pairs of two parallel files; ValueError naming ``flag`` and the files when they
+    differ in length."""
+    src, tgt = read_lines(src_path, flag), read_lines(tgt_path, flag)
     if len(src) != len(tgt):
-        raise ValueError(f"--raw: {src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}")
+        raise ValueError(f"{flag}: {src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}")
     pairs = [(s, t) for s, t in zip(src, tgt) if s.strip() and t.strip()]
-    if len(pairs) <= valid + test:
-        raise ValueError(f"--raw: {len(pairs)} non-empty pairs in {src_path}, but --valid {valid} and "
-                         f"--test {test} leave none for training")
+    if not pairs:
+        raise ValueError(f"{flag}: no non-empty pair in {src_path} / {tgt_path}")
+    return pairs
+
+
+def split_raw(src_path, tgt_path, raw_dir, valid, test, seed, given=None):
+    """Writes raw_dir/{train,valid,test}.{src,tgt}: a split given as ``given[split]`` = (SRC, TGT) is
+    that file pair; the others are drawn from a seeded shuffle of SRC/TGT, which keeps the rest for
+    training. Returns {split: where it comes from}. Raises ValueError naming the flag and the file when
+    sides differ in length, a byte is not UTF-8, or no training pair is left."""
+    given = given or {}
+    pairs = _pairs(src_path, tgt_path, "--raw")
+    sizes = {"test": test, "valid": valid}
+    drawn = [split for split in ("test", "valid") if split not in given]
+    if len(pairs) <= sum(sizes[split] for split in drawn):
+        raise ValueError(f"--raw: {len(pairs)} non-empty pairs in {src_path}, but "
+                         + " and ".join(f"--{split} {sizes[split]}" for split in drawn) + " leave none for training")
     order = list(range(len(pairs)))
     random.Random(seed).shuffle(order)
-    chosen = {"test": order[:test], "valid": order[test:test + valid], "train": order[test + valid:]}
+    chosen, start, origin = {}, 0, {}
+    for split in drawn:
+        chosen[split] = [pairs[i] for i in sorted(order[start:start + sizes[split]])]  # corpus order
+        start += sizes[split]
+        origin[split] = f"{len(chosen[split])} pairs drawn at random (seed {seed}) from {src_path} / {tgt_path}"
+    for split, (src, tgt) in given.items():
+        chosen[split] = _pairs(src, tgt, f"--raw-{split}")
+        origin[split] = f"{len(chosen[split])} pairs of {src} / {tgt} (given)"
+    chosen["train"] = [pairs[i] for i in sorted(order[start:])]
+    origin["train"] = (f"{len(chosen['train'])} pairs of {src_path} / {tgt_path}"
+                       + (", the rest after drawing " + " and ".join(drawn) if drawn else ""))
     os.makedirs(raw_dir, exist_ok=True)
-    for split, ids in chosen.items():
-        ids = sorted(ids)  # corpus order within each split
-        _write_lines(os.path.join(raw_dir, f"{split}.src"), [pairs[i][0] for i in ids])
-        _write_lines(os.path.join(raw_dir, f"{split}.tgt"), [pairs[i][1] for i in ids])
+    for split, split_pairs in chosen.items():
+        _write_lines(os.path.join(raw_dir, f"{split}.src"), [p[0] for p in split_pairs])
+        _write_lines(os.path.join(raw_dir, f"{split}.tgt"), [p[1] for p in split_pairs])
+    return origin
 
 
 def sentencepiece(raw_dir, out_dir, vocab_size, train_max_len=None):
     """Joint SentencePiece model OUT/spm.model, learned on the training split, and
     OUT/spm_text/{split}.{src,tgt}; train and valid pairs over ``train_max_len`` pieces are dropped.
     Returns {split: pairs kept}."""
-    import sentencepiece as spm
-
-    from ..cli import spm as spm_cli
-
     prefix = os.path.join(out_dir, "spm")
-    spm_cli.main(["train", "--input", os.path.join(raw_dir, "train.src"), os.path.join(raw_dir, "train.tgt"),
-                  "--model-prefix", prefix, "--vocab-size", str(vocab_size)])
-    processor = spm.SentencePieceProcessor(model_file=prefix + ".model")
+    sentencepiece_model.train([os.path.join(raw_dir, "train.src"), os.path.join(raw_dir, "train.tgt")], prefix,
+                              vocab_size)
+    encode = sentencepiece_model.encoder(prefix + ".model")
     text_dir = os.path.join(out_dir, "spm_text")
     os.makedirs(text_dir, exist_ok=True)
     kept = {}
     for split in SPLITS:
-        sides = [[" ".join(processor.encode(line, out_type=str)) for line in _read_lines(
+        sides = [[encode(line) for line in read_lines(
             os.path.join(raw_dir, f"{split}.{lang}"))] for lang in ("src", "tgt")]
         pairs = list(zip(*sides))
         if train_max_len is not None and split != "test":
@@ -172,11 +190,39 @@ def buckets_for(train_max_len, longest_test):
     return buckets
 
 
-def prepare(out_dir, mode, log, *, raw=None, data_bin=None, post_process=None, train_max_len=None,
-            test_max_len=None, n_buckets=5, synth_train=20000, valid=300, test=500, vocab_size=None, seed=1):
+def merge_small_buckets(buckets, lengths, minimum, train_limit):
+    """[(lo, hi, too_small)]: every bucket of ``buckets`` ([(lo, hi)]) holding fewer than ``minimum`` of the
+    test sentences' ``lengths`` is merged into its neighbour on the same side of the training limit (the
+    shorter one first), until none is left or none has such a neighbour; those left are marked too small
+    (not scored). A bucket never mixes lengths inside and beyond training."""
+    merged = [list(b) for b in buckets]
+
+    def count(b):
+        return sum(b[0] <= n <= b[1] for n in lengths)
+
+    def side(b):
+        return b[0] > train_limit
+
+    while True:
+        small = [i for i, b in enumerate(merged) if count(b) < minimum
+                 and any(0 <= j < len(merged) and side(merged[j]) == side(b) for j in (i - 1, i + 1))]
+        if not small:
+            break
+        i = small[0]
+        j = i - 1 if i > 0 and side(merged[i - 1]) == side(merged[i]) else i + 1
+        lo, hi = min(merged[i][0], merged[j][0]), max(merged[i][1], merged[j][1])
+        merged[min(i, j)] = [lo, hi]
+        del merged[max(i, j)]
+    return [(lo, hi, count((lo, hi)) < minimum) for lo, hi in merged]
+
+
+def prepare(out_dir, mode, log, *, raw=None, raw_given=None, data_bin=None, post_process=None,
+            train_max_len=None, test_max_len=None, n_buckets=5, synth_train=20000, valid=300, test=500,
+            vocab_size=None, seed=1):
     """Makes (or reuses) the run's corpus; returns the info dict also stored in OUT/data.json."""
     info_path = os.path.join(out_dir, "data.json")
-    settings = {"mode": mode, "raw": raw, "data": data_bin, "post_process": post_process,
+    settings = {"mode": mode, "raw": raw, **({"raw_given": raw_given} if raw_given else {}), "data": data_bin,
+                "post_process": post_process,
                 "train_max_len": train_max_len, "test_max_len": test_max_len, "buckets_requested": n_buckets,
                 "synth_train": synth_train, "valid": valid, "test": test, "vocab_size": vocab_size, "seed": seed}
     if os.path.exists(info_path):
@@ -198,8 +244,9 @@ def prepare(out_dir, mode, log, *, raw=None, data_bin=None, post_process=None, t
                                    max_len=train_max_len, test_max_len=test_max_len, test_buckets=n_buckets)
         log(f"data: synthetic corpus in {raw_dir}: " + ", ".join(f"{k}={v}" for k, v in stats.items()))
     elif mode == "raw":
-        split_raw(raw[0], raw[1], raw_dir, valid, test, seed)
-        log(f"data: {raw[0]} / {raw[1]} split into {raw_dir} (valid {valid}, test {test})")
+        origin = split_raw(raw[0], raw[1], raw_dir, valid, test, seed, raw_given)
+        for split in SPLITS:
+            log(f"data: {split}: {origin[split]}")
     if mode in ("synthetic", "raw"):
         kept = sentencepiece(raw_dir, out_dir, vocab_size, train_max_len if mode == "raw" else None)
         log(f"data: SentencePiece ({vocab_size} pieces at most) -> {out_dir}/spm.model; pairs kept: "
@@ -218,17 +265,17 @@ def prepare(out_dir, mode, log, *, raw=None, data_bin=None, post_process=None, t
     if mode == "synthetic":
         # The generator counts words (a piece is a word unless --vocab-size is tiny).
         unit = "words"
-        test_lengths = [len(line.split()) for line in _read_lines(os.path.join(raw_dir, "test.src"))]
+        test_lengths = [len(line.split()) for line in read_lines(os.path.join(raw_dir, "test.src"))]
         longest_train = max(len(line.split()) for split in ("train", "valid") for lang in ("src", "tgt")
-                            for line in _read_lines(os.path.join(raw_dir, f"{split}.{lang}")))
+                            for line in read_lines(os.path.join(raw_dir, f"{split}.{lang}")))
         buckets = synth.length_buckets(test_max_len, n_buckets)
     else:
         unit = "pieces" if mode == "raw" else "tokens"
         test_lengths = split_lengths(data_bin, "test", src, tgt)
         longest_train = max(train_lengths + split_lengths(data_bin, "train", src, tgt, tgt))
         buckets = buckets_for(train_max_len or longest_train, max(test_lengths))
-    info = {"settings": settings, "data_bin": data_bin, "source_lang": src,
-            "target_lang": tgt, "post_process": post_process, "references": references,
+    info = {"settings": settings, "splits": origin if mode == "raw" else None, "data_bin": data_bin,
+            "source_lang": src, "target_lang": tgt, "post_process": post_process, "references": references,
             "train_max_len": train_max_len, "longest_train": longest_train,
             "vocab": len(_dictionary(data_bin, tgt)), "buckets": buckets, "length_unit": unit,
             "test_lengths": test_lengths, "test_sentences": len(test_lengths), "train_pairs": len(train_lengths)}

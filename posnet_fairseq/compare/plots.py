@@ -45,7 +45,8 @@ def bleu_vs_speed(table, length, base, path):
 
 
 def bleu_by_length(table, buckets, train_limit, unit, path):
-    """One line per model: BLEU per source-length bucket; the end of the training lengths marked."""
+    """One line per model: BLEU per source-length bucket; the end of the training lengths marked; a bucket
+    with too few sentences to score is left out of the lines and marked so under its tick."""
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     centres = [(b["lo"] + b["hi"]) / 2 for b in buckets]
     for i, row in enumerate(table):
@@ -62,7 +63,8 @@ def bleu_by_length(table, buckets, train_limit, unit, path):
     ax.axvspan(boundary, buckets[-1]["hi"] + 1, color="0.92", zorder=0)
     ax.text(boundary, 1.0, f" beyond the training lengths (> {train_limit} {unit})", transform=ax.get_xaxis_transform(),
             va="bottom", ha="left", fontsize=8)
-    ax.set_xticks(centres, [f"{b['lo']}-{b['hi']}\n({b['sentences']})" for b in buckets], fontsize=8)
+    ax.set_xticks(centres, [f"{b['lo']}-{b['hi']}\n({b['sentences']}{', too few' if b.get('too_small') else ''})"
+                            for b in buckets], fontsize=8)
     ax.set_xlim(buckets[0]["lo"] - 1, buckets[-1]["hi"] + 1)
     ax.set_xlabel(f"source length in {unit} (sentences in the bucket)")
     ax.set_ylabel("BLEU on the bucket, 95% bootstrap CI")

@@ -3,29 +3,35 @@
 Each model translates the test set with ``fairseq-generate`` (beam search;
 sentences longer than the model accepts are skipped and scored as empty, as
 in :mod:`posnet_fairseq.evaluation.evaluate`). Scores are sacreBLEU's: BLEU
-and chrF with their signatures, and sacreBLEU's own paired bootstrap
-resampling (``sacrebleu.significance.PairedTest``, 1000 resamples, seed
-12345 unless ``SACREBLEU_SEED`` says otherwise) for the 95% confidence
-interval of every model (mean +- half-width, as sacreBLEU prints it) and the
-p-value of every model against the first one.
+and chrF with their signatures; the plugin's paired bootstrap
+(:mod:`posnet_fairseq.evaluation.bootstrap`, 1000 resamples, seed 12345, all
+models on the same resamples) gives the 95% confidence interval of every
+model (mean +- half-width, as sacreBLEU prints it) and its p-value against
+the first one: the smaller of P(not better) and P(not worse), with the
+direction where it is at most 0.05.
 
 BLEU per bucket is corpus BLEU on the test sentences whose source length
 falls into the bucket, with its own bootstrap interval and the ratio of
 hypothesis to reference length (below 1: the model stops too early). A bucket in which a
 model cannot take any sentence (a fixed-length mixer such as LinearNet)
-reports "beyond its N positions" instead of a score.
+reports "beyond its N positions" instead of a score; a bucket with fewer
+test sentences than ``--min-bucket-sentences`` that could not be merged into
+a neighbour is marked too small and not scored.
 """
 import os
 import subprocess
 import sys
 
-from ..evaluation.evaluate import read_hypotheses
+from ..evaluation import bootstrap
 from ..plugin import PLUGIN_DIR, subprocess_env
 from . import data
 
+SEED = 12345  # sacreBLEU's default bootstrap seed
+
 
 def generate_command(info, checkpoint, generation_flags):
-    return [sys.executable, "-m", "fairseq_cli.generate", info["data_bin"], "--user-dir", PLUGIN_DIR,
+    return [sys.executable, "-m", "posnet_fairseq.cli.fairseq_wrappers", "generate", info["data_bin"],
+            "--user-dir", PLUGIN_DIR,
             "--path", checkpoint, "--source-lang", info["source_lang"], "--target-lang", info["target_lang"],
             "--gen-subset", "test", *generation_flags, "--num-workers", "0",
             # fairseq drops a last batch whose size is not a multiple of this (default 8).
@@ -33,14 +39,13 @@ def generate_command(info, checkpoint, generation_flags):
             *(["--post-process", info["post_process"]] if info["post_process"] else [])]
 
 
-def translate_all(checkpoints, info, out_dir, jobs, generation_flags, log):
-    """OUT/gen/ARCH.out (fairseq-generate's output) for every {arch: checkpoint}, ``jobs`` at a time,
-    one thread each; an existing output is kept. Returns {arch: error message} for failures."""
+def translate_all(checkpoints, info, out_dir, plan, generation_flags, log):
+    """OUT/gen/ARCH.out (fairseq-generate's output) for every {arch: checkpoint}, one per slot of the
+    device ``plan`` at a time; an existing output is kept. Returns {arch: error message} for failures."""
     import time
 
     gen_dir = os.path.join(out_dir, "gen")
     os.makedirs(gen_dir, exist_ok=True)
-    env = subprocess_env(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     queue, running, failed = [], {}, {}
     for arch, checkpoint in checkpoints.items():
         out = os.path.join(gen_dir, f"{arch}.out")
@@ -50,14 +55,16 @@ def translate_all(checkpoints, info, out_dir, jobs, generation_flags, log):
             queue.append(arch)
     try:
         while queue or running:
-            while queue and len(running) < jobs:
-                arch = queue.pop(0)
+            free = sorted(set(range(plan.jobs)) - {entry[3] for entry in running.values()})
+            while queue and free:
+                arch, slot = queue.pop(0), free.pop(0)
                 log(f"translate: {arch}")
                 out = open(os.path.join(gen_dir, f"{arch}.out.tmp"), "w")
                 err = open(os.path.join(gen_dir, f"{arch}.log"), "w")
-                running[arch] = (subprocess.Popen(generate_command(info, checkpoints[arch], generation_flags),
-                                                  stdout=out, stderr=err, env=env), out, err)
-            for arch, (process, out, err) in list(running.items()):
+                command = generate_command(info, checkpoints[arch], [*generation_flags, *plan.generate_flags()])
+                running[arch] = (subprocess.Popen(command, stdout=out, stderr=err,
+                                                  env=subprocess_env(**plan.slots[slot])), out, err, slot)
+            for arch, (process, out, err, _) in list(running.items()):
                 if process.poll() is None:
                     continue
                 out.close()
@@ -72,24 +79,11 @@ def translate_all(checkpoints, info, out_dir, jobs, generation_flags, log):
                     log(f"translate: {arch} FAILED, see {gen_dir}/{arch}.log")
             time.sleep(0.2)
     except BaseException:
-        for process, out, err in running.values():
+        for process, out, err, _ in running.values():
             process.terminate()
             process.wait()
         raise
     return failed
-
-
-def read_output(path, sentences):
-    """(hypotheses, references from T- lines) of a fairseq-generate output; "" where skipped."""
-    hyps = read_hypotheses(path, "H")
-    refs = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.startswith("T-"):
-                head, _, text = line.rstrip("\n").partition("\t")
-                refs[int(head[2:])] = text
-    return [hyps.get(i, "") for i in range(sentences)], [refs.get(i) for i in range(sentences)], \
-        sorted(set(range(sentences)) - set(hyps))
 
 
 def model_limits(checkpoint):
@@ -104,26 +98,26 @@ def model_limits(checkpoint):
     return int(get("max_source_positions")), int(get("max_target_positions"))
 
 
-def paired_scores(named_systems, refs, metrics, samples):
-    """sacreBLEU's paired bootstrap: {metric: [{"score", "mean", "ci", "p"} per system]} and signatures."""
-    from sacrebleu.significance import PairedTest
-
-    test = PairedTest(named_systems, metrics, [refs], test_type="bs", n_samples=samples)
-    signatures, scores = test()
-    results = {}
-    for name, column in scores.items():
-        if name == "System":
-            continue
-        results[name] = [{key: None if value is None else float(value) for key, value in
-                          (("score", r.score), ("mean", r.mean), ("ci", r.ci), ("p", r.p_value))} for r in column]
-    return results, {name: str(sig) for name, sig in signatures.items()}
-
-
 def metrics(force):
     from sacrebleu.metrics import BLEU, CHRF
 
     # force: the synthetic corpus is space-separated by design (the final "." is a token).
-    return {"BLEU": BLEU(force=force)}, {"chrF": CHRF()}
+    return BLEU(force=force), CHRF()
+
+
+def against_first(metric, systems, refs, samples):
+    """:func:`posnet_fairseq.evaluation.bootstrap.against_first`, with "p": the smaller one-sided p-value
+    and "direction": better / worse where it is at most 0.05 (the PosNet paper's threshold)."""
+    results = bootstrap.against_first(metric, systems, refs, samples, SEED)
+    for r in results:
+        if r["p_value"] is not None:
+            r["p"] = min(r["p_value"], r["p_value_worse"])
+            r["direction"] = bootstrap.significance(r)
+    return results
+
+
+def signature(metric, samples):
+    return f"{metric.get_signature()} + paired bootstrap: {samples} resamples, seed {SEED}"
 
 
 def score(archs, outputs, refs, lengths, src_tokens, tgt_tokens, limits, buckets, train_limit, force,
@@ -131,42 +125,40 @@ def score(archs, outputs, refs, lengths, src_tokens, tgt_tokens, limits, buckets
     """The quality part of the results (see the module docstring).
 
     ``outputs[arch]`` = (hypotheses, skipped ids); ``lengths``: source length of each test sentence
-    in the unit of ``buckets`` ([(lo, hi)]) and ``train_limit`` (the longest training length);
-    ``src_tokens``/``tgt_tokens``: model tokens, against ``limits[arch]`` = (source, target) positions."""
+    in the unit of ``buckets`` ([(lo, hi, too_small)], :func:`posnet_fairseq.compare.data.merge_small_buckets`)
+    and ``train_limit`` (the longest training length); ``src_tokens``/``tgt_tokens``: model tokens, against
+    ``limits[arch]`` = (source, target) positions."""
     bleu, chrf = metrics(force)
-    named = [(arch, outputs[arch][0]) for arch in archs]
-    overall, signatures = paired_scores(named, refs, {**bleu, **chrf}, samples)
-    systems = {}
-    # sacreBLEU names the columns after the metric's settings ("BLEU", "chrF2").
-    bleu_key, chrf_key = (next(k for k in overall if k.startswith(prefix)) for prefix in ("BLEU", "chrF"))
-    for i, arch in enumerate(archs):
-        systems[arch] = {"bleu": overall[bleu_key][i], "chrf": overall[chrf_key][i],
-                         "skipped": len(outputs[arch][1]), "limits": limits[arch]}
+    systems = {arch: {"skipped": len(outputs[arch][1]), "limits": limits[arch]} for arch in archs}
+    for key, metric in (("bleu", bleu), ("chrf", chrf)):
+        for arch, result in zip(archs, against_first(metric, [outputs[a][0] for a in archs], refs, samples)):
+            systems[arch][key] = result
     bucket_rows = []
-    for lo, hi in buckets:
+    for lo, hi, too_small in buckets:
         ids = [i for i, n in enumerate(lengths) if lo <= n <= hi]
-        row = {"lo": lo, "hi": hi, "sentences": len(ids), "beyond_training": lo > train_limit, "scores": {}}
-        if ids:
+        row = {"lo": lo, "hi": hi, "sentences": len(ids), "beyond_training": lo > train_limit,
+               "too_small": too_small, "scores": {}}
+        if ids and not too_small:
             # Models that can take no sentence of the bucket are reported, not scored.
             fits = {arch: [i for i in ids if src_tokens[i] < limits[arch][0] and tgt_tokens[i] < limits[arch][1]]
                     for arch in archs}
             scored = [arch for arch in archs if fits[arch]]
             if scored:
-                sub = [(arch, [outputs[arch][0][i] for i in ids]) for arch in scored]
                 bucket_refs = [refs[i] for i in ids]
-                results, _ = paired_scores(sub, bucket_refs, bleu, samples)
-                for j, (arch, hyps) in enumerate(sub):
+                hyps = [[outputs[arch][0][i] for i in ids] for arch in scored]
+                for arch, result, bucket_hyps in zip(scored, against_first(bleu, hyps, bucket_refs, samples), hyps):
                     skipped = set(outputs[arch][1])
                     # hypothesis / reference length (sacreBLEU's tokens): below 1, the model stopped early
-                    plain = bleu["BLEU"].corpus_score(hyps, [bucket_refs])
-                    row["scores"][arch] = dict(results[bleu_key][j], skipped=sum(i in skipped for i in ids),
+                    plain = bleu.corpus_score(bucket_hyps, [bucket_refs])
+                    row["scores"][arch] = dict(result, skipped=sum(i in skipped for i in ids),
                                                length_ratio=plain.sys_len / max(plain.ref_len, 1))
             for arch in archs:
                 if not fits[arch]:
                     row["scores"][arch] = {"beyond": min(limits[arch])}
         bucket_rows.append(row)
-    return {"signatures": signatures, "systems": systems, "buckets": bucket_rows, "train_limit": train_limit,
-            "baseline": archs[0], "samples": samples}
+    return {"signatures": {"BLEU": signature(bleu, samples), "chrF": signature(chrf, samples)},
+            "systems": systems, "buckets": bucket_rows, "train_limit": train_limit, "baseline": archs[0],
+            "samples": samples}
 
 
 def references(info, outputs_refs):

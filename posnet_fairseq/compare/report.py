@@ -29,14 +29,17 @@ def rows(archs, training, quality, cost, analysis):
         system = quality["systems"].get(arch)
         if system:
             row.update(bleu=system["bleu"]["score"], bleu_mean=system["bleu"]["mean"],
-                       bleu_ci=system["bleu"]["ci"], bleu_p=system["bleu"]["p"],
+                       bleu_ci=system["bleu"]["ci"], bleu_p=system["bleu"].get("p"),
+                       bleu_direction=system["bleu"].get("direction"),
                        chrf=system["chrf"]["score"], chrf_mean=system["chrf"]["mean"],
-                       chrf_ci=system["chrf"]["ci"], chrf_p=system["chrf"]["p"], skipped=system["skipped"],
+                       chrf_ci=system["chrf"]["ci"], chrf_p=system["chrf"].get("p"),
+                       chrf_direction=system["chrf"].get("direction"), skipped=system["skipped"],
                        max_source_positions=system["limits"][0], max_target_positions=system["limits"][1])
         for bucket in quality["buckets"]:
             entry = bucket["scores"].get(arch, {})
             key = f"bleu_len_{bucket['lo']}_{bucket['hi']}"
-            row[key] = f"beyond its {entry['beyond']} positions" if "beyond" in entry else entry.get("score")
+            row[key] = (f"beyond its {entry['beyond']} positions" if "beyond" in entry
+                        else too_few(bucket) if bucket.get("too_small") else entry.get("score"))
             row[key + "_ci"] = entry.get("ci")
             row[f"length_ratio_{bucket['lo']}_{bucket['hi']}"] = entry.get("length_ratio")
         if arch in params:
@@ -61,6 +64,10 @@ def rows(archs, training, quality, cost, analysis):
             row[f"toeplitz_r2_{name}"] = r2
         out.append(row)
     return out
+
+
+def too_few(bucket):
+    return f"too few sentences ({bucket['sentences']})"
 
 
 def write_csv(path, table):
@@ -95,7 +102,8 @@ def markdown(table, quality, cost, context):
     buckets = quality["buckets"]
     limit = quality["train_limit"]
     header = ["model", "params", "params, precomputed", "BLEU", "chrF", f"p (BLEU) vs {base}"]
-    header += [f"BLEU {b['lo']}-{b['hi']}{' *' if b['beyond_training'] else ''}" for b in buckets]
+    header += [f"BLEU {b['lo']}-{b['hi']}{' *' if b['beyond_training'] else ''} (n={b['sentences']})"
+               for b in buckets]
     header += ["train tokens/s (ratio)", "step memory MiB (ratio)"]
     header += [f"decode L={n} sent/s (ratio)" for n in lengths]
     lines = [f"# posnet-compare: {len(table)} model{'s' if len(table) != 1 else ''}", ""]
@@ -110,7 +118,8 @@ def markdown(table, quality, cost, context):
         for metric in ("bleu", "chrf"):
             cells.append(f"{row[metric]:.1f} ({row[metric + '_mean']:.1f} ± {row[metric + '_ci']:.1f})"
                          if row.get(metric) is not None else "-")
-        cells.append(_num(row.get("bleu_p"), ".4f") if row["arch"] != base else "(baseline)")
+        cells.append(("(baseline)" if row["arch"] == base else _num(row.get("bleu_p"), ".4f")
+                      + (f" ({row['bleu_direction']})" if row.get("bleu_direction") else "")))
         for b in buckets:
             cells.append(_num(row.get(f"bleu_len_{b['lo']}_{b['hi']}"), ".1f"))
         cells.append(_with_ratio(row.get("train_tokens_per_s"), row.get("train_speed_ratio"), ",.0f"))
@@ -118,21 +127,23 @@ def markdown(table, quality, cost, context):
         for n in lengths:
             cells.append(_with_ratio(row.get(f"decode_{n}_sentences_per_s"), row.get(f"decode_{n}_ratio"), ".1f"))
         lines.append("| " + " | ".join(cells) + " |")
-    sizes = ", ".join(f"{b['lo']}-{b['hi']}: {b['sentences']}" for b in buckets)
     lines += [
         "",
         f"- BLEU / chrF: sacreBLEU on the whole test set, then (in brackets) the bootstrap mean ± the 95% "
-        f"confidence half-width; p: sacreBLEU's paired bootstrap against `{base}` "
-        f"({quality['samples']} resamples; p <= 0.05 is the usual threshold).",
-        f"- BLEU a-b: corpus BLEU on the test sentences with a source length of a to b "
-        f"{quality['length_unit']} (sentences per bucket: {sizes}). * = beyond the training lengths: every "
-        f"training pair has at most {limit} {quality['length_unit']} per side.",
+        f"confidence half-width; p: paired bootstrap against `{base}` ({quality['samples']} resamples, every "
+        "model on the same ones; posnet_fairseq.evaluation.bootstrap), the smaller of P(not better) and P(not "
+        "worse), with the direction where it is at most 0.05.",
+        f"- BLEU a-b (n=N): corpus BLEU on the N test sentences with a source length of a to b "
+        f"{quality['length_unit']}. * = beyond the training lengths: every training pair has at most {limit} "
+        f"{quality['length_unit']} per side. A bucket of fewer than {quality.get('min_bucket_sentences', '-')} "
+        "sentences is merged into its neighbour on the same side of the training lengths; one that cannot be "
+        "reads 'too few sentences' and is not scored.",
         "- params, precomputed: after folding the aPosNet/rPosNet energies into tables of "
         f"{cost.get('precompute_length', '-')} positions (`posnet-precompute`); '-' where nothing is precomputed.",
         f"- train tokens/s: one training step (forward, backward, Adam) on {cost['step_batch']} x "
         f"{cost['step_length']} random tokens, one thread, median over {cost['step_rounds']} rounds of "
-        f"{cost['timed_steps']} steps; step memory: the peak resident memory the step adds to the built model. "
-        f"Ratios against `{base}` measured in the same run.",
+        f"{cost['timed_steps']} steps (on a GPU: fairseq-train's own throughput); step memory: the peak resident "
+        f"memory the step adds to the built model. Ratios against `{base}` measured in the same run.",
         f"- decode: fairseq-generate, beam {cost['decode_beam']}, {cost['decode_sentences']} sentences in "
         f"batches of {cost['decode_batch']}, every hypothesis forced to L tokens (+ EOS), one thread, median of "
         f"{cost['decode_rounds']} rounds with the models alternating; ratio against `{base}`. CPU timings on a "

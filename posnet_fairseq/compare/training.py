@@ -1,7 +1,8 @@
 """Train every architecture of a ``posnet-compare`` run with the same recipe and budget.
 
-Each model is a ``fairseq-train`` subprocess (one torch thread), up to
-``jobs`` at a time; its log is ``OUT/checkpoints/ARCH.train.log`` and its
+Each model is a ``fairseq-train`` subprocess, one per slot of the run's
+:class:`~posnet_fairseq.compare.devices.Plan` at a time (a CPU thread or a
+GPU); its log is ``OUT/checkpoints/ARCH.train.log`` and its
 checkpoints ``OUT/checkpoints/ARCH/``. After training, the last checkpoints
 are averaged (``posnet-average-checkpoints``) into ``checkpoint_avg.pt`` and
 ``done.json`` records the outcome, so a second run skips the model. A model
@@ -22,6 +23,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+from ..checkpoint_averaging import write_average
 from ..plugin import PLUGIN_DIR, subprocess_env
 
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(e|epochs?|u|updates?|m|min|minutes?)\s*$")
@@ -104,9 +106,10 @@ class Recipe:
         ]
 
 
-def train_command(data_bin, save_dir, arch, flags, recipe, budget):
-    return [sys.executable, "-m", "fairseq_cli.train", data_bin, "--user-dir", PLUGIN_DIR, "--arch", arch,
-            "--save-dir", save_dir, *recipe.fairseq_flags(budget), *flags]
+def train_command(data_bin, save_dir, arch, flags, recipe, budget, device_flags=()):
+    return [sys.executable, "-m", "posnet_fairseq.cli.fairseq_wrappers", "train", data_bin, "--user-dir", PLUGIN_DIR,
+            "--arch", arch,
+            "--save-dir", save_dir, *recipe.fairseq_flags(budget), *device_flags, *flags]
 
 
 def _latest(log_path):
@@ -207,11 +210,11 @@ def averaged_files(save_dir, log_path, budget, count):
 class Trainer:
     """Runs the trainings of one ``posnet-compare`` run; see the module docstring."""
 
-    def __init__(self, out_dir, data_bin, budget, recipe, jobs, log, progress_every=30):
+    def __init__(self, out_dir, data_bin, budget, recipe, plan, log, progress_every=30):
         self.dir = os.path.join(out_dir, "checkpoints")
-        self.data_bin, self.budget, self.recipe, self.jobs = data_bin, budget, recipe, jobs
+        self.data_bin, self.budget, self.recipe, self.plan = data_bin, budget, recipe, plan
         self.log, self.progress_every = log, progress_every
-        self.running = {}  # arch -> (Popen, log file, start time)
+        self.running = {}  # arch -> (Popen, log file, start time, slot)
         os.makedirs(self.dir, exist_ok=True)
 
     def save_dir(self, arch):
@@ -230,7 +233,7 @@ class Trainer:
         with open(self.done_path(arch)) as f:
             return json.load(f)
 
-    def _start(self, arch, flags):
+    def _start(self, arch, flags, slot):
         save_dir = self.save_dir(arch)
         pid_path = os.path.join(save_dir, "train.pid")
         if os.path.exists(pid_path):
@@ -253,12 +256,13 @@ class Trainer:
         log_file = open(self.log_path(arch), "a")
         log_file.write(f"{START_MARK}{time.time():.3f}\n")
         log_file.flush()
-        env = subprocess_env(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        command = train_command(self.data_bin, save_dir, arch, flags, self.recipe, self.budget)
+        env = subprocess_env(**self.plan.slots[slot])
+        command = train_command(self.data_bin, save_dir, arch, flags, self.recipe, self.budget,
+                                self.plan.train_flags())
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env)
         with open(pid_path, "w") as f:
             f.write(str(process.pid))
-        self.running[arch] = (process, log_file, time.time())
+        self.running[arch] = (process, log_file, time.time(), slot)
 
     def _finish(self, arch, process, log_file):
         """done.json for a finished training (``process`` None: it finished in an earlier run)."""
@@ -272,13 +276,11 @@ class Trainer:
                      + "".join("    " + line for line in tail))
             return {"arch": arch, "failed": f"fairseq-train exit {process.returncode}: "
                     + next((line.strip() for line in reversed(tail) if "Error" in line), tail[-1].strip() if tail else "")}
-        from ..cli import average_checkpoints
-
         files = averaged_files(self.save_dir(arch), self.log_path(arch), self.budget, self.recipe.average)
         if not files:
             raise RuntimeError(f"{arch}: fairseq-train saved no checkpoint (see {self.log_path(arch)})")
         checkpoint = os.path.join(self.save_dir(arch), "checkpoint_avg.pt")
-        average_checkpoints.main(["--inputs", *files, "--output", checkpoint])
+        write_average(files, checkpoint)
         epoch, _, _, updates = _latest(self.log_path(arch))
         outcome = {"arch": arch, "checkpoint": checkpoint, "averaged": [os.path.basename(f) for f in files],
                    "epochs": epoch, "updates": updates, "budget": str(self.budget)}
@@ -311,7 +313,7 @@ class Trainer:
 
     def stop(self):
         """Terminates running trainings (their checkpoints stay for the resume)."""
-        for arch, (process, log_file, _) in list(self.running.items()):
+        for arch, (process, log_file, _, _) in list(self.running.items()):
             process.terminate()
             process.wait()
             log_file.close()
@@ -337,10 +339,11 @@ class Trainer:
         started_at = last_progress = time.time()
         try:
             while queue or self.running:
-                while queue and len(self.running) < self.jobs:
+                free = sorted(set(range(self.plan.jobs)) - {entry[3] for entry in self.running.values()})
+                while queue and free:
                     arch = queue.pop(0)
-                    self._start(arch, flags[arch])
-                for arch, (process, log_file, _) in list(self.running.items()):
+                    self._start(arch, flags[arch], free.pop(0))
+                for arch, (process, log_file, _, _) in list(self.running.items()):
                     if process.poll() is not None:
                         del self.running[arch]
                         outcomes[arch] = self._finish(arch, process, log_file)

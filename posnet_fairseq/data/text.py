@@ -29,6 +29,21 @@ _IWSLT_STRIP = re.compile(r"</?(title|description)>")
 _SEG = re.compile(r'<seg id="?\d+"?>\s*(.*?)\s*</seg>\s*$')
 
 
+def read_lines(path, what="input"):
+    """The lines of a UTF-8 text file, newlines stripped. A byte sequence that is not UTF-8 raises
+    ValueError naming ``what`` (e.g. the flag), the file, the line and the byte, not the codec's offset."""
+    lines = []
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            try:
+                lines.append(raw.decode("utf-8").rstrip("\r\n"))
+            except UnicodeDecodeError as err:
+                raise ValueError(f"{what}: {path} line {number} is not UTF-8 (byte {raw[err.start:err.start + 1]!r} "
+                                 f"at character {len(raw[:err.start].decode('utf-8', 'replace')) + 1}); convert the "
+                                 f"file, e.g. iconv -f latin1 -t utf-8") from None
+    return lines
+
+
 def iwslt_train_lines(lines):
     for line in lines:
         if any(tag in line for tag in _IWSLT_DROP):

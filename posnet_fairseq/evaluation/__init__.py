@@ -1,7 +1,8 @@
 """Scoring and tables (each module has a ``python -m`` entry point the recipes call).
 
 * :mod:`.evaluate` - score one fairseq-generate output (sacreBLEU, tokenized BLEU, chrF, ...)
-* :mod:`.bootstrap` - paired bootstrap resampling significance
+* :mod:`.generate_output` - the one reader of fairseq-generate's output
+* :mod:`.bootstrap` - paired bootstrap resampling significance (the plugin's one significance test)
 * :mod:`.hooks` - optional COMET / BLEURT scoring in a separate environment
 * :mod:`.tables` - the papers' table layouts and the collection of results into them
 """

@@ -1,11 +1,13 @@
-"""Paired bootstrap resampling (Koehn 2004) for corpus-level BLEU / chrF.
+"""Paired bootstrap resampling (Koehn 2004) for corpus-level BLEU / chrF: the plugin's one significance test.
 
 Each resample draws n sentence indices with replacement and scores both
 systems on the same draw from their per-sentence sufficient statistics
 (sacrebleu's n-gram counts), so one resample costs a sum, not a re-score.
 The p-value is the share of resamples in which the system is *not* better
 than the baseline (``p_value_worse``: not worse); the PosNet paper marks a
-difference in either direction with p <= 0.05.
+difference in either direction with p <= 0.05. :func:`against_first` scores
+several systems on the same resamples and adds each one's bootstrap mean and
+95% interval (the recipes' evaluation and ``posnet-compare`` both use it).
 
     python -m posnet_fairseq.evaluation.bootstrap --ref REF --system HYP --baseline HYP
         [--metric bleu|chrf] [--tokenize 13a] [--lowercase] [--samples 1000] [--seed 12345]
@@ -36,27 +38,59 @@ def corpus_score(metric, stats):
     return metric._compute_score_from_stats(stats.sum(axis=0).tolist()).score
 
 
+def _resampled(stats, score, samples, seed):
+    """[systems x samples] corpus scores on ``samples`` draws of n sentence indices with replacement, every
+    system scored on the same draws; ``stats``: one [n x statistics] array per system."""
+    rng = np.random.default_rng(seed)
+    n = len(stats[0])
+    scores = np.empty((len(stats), samples))
+    for s in range(samples):
+        idx = rng.integers(0, n, size=n)
+        for k, rows in enumerate(stats):
+            scores[k, s] = score(rows[idx])
+    return scores
+
+
+def interval(resampled):
+    """(mean, 95% half-width) of one system's resampled scores: half the distance between the scores
+    n // 40 from either end of the sorted resamples (sacreBLEU's estimate_ci)."""
+    ordered = np.sort(resampled)
+    cut = len(ordered) // 40
+    return float(ordered.mean()), float(0.5 * (ordered[len(ordered) - cut - 1] - ordered[cut]))
+
+
 def _paired(sys_stats, base_stats, score, samples, seed):
     """Resamples sentence indices with replacement; ``score(stats rows)`` is the corpus score of a resample."""
-    rng = np.random.default_rng(seed)
-    n = len(sys_stats)
-    not_better = not_worse = 0
-    deltas = []
-    for _ in range(samples):
-        idx = rng.integers(0, n, size=n)
-        delta = score(sys_stats[idx]) - score(base_stats[idx])
-        deltas.append(delta)
-        not_better += delta <= 0
-        not_worse += delta >= 0
+    resampled = _resampled([sys_stats, base_stats], score, samples, seed)
+    deltas = resampled[0] - resampled[1]
     return {
         "system": round(score(sys_stats), 4),
         "baseline": round(score(base_stats), 4),
         "mean_delta": round(float(np.mean(deltas)), 4),
         "samples": samples,
         "seed": seed,
-        "p_value": round(not_better / samples, 4),
-        "p_value_worse": round(not_worse / samples, 4),
+        "p_value": round(int(np.sum(deltas <= 0)) / samples, 4),
+        "p_value_worse": round(int(np.sum(deltas >= 0)) / samples, 4),
     }
+
+
+def against_first(metric, systems, refs, samples=1000, seed=12345):
+    """Every system of ``systems`` ([hypotheses per system]) on the same resamples: [{"score", "mean",
+    "ci" (95% half-width), "p_value", "p_value_worse" (against the first system; None for the first)}]."""
+    for hyps in systems:
+        _check_sizes(hyps, systems[0], refs)
+    stats = [sentence_stats(metric, hyps, refs) for hyps in systems]
+    score = lambda rows: corpus_score(metric, rows)  # noqa: E731
+    resampled = _resampled(stats, score, samples, seed)
+    results = []
+    for k, rows in enumerate(stats):
+        mean, ci = interval(resampled[k])
+        deltas = resampled[k] - resampled[0]
+        first = k == 0
+        results.append({"score": score(rows), "mean": mean, "ci": ci,
+                        "p_value": None if first else int(np.sum(deltas <= 0)) / samples,
+                        "p_value_worse": None if first else int(np.sum(deltas >= 0)) / samples})
+    return results
 
 
 def _check_sizes(system, baseline, refs):

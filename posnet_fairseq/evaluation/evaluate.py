@@ -40,23 +40,11 @@ import os
 import re
 import sys
 
-from . import bootstrap, hooks, meteor
+from . import bootstrap, generate_output, hooks, meteor
 
-_LINE = re.compile(r"^([HD])-(\d+)\t[^\t]*\t(.*)$")
 THRESHOLD = 0.05  # the PosNet paper's p <= 0.05
 SENTENCE_SCORED = ("comet", "bleurt", "meteor")  # metrics whose sentence scores the bootstrap resamples
 _COMPOUND = re.compile(r"(\S)-(\S)")
-
-
-def read_hypotheses(path, kind="H"):
-    """{sentence id: text} of the H- (or D-) lines of a fairseq-generate output."""
-    hyps = {}
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            m = _LINE.match(line.rstrip("\n"))
-            if m and m.group(1) == kind:
-                hyps.setdefault(int(m.group(2)), m.group(3))  # the first (best) hypothesis of an nbest list
-    return hyps
 
 
 def compound_split(line):
@@ -196,7 +184,7 @@ def evaluate(args):
     if not (len(ref_raw) == len(ref_tok) == len(src_raw)):
         raise ValueError(f"test set {args.split}: raw ref {len(ref_raw)}, tokenized ref {len(ref_tok)} and "
                          f"source {len(src_raw)} lines differ")
-    hyps = read_hypotheses(args.generate_output)
+    hyps = generate_output.read(args.generate_output).hypotheses
     if not hyps:
         raise ValueError(f"{args.generate_output}: no H- lines (is it fairseq-generate output?)")
     bad = [i for i in hyps if i >= len(ref_raw)]

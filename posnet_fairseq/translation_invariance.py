@@ -1,5 +1,5 @@
-"""Position analysis after Wennberg & Henter (2021, Section 3): Toeplitzness of
-position embeddings and TISA's learned scoring functions.
+"""Position analysis after Wennberg & Henter (2021, Section 3), i.e. how translation-invariant a model's position
+handling is: Toeplitzness of position embeddings and TISA's learned scoring functions.
 
 * Position embeddings E_P (N x D, one row per real position) define the
   position-position inner products P = E_P E_P^T. If the model only used
@@ -190,3 +190,44 @@ def plot_gram(gram: Tensor, path: str, title: str):
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def analyse_checkpoint(path: str, out_dir: Optional[str], max_positions: int = 128, max_distance: int = 20):
+    """``posnet-analyze``'s report on a checkpoint: (lines of text, {side: Toeplitz R^2 of its position table}).
+    With ``out_dir`` the figures are written there: ``{side}_position_gram.png``, ``tisa_kernels.png``."""
+    import os
+
+    from fairseq import checkpoint_utils
+
+    import posnet_fairseq  # noqa: F401  (allow-lists fairseq's checkpoint classes)
+
+    state = checkpoint_utils.load_checkpoint_to_cpu(path)
+    model_cfg = state["cfg"]["model"] if state.get("cfg") is not None else state.get("args")
+    model_state = state["model"]
+    if out_dir is not None:
+        os.makedirs(out_dir, exist_ok=True)
+    lines, r2s = [], {}
+    tables = position_tables(model_state, model_cfg, max_positions)
+    if not tables:
+        lines.append("no position embeddings (--no-token-positional-embeddings)")
+    for name, (kind, table) in tables.items():
+        gram = position_gram(table)
+        side = name.split(".")[0]
+        r2s[side] = toeplitz_r2(gram)
+        lines.append(f"{name} ({kind}, {table.size(0)} x {table.size(1)}): Toeplitz R^2 = {r2s[side]:.4f}")
+        if out_dir is not None:
+            figure = os.path.join(out_dir, f"{side}_position_gram.png")
+            plot_gram(gram, figure, f"{name} ({kind})\nP = E E^T, Toeplitz R^2 = {r2s[side]:.3f}")
+            lines.append(f"wrote {figure}")
+    profiles = kernel_profiles(model_state, max_distance)
+    if not profiles:
+        lines.append("no TISA scorers in this checkpoint")
+    for prefix, values in profiles.items():
+        peaks = visible_peaks(prefix, values, max_distance)
+        lines.append(f"{prefix}: {values.size(0)} heads, peak distance per head {peaks.tolist()}, "
+                     f"range [{float(values.min()):.3f}, {float(values.max()):.3f}]")
+    if profiles and out_dir is not None:
+        figure = os.path.join(out_dir, "tisa_kernels.png")
+        plot_kernels(profiles, figure, max_distance)
+        lines.append(f"wrote {figure}")
+    return lines, r2s

@@ -1,0 +1,162 @@
+"""The command line of ``posnet-compare``: its flags, and the checks argparse cannot make (errors name the flag)."""
+import argparse
+import math
+import os
+import shlex
+
+from ..presets import suggest
+
+DEFAULT_TRAIN_MAX_LEN = 20
+EXTRAPOLATION = 2.5  # the synthetic test set reaches this multiple of --train-max-len
+
+
+def build_parser(description=None):
+    p = argparse.ArgumentParser(prog="posnet-compare", description=description,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--archs", required=True, help="comma-separated architectures; the first is the baseline")
+    p.add_argument("--out", required=True, help="output directory (re-use it to resume)")
+    p.add_argument("--budget", default="5e",
+                   help="training budget per model: 5e (epochs), 2000u (updates) or 20m (minutes of training "
+                   "time) (default: 5e)")
+    p.add_argument("--model-flags", default="", help='fairseq flags for every architecture, e.g. "--dropout 0.3"')
+    p.add_argument("--arch-flags", action="append", default=[], metavar="ARCH=FLAGS",
+                   help='extra fairseq flags for one architecture, e.g. '
+                   '"glinearnet_transformer_tiny=--max-source-positions 128" (repeatable)')
+    data = p.add_argument_group("data (default: the synthetic corpus)")
+    source = data.add_mutually_exclusive_group()
+    source.add_argument("--data", metavar="DATA_BIN", help="a fairseq data-bin, used as it is")
+    source.add_argument("--raw", nargs=2, metavar=("SRC", "TGT"),
+                        help="plain parallel text files, one sentence per line (split, SentencePiece, binarized here)")
+    data.add_argument("--raw-valid", nargs=2, metavar=("SRC", "TGT"),
+                      help="with --raw: your own validation files (else --valid pairs are drawn from --raw)")
+    data.add_argument("--raw-test", nargs=2, metavar=("SRC", "TGT"),
+                      help="with --raw: your own test files (else --test pairs are drawn from --raw)")
+    data.add_argument("--post-process", help="with --data: how its text was segmented (fairseq-generate's "
+                      "--post-process: sentencepiece, subword_nmt, ...; 'none' for none)")
+    data.add_argument("--train-max-len", type=int,
+                      help=f"longest training pair, tokens per side (synthetic: default {DEFAULT_TRAIN_MAX_LEN}; "
+                      "--raw: SentencePiece pieces, default no limit)")
+    data.add_argument("--test-max-len", type=int,
+                      help=f"synthetic: longest test source (default {EXTRAPOLATION} x --train-max-len)")
+    data.add_argument("--buckets", type=int, default=5, help="synthetic: source-length buckets of the test set (5)")
+    data.add_argument("--train-pairs", type=int, default=20000, help="synthetic: training pairs (20000)")
+    data.add_argument("--valid", type=int, default=300, help="validation pairs (synthetic, --raw) (300)")
+    data.add_argument("--test", type=int, default=500, help="test pairs (synthetic, --raw) (500)")
+    data.add_argument("--vocab-size", type=int, help="SentencePiece pieces (synthetic: 1000, --raw: 8000)")
+    recipe = p.add_argument_group("the shared recipe")
+    recipe.add_argument("--seed", type=int, default=1)
+    recipe.add_argument("--lr", type=float, default=0.002)
+    recipe.add_argument("--warmup-updates", type=int, default=200)
+    recipe.add_argument("--max-tokens", type=int, default=2048)
+    recipe.add_argument("--dropout", type=float, default=0.1)
+    recipe.add_argument("--interval", type=int, default=50, help="updates between validations and checkpoints (50)")
+    recipe.add_argument("--average", type=int, default=3, help="last checkpoints averaged (3)")
+    recipe.add_argument("--jobs", type=int, help="models trained at once: on CPU one core each (default: the cores), "
+                        "with CUDA one GPU each (default: the GPUs)")
+    recipe.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                        help="where models train and translate (auto: the GPUs when torch sees any, else the CPU)")
+    recipe.add_argument("--no-fp16", action="store_true", help="on a GPU, train in fp32 (default: --fp16)")
+    evaluation = p.add_argument_group("evaluation")
+    evaluation.add_argument("--beam", type=int, default=5, help="test translation beam (5)")
+    evaluation.add_argument("--batch-size", type=int, default=64, help="test translation batch (64)")
+    evaluation.add_argument("--max-len-a", type=float, default=2.0,
+                            help="test translations stop at a x source length + b tokens (a = 2)")
+    evaluation.add_argument("--max-len-b", type=int, default=10, help="(b = 10)")
+    evaluation.add_argument("--bootstrap-samples", type=int, default=1000)
+    evaluation.add_argument("--min-bucket-sentences", type=int, default=30,
+                            help="a source-length bucket with fewer test sentences is merged into its neighbour "
+                            "on the same side of the training lengths, or else marked too small to score (30)")
+    evaluation.add_argument("--decode-lengths", default="30,80,200",
+                            help="forced output lengths for the decoding speed (30,80,200)")
+    evaluation.add_argument("--decode-sentences", type=int, default=32, help="sentences decoded per timing (32)")
+    evaluation.add_argument("--decode-beam", type=int, default=4)
+    evaluation.add_argument("--decode-batch", type=int, default=32)
+    evaluation.add_argument("--decode-rounds", type=int, default=3)
+    evaluation.add_argument("--step-rounds", type=int, default=2, help="training-step measurements per model (2)")
+    evaluation.add_argument("--timed-steps", type=int, default=3, help="timed training steps per measurement (3)")
+    p.add_argument("--progress-every", type=float, default=30, help="seconds between progress lines (30)")
+    return p
+
+
+def check_args(p, args):
+    """Parses and validates what argparse cannot; errors name the flag."""
+    from .training import Budget
+
+    args.arch_list = [a.strip() for a in args.archs.split(",") if a.strip()]
+    if not args.arch_list:
+        p.error("--archs: no architecture given")
+    if len(set(args.arch_list)) != len(args.arch_list):
+        p.error(f"--archs {args.archs}: an architecture is listed twice")
+    from fairseq.models import ARCH_MODEL_REGISTRY
+
+    import posnet_fairseq  # noqa: F401  (registers the architectures)
+
+    unknown = [a for a in args.arch_list if a not in ARCH_MODEL_REGISTRY]
+    if unknown:
+        p.error("--archs: " + "; ".join(f"unknown architecture {a}{suggest(a, ARCH_MODEL_REGISTRY)}"
+                                        for a in unknown))
+    args.flags = {arch: shlex.split(args.model_flags) for arch in args.arch_list}
+    for spec in args.arch_flags:
+        arch, sep, flags = spec.partition("=")
+        if not sep or arch not in args.flags:
+            p.error(f"--arch-flags {spec!r}: expected ARCH=FLAGS with ARCH one of --archs")
+        args.flags[arch] += shlex.split(flags)
+    try:
+        args.budget_obj = Budget.parse(args.budget)
+    except ValueError as err:
+        p.error(str(err))
+    args.mode = "data" if args.data else "raw" if args.raw else "synthetic"
+    if args.mode == "data":
+        if not args.post_process:
+            p.error("--data needs --post-process: how the data-bin's text was segmented "
+                    "(sentencepiece, subword_nmt, ... or none)")
+        if args.train_max_len is not None:
+            p.error("--train-max-len filters the training pairs of --raw or the synthetic corpus; "
+                    "a --data data-bin is used as it is")
+        if args.post_process == "none":
+            args.post_process = None
+    elif args.post_process:
+        p.error("--post-process goes with --data (--raw and the synthetic corpus use SentencePiece)")
+    args.raw_given = {}
+    for split in ("valid", "test"):
+        files = getattr(args, f"raw_{split}")
+        if files and args.mode != "raw":
+            p.error(f"--raw-{split} gives your own {split} files for --raw")
+        if files:
+            args.raw_given[split] = list(files)
+    if args.mode == "raw":
+        for flag, paths in (("--raw", args.raw), *((f"--raw-{s}", f) for s, f in args.raw_given.items())):
+            for path in paths:
+                if not os.path.isfile(path):
+                    p.error(f"{flag}: no such file {path}")
+    if args.mode == "synthetic":
+        args.train_max_len = args.train_max_len or DEFAULT_TRAIN_MAX_LEN
+        args.test_max_len = args.test_max_len or math.ceil(EXTRAPOLATION * args.train_max_len)
+        if args.test_max_len <= args.train_max_len:
+            p.error(f"--test-max-len {args.test_max_len} must exceed --train-max-len {args.train_max_len}")
+    elif args.test_max_len is not None:
+        p.error("--test-max-len shapes the synthetic test set; with --raw the test sentences are what they are")
+    if args.train_max_len is not None and args.train_max_len < 10:
+        p.error(f"--train-max-len {args.train_max_len}: must be at least 10")
+    args.vocab_size = args.vocab_size or (1000 if args.mode == "synthetic" else 8000)
+    try:
+        args.lengths = [int(n) for n in args.decode_lengths.split(",") if n.strip()]
+    except ValueError:
+        p.error(f"--decode-lengths {args.decode_lengths!r}: expected comma-separated integers")
+    if not args.lengths or min(args.lengths) < 1:
+        p.error(f"--decode-lengths {args.decode_lengths!r}: need positive lengths")
+    for flag in ("interval", "average", "beam", "batch_size", "decode_sentences", "decode_rounds", "step_rounds",
+                 "timed_steps", "bootstrap_samples", "valid", "test", "train_pairs", "min_bucket_sentences"):
+        if getattr(args, flag) < 1:
+            p.error(f"--{flag.replace('_', '-')} must be at least 1")
+    if args.jobs is not None and args.jobs < 1:
+        p.error("--jobs must be at least 1")
+    from .devices import plan
+
+    try:
+        args.plan = plan(args.device, args.jobs, fp16=not args.no_fp16)
+    except ValueError as err:
+        p.error(str(err))
+    return args
+
+
