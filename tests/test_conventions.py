@@ -13,6 +13,7 @@ itself, loop by loop in float64, and compares the mixer built with the flag agai
 Every flag defaults to the behaviour before it existed; tests/test_mixer_contract.py runs
 the flags' variants through the mixer contract as well.
 """
+import argparse
 import math
 
 import pytest
@@ -22,8 +23,9 @@ from fairseq.modules import SinusoidalPositionalEmbedding
 from torch import nn
 
 from fairseq_testing import TINY_DIMS, build_model
-from posnet_fairseq.mixers.base import AppTekLayerNorm, layer_norm
+from posnet_fairseq.mixers import posnet
 from posnet_fairseq.mixers.gating import GatedMixer
+from posnet_fairseq.mixers.norms import AppTekLayerNorm
 from posnet_fairseq.mixers.posnet import sinusoids
 
 D, H, K = 16, 2, 2
@@ -191,7 +193,7 @@ def test_bad_norm_value_names_the_flag(capsys):
         build_model(["--gating-norm", "rms"])
     assert "--gating-norm: invalid choice: 'rms'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="--posnet-position-norm rms: choose from torch, apptek"):
-        layer_norm("rms", D, "--posnet-position-norm")  # e.g. from an edited checkpoint
+        posnet.FLAGS.options(argparse.Namespace(posnet_position_norm="rms"))  # e.g. from an edited checkpoint
 
 
 # ----- (b) the aPosNet sinusoids -----

@@ -7,7 +7,7 @@ import torch
 import fairseq_testing
 from fairseq_testing import build_model, decode_incrementally, parse_train_args, step_mixer
 
-from posnet_fairseq.mixers.base import real_positions
+from posnet_fairseq.mixers.attention import real_positions
 from posnet_fairseq.mixers.shaw import RelativeAttention, ShawRelativeAttention
 
 D, H = 12, 3

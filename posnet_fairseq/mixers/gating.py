@@ -45,8 +45,9 @@ from fairseq.modules import MultiheadAttention
 from torch import nn
 
 from .. import flags
-from ..sites import SITE, SITE_LIST, dest, per_layer
-from .base import LAYER_NORMS, layer_norm, register_site_wrapper
+from ..sites import SITE_LIST, dest, per_layer
+from .norms import LAYER_NORMS, layer_norm
+from .registry import register_site_wrapper
 from .none import NoMixer
 
 VALUE_ACTS = ("none", "gelu", "glu", "sigmoid")
@@ -69,17 +70,14 @@ FLAGS = flags.declare(
 )
 
 
-def layer_gating(args, site, layer_idx, num_layers):
-    """Whether layer ``layer_idx`` of ``site`` is gated, from its on/off spec."""
-    flag = SITE[site].gating_flag
-    return per_layer(flag, getattr(args, dest(flag)), num_layers, choices=("on", "off"))[layer_idx] == "on"
+def layer_gating(ctx):
+    """Whether the layer of ``ctx`` is gated at its site, from the site's on/off spec."""
+    flag = ctx.site.gating_flag
+    spec = getattr(ctx.options(FLAGS), dest(flag))
+    return per_layer(flag, spec, ctx.num_layers, choices=("on", "off"))[ctx.layer_idx] == "on"
 
 
-def _activation(name, flag):
-    acts = {"none": nn.Identity, "gelu": nn.GELU, "sigmoid": nn.Sigmoid, "glu": lambda: nn.GLU(dim=-1)}
-    if name not in acts:
-        raise ValueError(f"{flag} {name}: unknown activation")
-    return acts[name]()
+ACTIVATIONS = {"none": nn.Identity, "gelu": nn.GELU, "sigmoid": nn.Sigmoid, "glu": lambda: nn.GLU(dim=-1)}
 
 
 class GatedValue(nn.Module):
@@ -138,20 +136,15 @@ def gate_module(module, args, flag="gating"):
             and isinstance(getattr(module, "out_proj", None), nn.Linear)):
         raise ValueError(f"{flag} on: {type(module).__name__} has no v_proj/out_proj Linear layers to gate "
                          "(see posnet_fairseq/mixers/gating.py for the interface)")
-    value_act, gate_act = args.gating_value_act, args.gating_gate_act
-    if value_act not in VALUE_ACTS:
-        raise ValueError(f"--gating-value-act {value_act}: choose from {', '.join(VALUE_ACTS)}")
-    if gate_act not in GATE_ACTS:
-        raise ValueError(f"--gating-gate-act {gate_act}: choose from {', '.join(GATE_ACTS)}")
+    opts = FLAGS.options(args)
+    value_act, gate_act, norm_kind = opts.gating_value_act, opts.gating_gate_act, opts.gating_norm
     dim = module.out_proj.in_features
-    # Callers that build args by hand (tests) may leave the newer flags out.
-    norm_kind = getattr(args, "gating_norm", FLAGS["--gating-norm"].default)
     proj = module.v_proj
     if value_act == "glu":  # GLU halves its input: W_v maps to 2D
         proj = nn.Linear(proj.in_features, 2 * dim)
         nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
-    norm = nn.Identity() if args.gating_no_value_norm else layer_norm(norm_kind, dim, "--gating-norm")
-    module.v_proj = GatedValue(proj, _activation(value_act, "--gating-value-act"), norm)
+    norm = nn.Identity() if opts.gating_no_value_norm else layer_norm(norm_kind, dim)
+    module.v_proj = GatedValue(proj, ACTIVATIONS[value_act](), norm)
     if isinstance(module, MultiheadAttention):
         # Its fused path reads v_proj/out_proj weights instead of calling them.
         module._set_skip_embed_dim_check()
@@ -161,13 +154,13 @@ def gate_module(module, args, flag="gating"):
     gate_proj = nn.Linear(dim, dim)
     nn.init.xavier_uniform_(gate_proj.weight)
     nn.init.constant_(gate_proj.bias, 0.0)
-    gate_norm = layer_norm(norm_kind, dim, "--gating-norm") if args.gating_gate_norm else nn.Identity()
-    return GatedMixer(module, gate_proj, _activation(gate_act, "--gating-gate-act"), gate_norm)
+    gate_norm = layer_norm(norm_kind, dim) if opts.gating_gate_norm else nn.Identity()
+    return GatedMixer(module, gate_proj, ACTIVATIONS[gate_act](), gate_norm)
 
 
 @register_site_wrapper
 def gate_site(module, ctx):
     """Site wrapper: gates the mixer of ``ctx.site``/``ctx.layer_idx`` when its gating flag says on."""
-    if isinstance(module, NoMixer) or not layer_gating(ctx.args, ctx.site, ctx.layer_idx, ctx.num_layers):
+    if isinstance(module, NoMixer) or not layer_gating(ctx):
         return module
-    return gate_module(module, ctx.args, SITE[ctx.site].gating_flag)
+    return gate_module(module, ctx.args, ctx.site.gating_flag)

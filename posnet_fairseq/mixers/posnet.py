@@ -60,9 +60,12 @@ from fairseq.modules import LearnedPositionalEmbedding, SinusoidalPositionalEmbe
 from torch import nn
 
 from .. import flags
-from ..sites import SITE, SITES
-from .base import (LAYER_NORMS, Mixer, autocast_off, layer_norm, layer_norm_fp32, masked_softmax, real_positions,
-                   register_mixer)
+from ..sites import SITES
+from .attention import autocast_off, masked_softmax, real_positions
+from .base import Mixer
+from .clipped_decoding import clipped_decoding_step
+from .norms import LAYER_NORMS, layer_norm, layer_norm_fp32
+from .registry import register_mixer
 
 POSITION_NORM_KEY = "posnet_position_norm"
 # First size of the in-memory tables made by make_generation_fast_ (the
@@ -77,7 +80,7 @@ ABSOLUTE_POSITIONS = ("sinusoids", "shared")
 FLAGS = flags.declare(
     "aPosNet / rPosNet", "posnet",
     flags.Flag("--posnet-max-relative", 16, "rposnet/arposnet: relative distances are clipped to [-K, K] "
-               "(the *_big presets use 8)", type=int, metavar="K"),
+               "(the *_big presets use 8)", type=int, metavar="K", check=flags.non_negative_integer),
     flags.Flag("--posnet-position-norm", "torch", "rposnet/arposnet: the LayerNorm of the position queries: torch = "
                "nn.LayerNorm (biased variance, eps 1e-5); apptek = the authors' code (unbiased variance, eps 1e-8)",
                choices=LAYER_NORMS),
@@ -88,8 +91,11 @@ FLAGS = flags.declare(
                "sinusoids = its own (--aposnet-sinusoids); shared = the rPosNet term's normalised model positions "
                "(the authors' code: one learned vector for both terms; self-attention sites only)",
                choices=ABSOLUTE_POSITIONS),
+    # Written by posnet-precompute into the checkpoint it makes: the mixers are
+    # then rebuilt holding only their energy tables of N positions.
+    flags.Flag("--posnet-precomputed", 0, "positions of the precomputed energy tables (0: not precomputed)",
+               type=int, metavar="N", check=flags.non_negative_integer, internal=True),
 )
-DEFAULTS = FLAGS.defaults()
 
 
 def sinusoids(length, dim, layout="fairseq"):
@@ -102,8 +108,6 @@ def sinusoids(length, dim, layout="fairseq"):
     """
     if layout == "fairseq":
         return SinusoidalPositionalEmbedding.get_embedding(length, dim)
-    if layout != "apptek":
-        raise ValueError(f"--aposnet-sinusoids {layout}: choose from {', '.join(SINUSOID_LAYOUTS)}")
     angles = torch.arange(length, dtype=torch.float32).unsqueeze(1) * \
         torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
     table = torch.empty(length, dim)
@@ -124,8 +128,8 @@ class PositionAttention(Mixer):
         self.sinusoid_layout = sinusoid_layout
         # arPosNet as the authors' code: the aPosNet term reads the rPosNet term's position vectors.
         self.shared_positions = shared_positions
-        self.site = site
-        self.causal = site == "decoder_self"
+        self.site = site  # the sites.Site record
+        self.causal = site.causal
         self.max_relative = max_relative
         self.length_ratio = length_ratio
         self.dropout = dropout
@@ -168,39 +172,29 @@ class PositionAttention(Mixer):
 
     @classmethod
     def build(cls, ctx):
-        args = ctx.args
-        max_relative = args.posnet_max_relative
-        if "r" in cls.ENERGIES and (max_relative is None or int(max_relative) != max_relative or max_relative < 0):
-            raise ValueError(f"--posnet-max-relative {max_relative}: must be an integer >= 0")
+        opts = ctx.options(FLAGS)
+        relative = "r" in cls.ENERGIES
         length_ratio = 1.0
-        if ctx.site == "cross" and "r" in cls.ENERGIES:
-            length_ratio = getattr(args, "length_ratio", None)
-            if length_ratio is None or not length_ratio > 0:
-                raise ValueError(f"--length-ratio {length_ratio}: {cls.NAME} cross-attention needs gamma > 0")
-        precomputed = int(getattr(args, "posnet_precomputed", 0) or 0)
-        get = lambda key: getattr(args, key, DEFAULTS[key])  # noqa: E731
-        layout = get("aposnet_sinusoids")
-        if layout not in SINUSOID_LAYOUTS:
-            raise ValueError(f"--aposnet-sinusoids {layout}: choose from {', '.join(SINUSOID_LAYOUTS)}")
-        absolute = get("arposnet_absolute_positions")
-        if absolute not in ABSOLUTE_POSITIONS:
-            raise ValueError(f"--arposnet-absolute-positions {absolute}: choose from {', '.join(ABSOLUTE_POSITIONS)}")
-        shared = absolute == "shared" and cls.ENERGIES == ("a", "r")
-        if shared and ctx.site == "cross":
+        if ctx.site.cross and relative:
+            length_ratio = ctx.length_ratio
+            if length_ratio is None:
+                raise ValueError(f"--length-ratio: {cls.NAME} cross-attention needs the length ratio gamma")
+        shared = opts.arposnet_absolute_positions == "shared" and cls.ENERGIES == ("a", "r")
+        if shared and ctx.site.cross:
             raise ValueError("--arposnet-absolute-positions shared: arposnet cross-attention would need the "
                              "encoder's position vectors for its keys; use it at the self-attention sites only")
         positions = norm = None
-        if "r" in cls.ENERGIES and not precomputed:
+        if relative and not opts.posnet_precomputed:
             positions = ctx.embed_positions
             if positions is None:
                 raise ValueError(
-                    f"{cls.NAME} at the {ctx.site} site takes its queries from the model's position embeddings: "
+                    f"{cls.NAME} at the {ctx.site.name} site takes its queries from the model's position embeddings: "
                     f"drop --no-token-positional-embeddings (the paper uses learned ones, "
-                    f"{SITE[ctx.site].learned_pos_flag}, as the rposnet_* presets do)")
-            norm = ctx.shared_module(POSITION_NORM_KEY, lambda: layer_norm(
-                get("posnet_position_norm"), ctx.embed_dim, "--posnet-position-norm"))
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, ctx.site, int(max_relative), float(length_ratio),
-                   ctx.dropout, getattr(args, "dropout", 0.0), positions, norm, precomputed, layout, shared)
+                    f"{ctx.site.learned_pos_flag}, as the rposnet_* presets do)")
+            norm = ctx.shared_module(POSITION_NORM_KEY, lambda: layer_norm(opts.posnet_position_norm, ctx.embed_dim))
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, ctx.site, opts.posnet_max_relative, float(length_ratio),
+                   ctx.dropout, ctx.model_dropout, positions, norm, opts.posnet_precomputed,
+                   opts.aposnet_sinusoids, shared)
 
     def max_positions(self):
         if self.precomputed:
@@ -344,7 +338,7 @@ class PositionAttention(Mixer):
         device = query.device
         buffer = self._get_input_buffer(incremental_state) if incremental_state is not None else None
         if buffer is not None and "a" not in self.ENERGIES:
-            if self.site == "cross":
+            if self.site.cross:
                 out, probs = self._decode_cross(buffer, value, key_padding_mask, length,
                                                 need_weights or need_head_weights)
             else:
@@ -358,7 +352,7 @@ class PositionAttention(Mixer):
         # cached, since absolute energies give every key its own weight.
         query_step = None if buffer is None else self.decoding_steps(buffer, batch, length, device)
 
-        if self.site == "cross":
+        if self.site.cross:
             if buffer is not None and "value" in buffer:
                 v, key_pos, pad = buffer["value"], buffer["key_positions"], buffer.get("key_padding_mask")
             else:
@@ -413,9 +407,9 @@ class PositionAttention(Mixer):
         # A causal query sees the slots m - n = -K..0, i.e. 0..K.
         energy = self._step_energies(steps)[..., : self.max_relative + 1]
         return torch.cat([
-            self.clipped_decoding_step(buffer, int(steps[0, t]), v[:, :, t: t + 1],
-                                       None if pad is None else pad[:, t: t + 1], energy[:, t], shared_tail=True,
-                                       dropout=self.dropout)
+            clipped_decoding_step(buffer, int(steps[0, t]), v[:, :, t: t + 1],
+                                  None if pad is None else pad[:, t: t + 1], energy[:, t], shared_tail=True,
+                                  dropout=self.dropout, training=self.training)
             for t in range(length)], dim=2)
 
     def _cache_source(self, buffer, value, pad):
