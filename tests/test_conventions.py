@@ -105,7 +105,11 @@ def position_mixer(site, mixer, flags, seed=1):
                 norm.bias.copy_(0.5 * torch.randn(D, generator=g))
     w = {"W_q2": inner.rel_q_proj, "rel_embed": inner.rel_keys, "W_q1": inner.abs_q_proj, "W_k": inner.abs_k_proj}
     if isinstance(outer, GatedMixer):
-        w.update(W_v=inner.v_proj.proj, lnorm_v=inner.v_proj.norm, W_g=outer.gate_proj, W_o=inner.out_proj.proj)
+        # Self-attention: W_v and W_g are one Linear layer, rows [:D] and [D:].
+        fused = outer.value_gate_proj
+        W_v = argparse.Namespace(weight=fused.weight[:D], bias=fused.bias[:D]) if fused is not None else inner.v_proj.proj
+        W_g = argparse.Namespace(weight=fused.weight[D:], bias=fused.bias[D:]) if fused is not None else outer.gate_proj
+        w.update(W_v=W_v, lnorm_v=inner.v_proj.norm, W_g=W_g, W_o=outer.out_proj)
     else:
         w.update(W_v=inner.v_proj, W_o=inner.out_proj)
     return outer, inner, w
