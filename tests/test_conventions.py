@@ -99,7 +99,7 @@ def position_mixer(site, mixer, flags, seed=1):
     inner = outer.mixer if isinstance(outer, GatedMixer) else outer
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():  # LayerNorm parameters away from 1 and 0, so that they count
-        for norm in (inner._position_norm[0], getattr(inner.v_proj, "norm", None)):
+        for norm in (inner.position_norm, getattr(inner.v_proj, "norm", None)):
             if isinstance(norm, nn.LayerNorm):
                 norm.weight.copy_(1 + 0.5 * torch.randn(D, generator=g))
                 norm.bias.copy_(0.5 * torch.randn(D, generator=g))
@@ -117,7 +117,7 @@ def position_mixer(site, mixer, flags, seed=1):
 
 def learned_positions(inner, length):
     """The rPosNet position vectors of the AppTek code: its learned table, through LayerNormalization."""
-    table, norm = inner._positions[0], inner._position_norm[0]
+    table, norm = inner.positions, inner.position_norm
     rows = table.weight.detach().double()[table.padding_idx + 1: table.padding_idx + 1 + length]
     return apptek_layer_norm(rows, norm.weight.detach().double(), norm.bias.detach().double())
 
@@ -185,7 +185,7 @@ def test_norm_flags_default_to_torch_and_choose_the_apptek_norm():
     def norms(flags):
         outer, inner, _ = position_mixer("encoder_self", "rposnet", ["--encoder-self-gating", "on",
                                                                       "--gating-gate-norm", *flags])
-        return [type(m) for m in (inner._position_norm[0], inner.v_proj.norm, outer.gate_norm)]
+        return [type(m) for m in (inner.position_norm, inner.v_proj.norm, outer.gate_norm)]
 
     assert norms([]) == [nn.LayerNorm] * 3
     assert norms(APPTEK_NORMS) == [AppTekLayerNorm] * 3

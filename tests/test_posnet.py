@@ -154,7 +154,8 @@ def test_precomputed_mixer_refuses_longer_inputs_naming_the_limit(kind):
     x = torch.randn(10, 1, DIM)
     with torch.no_grad():
         before = mixer(x, x, x)[0]
-        mixer.precompute_(10)
+        mixer = mixer.table_form(10)
+        assert mixer.rel_q_proj is None and mixer.abs_q_proj is None and mixer.positions is None
         torch.testing.assert_close(mixer(x, x, x)[0], before, atol=1e-5, rtol=0)
         y = torch.randn(11, 1, DIM)
         with pytest.raises(ValueError, match="precomputed for 10 positions"):
