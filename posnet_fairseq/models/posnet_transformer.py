@@ -41,7 +41,7 @@ FLAGS = flags.declare(
     "posnet_transformer: mixers per site", "model",
     *(flags.Flag(site.mixer_flag, "mha", f"{site.name.replace('_', ' ')} mixer, one name or one per layer "
                  f"({', '.join(mixers_for_site(site.name))})" + ("; 'none' removes the sub-layer"
-                                                                  if site.name == "cross" else ""),
+                                                                  if site.cross else ""),
                  metavar="SPEC") for site in SITE_LIST),
     flags.Flag("--length-ratio", None, "length ratio gamma = mean source / mean target length for cross-attention "
                "mixers", type=float, metavar="GAMMA", check=flags.positive_number,
