@@ -26,6 +26,8 @@ from fairseq.modules import LearnedPositionalEmbedding
 
 from .mixers.posnet import POSITION_NORM_KEY, PositionAttention
 
+DEFAULT_LENGTH = 128  # positions a table covers unless told: the PosNet paper's maximum sentence length
+
 
 def position_mixers(model):
     """(name, module) of every aPosNet/rPosNet/arPosNet mixer in ``model``."""

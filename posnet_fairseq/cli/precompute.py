@@ -10,7 +10,7 @@ loads like any checkpoint: ``fairseq-generate DATA --user-dir posnet_fairseq
 import argparse
 import copy
 
-DEFAULT_LENGTH = 128  # the paper's maximum sentence length
+from ..precompute import DEFAULT_LENGTH
 
 
 def main(argv=None):

@@ -17,7 +17,7 @@ the same run. Output lengths a model cannot reach are recorded as
 import statistics
 
 from ..benchmark import decode_speed, memory
-from ..cli.precompute import DEFAULT_LENGTH as PRECOMPUTE_LENGTH
+from ..precompute import DEFAULT_LENGTH as PRECOMPUTE_LENGTH
 from ..evaluation.evaluate import count_parameters, train_speed
 
 
