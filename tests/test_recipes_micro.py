@@ -129,7 +129,7 @@ def test_two_process_cpu_data_parallel_training_gives_identical_parameters(tmp_p
                     "--workers", "1", "--train", "120"], env=_env(), check=True, capture_output=True)
     (tmp_path / "dump.py").write_text(DUMP)
     port = 20000 + os.getpid() % 20000
-    cmd = [sys.executable, "-m", "posnet_fairseq.recipe_tools.launch", "--procs", "2", "--",
+    cmd = [sys.executable, "-m", "posnet_fairseq.table_runs.launch", "--procs", "2", "--",
            sys.executable, str(tmp_path / "dump.py"), str(tmp_path),
            str(data / "data-bin"), "--user-dir", os.path.join(REPO, "posnet_fairseq"),
            "--arch", "posnet_transformer_tiny", "--encoder-self-mixer", "rposnet", "--decoder-self-mixer", "rposnet",

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from posnet_fairseq.evaluation import evaluate, tables
-from posnet_fairseq.recipe_tools import plancheck
+from posnet_fairseq.table_runs import plancheck
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = {
@@ -164,7 +164,7 @@ def test_two_node_plan_uses_torchrun_and_only_node_zero_evaluates(tmp_path):
 def test_cpu_processes_plan(tmp_path):
     plan = dry_run(tmp_path, "tisa/mt.sh", "--cpu-procs", "2", "--rows", "tisa_a").stdout
     assert re.findall(r"^# row (\S+)", plan, flags=re.M) == ["tisa_a", "tisa_a"]
-    line = next(l for l in plan.splitlines() if "recipe_tools.launch" in l)
+    line = next(l for l in plan.splitlines() if "table_runs.launch" in l)
     assert "--procs 2 -- fairseq-train" in line
     for flag in ("--cpu", "--distributed-backend gloo", "--distributed-no-spawn", "--ddp-backend legacy_ddp",
                  "--distributed-world-size 2", "--distributed-init-method tcp://127.0.0.1:"):

@@ -8,7 +8,7 @@ import pytest
 from posnet_fairseq.data import clean_corpus, text
 from posnet_fairseq.evaluation import bootstrap, evaluate, hooks, meteor, tables
 from posnet_fairseq.cli import average_checkpoints
-from posnet_fairseq.recipe_tools import plancheck
+from posnet_fairseq.table_runs import plancheck
 
 
 def _write(path, lines):
@@ -414,7 +414,7 @@ def test_average_checkpoints_cli_averages_the_chosen_weights(tmp_path):
 def test_train_commands_found_in_plans():
     plan = "\n".join([
         "# row a ds", "fairseq-train /d --arch x --lr 1 --log-file /x",
-        "# row b ds", "python -m posnet_fairseq.recipe_tools.launch --procs 2 -- fairseq-train /d --arch y",
+        "# row b ds", "python -m posnet_fairseq.table_runs.launch --procs 2 -- fairseq-train /d --arch y",
         "# row c ds", "torchrun --nnodes 2 -m fairseq_cli.train /d --arch z",
         "fairseq-generate /d --path p > out",
     ])

@@ -77,13 +77,16 @@ _POSNET_ROWS = [("transformer", "Transformer"), ("shaw", "Shaw et al. (2018)"), 
                 ("gaussiannet", "GaussianNet"), ("linearnet", "LinearNet"), ("lightconv", "LightConv"),
                 ("glinearnet", "gLinearNet"), ("aposnet", "aPosNet"), ("rposnet", "rPosNet")]
 
-_T2 = [_col("wmt14_en_de", "params", "Params (En-De)")] + _scores("wmt14_en_de", "En-De") + \
-    _scores("wmt14_en_fr", "En-Fr") + _scores("wmt18_en_zh", "En-Zh")
-_T3 = [_col("wmt14_en_de", "params", "Big Params")] + _scores("wmt14_en_de", "Big En-De") + \
+# The datasets as each paper prepared them (posnet_fairseq/table_runs/datasets.py): PosNet's BPE (44k En-De,
+# 40k En-Fr) and AAN+'s (32k both) are different preparations of one corpus.
+PN_DE, PN_FR, AAN_DE, AAN_FR = "wmt14_en_de_bpe44k", "wmt14_en_fr_bpe40k", "wmt14_en_de_bpe32k", "wmt14_en_fr_bpe32k"
+_T2 = [_col(PN_DE, "params", "Params (En-De)")] + _scores(PN_DE, "En-De") + \
+    _scores(PN_FR, "En-Fr") + _scores("wmt18_en_zh", "En-Zh")
+_T3 = [_col(PN_DE, "params", "Big Params")] + _scores(PN_DE, "Big En-De") + \
     [_col("iwslt14_de_en", "params", "Small Params")] + _scores("iwslt14_de_en", "Small De-En")
-_T4 = _scores("wmt14_en_de", "En-De")
+_T4 = _scores(PN_DE, "En-De")
 _T5 = [_col("wmt18_en_zh", "params", "Params")] + _scores("wmt18_en_zh", "En-Zh")
-_T6 = [_col("wmt14_en_de", "params", "Params")] + _scores("wmt14_en_de", "En-De")
+_T6 = [_col(PN_DE, "params", "Params")] + _scores(PN_DE, "En-De")
 
 
 def _aan_columns(dataset, lang, train=True):
@@ -93,9 +96,9 @@ def _aan_columns(dataset, lang, train=True):
     return cols + [_col(dataset, "decode_speed", "ΔDecode")] + _scores(dataset, lang, ("bleu_tok", "meteor"))
 
 
-_A2, _A4, _A7 = _aan_columns("wmt14_en_de", "En-De"), _aan_columns("wmt14_en_de", "En-De", train=False), \
-    _aan_columns("wmt14_en_fr", "En-Fr")
-_A5 = [_col("wmt14_en_de", "params", "#Params")] + _scores("wmt14_en_de", "En-De", ("bleu_tok", "meteor"))
+_A2, _A4, _A7 = _aan_columns(AAN_DE, "En-De"), _aan_columns(AAN_DE, "En-De", train=False), \
+    _aan_columns(AAN_FR, "En-Fr")
+_A5 = [_col(AAN_DE, "params", "#Params")] + _scores(AAN_DE, "En-De", ("bleu_tok", "meteor"))
 _AAN_ROWS = [("transformer", "Transformer"), ("ssru", "SSRU"), ("linear_attention", "Linear Attention"),
              ("aan_plus_avg", "AAN+ w/ AVG"), ("aan_plus_far", "AAN+ w/ FAR"), ("aan_plus_ner", "AAN+ w/ NER"),
              ("aan_plus_wet", "AAN+ w/ WET")]
@@ -111,7 +114,7 @@ _A6_ROWS = [("transformer", "Transformer Baseline"), ("avg", "AVG"), ("far", "FA
 _G_SETS = [("iwslt16_en_de", "IWSLT16 En-De", False), ("iwslt16_de_en", "IWSLT16 De-En", False),
            ("iwslt17_en_ja", "IWSLT17 En-Ja", False), ("iwslt17_ja_en", "IWSLT17 Ja-En", False),
            ("wmt16_en_ro", "WMT16 En-Ro", False), ("wmt16_ro_en", "WMT16 Ro-En", False),
-           ("wmt14_en_de", "WMT14 En-De", True), ("wmt14_en_fr_epcc", "WMT14 En-Fr (Europarl + Common Crawl)", True)]
+           (AAN_DE, "WMT14 En-De", True), ("wmt14_en_fr_epcc", "WMT14 En-Fr (Europarl + Common Crawl)", True)]
 _G2 = [_col(ds, "sacrebleu", label, ours=ours) for ds, label, ours in _G_SETS] + \
     [_col("iwslt14_de_en", "sacrebleu", "IWSLT14 De-En (ours, IWSLT size)")]
 
@@ -170,7 +173,7 @@ TABLES: Dict[str, Table] = {
                "WMT14 En-Fr: trained on Europarl + Common Crawl only, as the paper (after Akoury et al., 2019)."]),
     "tisa-mt": Table(
         "TISA in machine translation (our experiment; the TISA paper evaluated on GLUE)",
-        [_col("wmt14_en_de", "params", "Base Params")] + _scores("wmt14_en_de", "Base En-De", ("sacrebleu",)) +
+        [_col(PN_DE, "params", "Base Params")] + _scores(PN_DE, "Base En-De", ("sacrebleu",)) +
         [_col("iwslt14_de_en", "params", "Small Params")] + _scores("iwslt14_de_en", "Small De-En", ("sacrebleu",)),
         [("transformer", "Transformer"), ("tisa_a", "TISA (a): beside position embeddings"),
          ("tisa_b", "TISA (b): instead of position embeddings"), ("tisa_s0", "S=0: no position information")],

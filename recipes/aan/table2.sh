@@ -12,5 +12,5 @@ source "$(dirname "$0")/../lib/common.sh"
 recipe_init aan-table2 "$@"
 source "$(dirname "$0")/settings.sh"
 aan_size base
-aan_rows wmt14_en_de
+aan_rows wmt14_en_de_bpe32k
 run_table

@@ -13,6 +13,6 @@ recipe_init aan-table4 "$@"
 source "$(dirname "$0")/settings.sh"
 for size in deep big; do
   aan_size "$size"
-  aan_rows wmt14_en_de
+  aan_rows wmt14_en_de_bpe32k
 done
 run_table

@@ -12,7 +12,7 @@
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init aan-table6 "$@"
 source "$(dirname "$0")/settings.sh"
-DS=wmt14_en_de
+DS=wmt14_en_de_bpe32k
 aan_size base
 row transformer $DS "${TRANSFORMER[@]}" "${OPT[@]}"
 for patterns in avg far ner wet far,ner avg,ner ner,wet far,ner,wet avg,far,ner avg,far,ner,wet; do

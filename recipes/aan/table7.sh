@@ -11,5 +11,5 @@ source "$(dirname "$0")/../lib/common.sh"
 recipe_init aan-table7 "$@"
 source "$(dirname "$0")/settings.sh"
 aan_size base
-aan_rows wmt14_en_fr
+aan_rows wmt14_en_fr_bpe32k
 run_table

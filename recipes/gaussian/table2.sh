@@ -30,7 +30,7 @@ WMT=(--share-all-embeddings --optimizer adam --adam-betas "(0.9,0.98)" --clip-no
      --save-interval-updates 1000 --keep-interval-updates 5 --no-epoch-checkpoints --seed 1)
 TOKENS=25000; AVG="last 5"
 GEN=(--beam 4 --lenpen 0.6 --batch-size 64)
-for ds in wmt14_en_de wmt14_en_fr_epcc; do
+for ds in wmt14_en_de_bpe32k wmt14_en_fr_epcc; do
   row base   "$ds" --arch posnet_transformer_base "${WMT[@]}"
   row hc_sa  "$ds" --arch hc_gaussian "${WMT[@]}"
   row hc_all "$ds" --arch hc_gaussian_all "${WMT[@]}"

@@ -18,7 +18,7 @@ source "$(dirname "$0")/../lib/common.sh"
 recipe_init tisa-mt "$@"
 source "$(dirname "$0")/../posnet/settings.sh"
 BASELINES=transformer
-for setting in base:wmt14_en_de small:iwslt14_de_en; do
+for setting in base:wmt14_en_de_bpe44k small:iwslt14_de_en; do
   posnet_size "${setting%%:*}"
   ds="${setting#*:}"
   OPT=(--share-all-embeddings "${OPT[@]}")
