@@ -13,6 +13,8 @@ source "$(dirname "$0")/../lib/common.sh"
 recipe_init gaussian-figure7 "$@"
 source "$(dirname "$0")/settings.sh"
 hc_size iwslt
+# --micro: a width that 3 heads divide (the micro default, 16, does not); later flags win.
+MICRO_FLAGS+=(--encoder-embed-dim 24 --decoder-embed-dim 24)
 DS=wmt16_en_ro
 row sh_x $DS --arch hc_gaussian_shx_iwslt "${OPT[@]}"  # N = 1: one head in the last layer
 for n in 2 3 4; do
