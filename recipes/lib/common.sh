@@ -282,7 +282,7 @@ run_table() {
     || die "not started: the plan $plan names something that does not exist (see above)"
   if [ "$MICRO" != 1 ]; then
     _datasets_py check --data-root "$DATA_ROOT" $(_selected_datasets) \
-      || die "not started: a dataset under $DATA_ROOT is not the one the paper used (see above)"
+      || die "not started: a dataset under $DATA_ROOT is missing or not the one the paper used (see above)"
   fi
   [ "$CHECK_ONLY" = 1 ] && return 0
   echo "running $plan" >&2
