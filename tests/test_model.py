@@ -41,7 +41,7 @@ def test_mha_everywhere_is_fairseqs_transformer():
 
 def test_size_presets_follow_fairseq():
     for arch, (dim, ffn, heads, dropout) in {
-        "posnet_transformer_small": (512, 1024, 4, 0.3),
+        "posnet_transformer_small": (512, 1024, 8, 0.3),  # the PosNet paper's Small: base, FFN 1024, dropout 0.3
         "posnet_transformer_base": (512, 2048, 8, 0.1),
         "posnet_transformer_big": (1024, 4096, 16, 0.3),
     }.items():

@@ -142,9 +142,14 @@ def test_prepare_wmt14_en_de(tmp_path):
         "test-full/newstest2014-deen-src.en.sgm": _sgm([p[0] for p in test], "newstest2014", "en"),
         "test-full/newstest2014-deen-ref.de.sgm": _sgm([p[1] for p in test], "newstest2014", "de"),
         "test-full/newstest2014-deen-src.de.sgm": _sgm([p[1] for p in test], "newstest2014", "de")})
-    out = str(tmp_path / "ende")
-    run_recipe("prepare-wmt14-en-de.sh", "--out", out, "--archives", str(tmp_path / "archives"), "--paper", "aan")
+    # --paper aan: the AAN+ paper's 32K merges, under their own dataset name (the default --out)
+    proc = subprocess.run(["bash", os.path.join(REPO, "recipes", "data", "prepare-wmt14-en-de.sh"), "--workers", "1",
+                           "--archives", str(tmp_path / "archives"), "--paper", "aan"],
+                          env=_env(), capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    out = str(tmp_path / "data" / "wmt14_en_de_bpe32k")
     stats = _stats(out)
+    assert (stats["dataset"], stats["bpe_merges"]) == ("wmt14_en_de_bpe32k", "32000")
     assert stats["pairs"]["test"] == 12 and stats["pairs"]["valid"] == 2
     assert 190 <= stats["pairs"]["train"] <= 208  # 210 - 2 valid, a few dropped by the ratio filter
     assert stats["joined_dictionary"] and stats["bpe"] == "subword-nmt joint 32000 merges (aan)"
@@ -173,7 +178,7 @@ def test_prepare_wmt14_en_fr(tmp_path):
     stats = _stats(out)
     assert stats["pairs"]["test"] == 10 and stats["pairs"]["valid"] == 1
     assert 1300 <= stats["pairs"]["train"] <= 1399
-    assert stats["bpe"] == "subword-nmt joint 500 merges"
+    assert (stats["bpe"], stats["dataset"]) == ("subword-nmt joint 500 merges", "wmt14_en_fr_bpe500")
     _check_binarized(out, "en", "fr")
     _check_gamma(out, "en", "fr", stats)
     # the hard-coded Gaussian paper's En-Fr: Europarl + Common Crawl only, under its own dataset name
@@ -185,7 +190,7 @@ def test_prepare_wmt14_en_fr(tmp_path):
     run_recipe("prepare-wmt14-en-fr.sh", "--archives", str(tmp_path / "archives"), "--bpe-merges", "300",
                "--paper", "gaussian", "--out", str(tmp_path / "epcc"))
     stats = _stats(str(tmp_path / "epcc"))
-    assert stats["corpora"] == "europarl-v7.fr-en,commoncrawl.fr-en"
+    assert stats["corpora"] == "europarl-v7.fr-en,commoncrawl.fr-en" and stats["dataset"] == "wmt14_en_fr_epcc"
     assert stats["pairs"]["test"] == 10 and stats["pairs"]["valid"] == 1 and 1300 <= stats["pairs"]["train"] <= 1459
 
 
@@ -238,3 +243,39 @@ def test_prepare_wmt18_en_zh(tmp_path):
     _check_binarized(out, "en", "zh", splits=("train", "valid", "test", "test1"))
     _check_gamma(out, "en", "zh", stats)
     assert "\u2581" in open(os.path.join(out, "bpe", "train.zh")).read()  # sentencepiece pieces
+
+
+def test_prepare_wmt16_en_ro(tmp_path):
+    """The hard-coded Gaussian paper's En-Ro: Europarl v8 + SETimes2 (a zip), newsdev2016 / newstest2016."""
+    import zipfile
+
+    arch = tmp_path / "archives"
+    pairs = [(a, b.replace("e", "\u015f").replace("t", "\u0163")) for a, b in _pairs(180, seed=21)]  # ş ţ cedilla
+    _tar(str(arch / "training-parallel-ep-v8.tgz"), {
+        "training-parallel-ep-v8/europarl-v8.ro-en.en": [p[0] for p in pairs[:100]],
+        "training-parallel-ep-v8/europarl-v8.ro-en.ro": [p[1] for p in pairs[:100]]})
+    with zipfile.ZipFile(arch / "en-ro.txt.zip", "w") as z:
+        z.writestr("SETIMES.en-ro.en", "".join(p[0] + "\n" for p in pairs[100:160]))
+        z.writestr("SETIMES.en-ro.ro", "".join(p[1] + "\n" for p in pairs[100:160]))
+        z.writestr("README", "fixture")
+    dev, test = pairs[160:170], pairs[170:]
+    _tar(str(arch / "wmt16" / "dev.tgz"), {
+        "dev/newsdev2016-enro-src.en.sgm": _sgm([p[0] for p in dev], "newsdev2016", "en"),
+        "dev/newsdev2016-enro-ref.ro.sgm": _sgm([p[1] for p in dev], "newsdev2016", "ro")})
+    _tar(str(arch / "wmt16" / "test.tgz"), {
+        "test/newstest2016-enro-src.en.sgm": _sgm([p[0] for p in test], "newstest2016", "en"),
+        "test/newstest2016-enro-ref.ro.sgm": _sgm([p[1] for p in test], "newstest2016", "ro")})
+    out = str(tmp_path / "enro")
+    run_recipe("prepare-wmt16-en-ro.sh", "--out", out, "--archives", str(arch), "--bpe-merges", "300")
+    stats = _stats(out)
+    assert stats["pairs"]["valid"] == 10 and stats["pairs"]["test"] == 10
+    assert 150 <= stats["pairs"]["train"] <= 160  # 160 pairs, a few dropped by the ratio filter
+    assert (stats["dataset"], stats["bpe_merges"], stats["corpora"]) == ("wmt16_en_ro", "300",
+                                                                        "europarl-v8.ro-en,SETIMES.en-ro")
+    assert stats["joined_dictionary"] and stats["eval"]["target_lang"] == "ro"
+    _check_binarized(out, "en", "ro")
+    _check_gamma(out, "en", "ro", stats)
+    # one spelling of the Romanian letters: comma below, in training data and references alike
+    for path in (os.path.join(out, "tok", "train.ro"), os.path.join(out, "raw", "test.ro")):
+        content = open(path, encoding="utf-8").read()
+        assert "\u0219" in content and "\u021b" in content and "\u015f" not in content and "\u0163" not in content

@@ -42,18 +42,18 @@ def test_micro_table_end_to_end(tmp_path):
     # 4 (D^2 + D) + (2 D FFN + FFN + D) + 2 LayerNorms of 2 D = 2224, a decoder layer 8 (D^2 + D) + 1072 + 3 x 32
     # = 3344; plus one V x D embedding table, nothing for the sinusoidal positions
     vocab = len(_lines(work / "data" / "synth" / "data-bin" / "dict.src.txt")) + 4  # + <s> <pad> </s> <unk>
-    assert _result(work, "transformer", "wmt14_en_de")["params"] == 6 * (2224 + 3344) + vocab * 16
+    assert _result(work, "transformer", "wmt14_en_de_bpe32k")["params"] == 6 * (2224 + 3344) + vocab * 16
     for row in ("transformer", "aan_plus_ner"):
-        ckpts = work / row / "wmt14_en_de" / "checkpoints"
+        ckpts = work / row / "wmt14_en_de_bpe32k" / "checkpoints"
         assert (ckpts / "checkpoint_1_2.pt").exists() and (ckpts / "checkpoint_1_4.pt").exists()
-        result = _result(work, row, "wmt14_en_de")
+        result = _result(work, row, "wmt14_en_de_bpe32k")
         assert (result["sentences"], result["missing"]) == (20, 0)
         # the parameter count is the model fairseq loads from the averaged checkpoint (tied embeddings once)
         models, _ = checkpoint_utils.load_model_ensemble([str(ckpts / "averaged.pt")])
         assert result["params"] == sum(p.numel() for p in models[0].parameters())
         assert result["sacrebleu"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
         # tokenized BLEU as multi-bleu.perl computes it on what evaluate wrote, in test-set order
-        hyps = _lines(work / "results" / row / "wmt14_en_de" / "test" / "hyp.tok")
+        hyps = _lines(work / "results" / row / "wmt14_en_de_bpe32k" / "test" / "hyp.tok")
         bleu = BLEU(tokenize="none", smooth_method="none", force=True).corpus_score(hyps, [refs]).score
         assert result["bleu_tok"]["score"] == round(bleu, 2)
         assert result["decode_seconds"]["sentences"] == 20 and result["train_wps"]["source"] == "train"
@@ -62,7 +62,7 @@ def test_micro_table_end_to_end(tmp_path):
     assert table.startswith("## AAN+ paper, Table 2")
     header, *rows = [line.strip("|").split(" | ") for line in table.splitlines() if line.startswith("| ")]
     rows = {r[0].strip(): dict(zip([h.strip() for h in header], [c.strip() for c in r])) for r in rows if r[0] != "---"}
-    t, ner = (_result(work, r, "wmt14_en_de")["decode_seconds"]["seconds"] for r in ("transformer", "aan_plus_ner"))
+    t, ner = (_result(work, r, "wmt14_en_de_bpe32k")["decode_seconds"]["seconds"] for r in ("transformer", "aan_plus_ner"))
     assert rows["Transformer"]["ΔDecode (ours)"] == "1.00x" and rows["AAN+ w/ NER"]["ΔDecode (ours)"] == f"{t / ner:.2f}x"
     assert rows["AAN+ w/ NER"]["ΔDecode (paper)"] == "1.30x" and rows["AAN+ w/ NER"]["En-De METEOR (ours)"] == "n/a"
     assert [rows["AAN+ w/ WET"][h] for h in rows["AAN+ w/ WET"] if h.endswith("(ours)")] == ["-"] * 5  # not run
@@ -129,7 +129,7 @@ def test_two_process_cpu_data_parallel_training_gives_identical_parameters(tmp_p
                     "--workers", "1", "--train", "120"], env=_env(), check=True, capture_output=True)
     (tmp_path / "dump.py").write_text(DUMP)
     port = 20000 + os.getpid() % 20000
-    cmd = [sys.executable, "-m", "posnet_fairseq.recipe_tools.launch", "--procs", "2", "--",
+    cmd = [sys.executable, "-m", "posnet_fairseq.table_runs.launch", "--procs", "2", "--",
            sys.executable, str(tmp_path / "dump.py"), str(tmp_path),
            str(data / "data-bin"), "--user-dir", os.path.join(REPO, "posnet_fairseq"),
            "--arch", "posnet_transformer_tiny", "--encoder-self-mixer", "rposnet", "--decoder-self-mixer", "rposnet",

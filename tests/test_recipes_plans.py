@@ -5,6 +5,7 @@ this process with fairseq's own parser (``options.parse_args_and_arch``) and
 the plugin imported, so an architecture, mixer or flag that does not exist
 fails here, naming the row - the recipe refuses to start in that case too.
 """
+import json
 import os
 import re
 import shlex
@@ -14,40 +15,61 @@ import sys
 import pytest
 
 from posnet_fairseq.evaluation import evaluate, tables
-from posnet_fairseq.recipe_tools import plancheck
+from posnet_fairseq.table_runs import plancheck
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPTS = {
     "posnet-table2": "posnet/table2.sh", "posnet-table3": "posnet/table3.sh", "posnet-table4": "posnet/table4.sh",
     "posnet-table5": "posnet/table5.sh", "posnet-table6": "posnet/table6.sh",
     "aan-table2": "aan/table2.sh", "aan-table4": "aan/table4.sh", "aan-table5": "aan/table5.sh",
-    "aan-table6": "aan/table6.sh", "aan-table7": "aan/table7.sh", "gaussian-table2": "gaussian/table2.sh",
-    "tisa-mt": "tisa/mt.sh",
+    "aan-table6": "aan/table6.sh", "aan-table7": "aan/table7.sh", "aan-figure8": "aan/figure8.sh",
+    "aan-figure9": "aan/figure9.sh", "gaussian-table2": "gaussian/table2.sh", "gaussian-table3": "gaussian/table3.sh",
+    "gaussian-table5": "gaussian/table5.sh", "gaussian-table7": "gaussian/table7.sh",
+    "gaussian-figure3": "gaussian/figure3.sh", "gaussian-figure7": "gaussian/figure7.sh", "tisa-mt": "tisa/mt.sh",
 }
 
 # The rows of each table as the paper prints them (shared/papers/), top to bottom, and the datasets the
 # rows run on here. PosNet Table 4: (enc-self, dec-self, dec-cross) use rPosNet (✓) or multi-head attention.
+# A figure's rows are the curves its caption and text name, at each x-axis value.
 _POSNET = ["Transformer", "Shaw et al. (2018)", "FourierNet", "GaussianNet", "LinearNet", "LightConv", "gLinearNet",
            "aPosNet", "rPosNet"]
 _AAN = ["Transformer", "SSRU", "Linear Attention", "AAN+ w/ AVG", "AAN+ w/ FAR", "AAN+ w/ NER", "AAN+ w/ WET"]
+_HC_SPEED = ["BASE", "HC-SA", "SH-X", "BASE/-SA", "SH-X/-SA"]  # You et al. Tables 3 and 7
+# The datasets as each paper prepared them: PosNet Table 1 (44k En-De, ~46k En-Fr vocabularies), AAN+ section 6.1
+# (32K merges for every task).
+PN_DE, PN_FR, AAN_DE, AAN_FR = "wmt14_en_de_bpe44k", "wmt14_en_fr_bpe40k", "wmt14_en_de_bpe32k", "wmt14_en_fr_bpe32k"
 PAPER_ROWS = {
-    "posnet-table2": (_POSNET, {"wmt14_en_de", "wmt14_en_fr", "wmt18_en_zh"}),
-    "posnet-table3": (_POSNET, {"wmt14_en_de", "iwslt14_de_en"}),
-    "posnet-table4": (["✗ ✗ ✗", "✓ ✗ ✗", "✗ ✓ ✗", "✗ ✗ ✓", "✓ ✓ ✗", "✓ ✗ ✓", "✗ ✓ ✓", "✓ ✓ ✓"], {"wmt14_en_de"}),
+    "posnet-table2": (_POSNET, {PN_DE, PN_FR, "wmt18_en_zh"}),
+    "posnet-table3": (_POSNET, {PN_DE, "iwslt14_de_en"}),
+    "posnet-table4": (["✗ ✗ ✗", "✓ ✗ ✗", "✗ ✓ ✗", "✗ ✗ ✓", "✓ ✓ ✗", "✓ ✗ ✓", "✗ ✓ ✓", "✓ ✓ ✓"], {PN_DE}),
     "posnet-table5": (["Light Convolution", "+ GLU [LightConv]", "+ GeLU Gating", "+ Global Context", "rPosNet"],
                       {"wmt18_en_zh"}),
     "posnet-table6": ([f"{m} {g}" for m in ("Transformer", "Shaw et al. (2018)", "Rel. Self-Attention", "aPosNet",
-                                            "rPosNet") for g in "✗✓"], {"wmt14_en_de"}),
-    "aan-table2": (_AAN, {"wmt14_en_de"}),
-    "aan-table4": ([f"{r} ({size})" for size in ("deep", "big") for r in _AAN], {"wmt14_en_de"}),
+                                            "rPosNet") for g in "✗✓"], {PN_DE}),
+    "aan-table2": (_AAN, {AAN_DE}),
+    "aan-table4": ([f"{r} ({size})" for size in ("deep", "big") for r in _AAN], {AAN_DE}),
     "aan-table5": (["Transformer", "exp: AAN+ w/ NER", "exp: AAN+ w/ WET", "Relu: AAN+ w/ NER", "Relu: AAN+ w/ WET †",
-                    "Square: AAN+ w/ NER", "Square: AAN+ w/ WET †"], {"wmt14_en_de"}),
+                    "Square: AAN+ w/ NER", "Square: AAN+ w/ WET †"], {AAN_DE}),
     "aan-table6": (["Transformer Baseline", "AVG", "FAR", "NER", "WET", "FAR + NER", "AVG + NER", "NER + WET",
-                    "FAR + NER + WET", "AVG + FAR + NER", "AVG + FAR + NER + WET"], {"wmt14_en_de"}),
-    "aan-table7": (_AAN, {"wmt14_en_fr"}),
-    "gaussian-table2": (["BASE", "HC-SA", "HC-ALL", "SH-X"], {"wmt14_en_de", "wmt14_en_fr_epcc", "iwslt14_de_en"}),
+                    "FAR + NER + WET", "AVG + FAR + NER", "AVG + FAR + NER + WET"], {AAN_DE}),
+    "aan-table7": (_AAN, {AAN_FR}),
+    # Figure 8: alpha (NER), beta (FAR), gamma (WET) "from 0.1 to 0.5 with a step size of 0.1"
+    "aan-figure8": ([f"{p}, {h} = {v}" for p, h in (("NER", "alpha"), ("FAR", "beta"), ("WET", "gamma"))
+                     for v in ("0.1", "0.2", "0.3", "0.4", "0.5")], {AAN_DE}),
+    # Figure 9: the SAN baseline and the four patterns by encoder depth (1 to 6: the depths are ours)
+    "aan-figure9": ([f"{m}, {n} encoder layer{'s' if n > 1 else ''}" for n in range(1, 7)
+                     for m in ("Transformer", "AAN+ w/ AVG", "AAN+ w/ FAR", "AAN+ w/ NER", "AAN+ w/ WET")], {AAN_DE}),
+    "gaussian-table2": (["BASE", "HC-SA", "HC-ALL", "SH-X"], {"wmt16_en_ro", AAN_DE, "wmt14_en_fr_epcc", "iwslt14_de_en"}),
+    "gaussian-table3": (_HC_SPEED, {"wmt16_en_ro"}),
+    "gaussian-table5": (["Original", "Conv (window=3)", "Indexing"], {"wmt16_en_ro", "iwslt14_de_en"}),
+    "gaussian-table7": (_HC_SPEED, {"iwslt14_de_en"}),
+    # Figure 3: "BASE, BASE/-FF, HC-SA and HC-SA/-FF" by number of layers (1 to 6: the depths are ours)
+    "gaussian-figure3": ([f"{m}, {n} layer{'s' if n > 1 else ''}" for n in range(1, 7)
+                          for m in ("BASE", "BASE/-FF", "HC-SA", "HC-SA/-FF")], {"wmt16_en_ro"}),
+    "gaussian-figure7": (["1 head (SH-X)"] + [f"{n} heads in the last layer" for n in (2, 3, 4)] +
+                         [f"1 head in each of the last {n} layers" for n in (2, 3, 4)], {"wmt16_en_ro"}),
     "tisa-mt": (["Transformer", "TISA (a): beside position embeddings", "TISA (b): instead of position embeddings",
-                 "S=0: no position information"], {"wmt14_en_de", "iwslt14_de_en"}),
+                 "S=0: no position information"], {PN_DE, "iwslt14_de_en"}),
 }
 
 
@@ -164,7 +186,7 @@ def test_two_node_plan_uses_torchrun_and_only_node_zero_evaluates(tmp_path):
 def test_cpu_processes_plan(tmp_path):
     plan = dry_run(tmp_path, "tisa/mt.sh", "--cpu-procs", "2", "--rows", "tisa_a").stdout
     assert re.findall(r"^# row (\S+)", plan, flags=re.M) == ["tisa_a", "tisa_a"]
-    line = next(l for l in plan.splitlines() if "recipe_tools.launch" in l)
+    line = next(l for l in plan.splitlines() if "table_runs.launch" in l)
     assert "--procs 2 -- fairseq-train" in line
     for flag in ("--cpu", "--distributed-backend gloo", "--distributed-no-spawn", "--ddp-backend legacy_ddp",
                  "--distributed-world-size 2", "--distributed-init-method tcp://127.0.0.1:"):
@@ -226,7 +248,7 @@ def search_time_parameters(arch, count, args):
 # The vocabularies are the one number the paper gives only roughly (Table 1: 44k, 10k, 32k/45k): each is
 # chosen within that rounding so that the Transformer has the paper's count; every other row must then
 # have its count too (within the paper's rounding, 0.1M; 1M for the big models' three-digit counts).
-_VOCAB = {"wmt14_en_de": (43672,), "iwslt14_de_en": (10170,), "wmt18_en_zh": (32000, 45000)}
+_VOCAB = {PN_DE: (43672,), "iwslt14_de_en": (10170,), "wmt18_en_zh": (32000, 45000)}
 _SIZES = {"base": {"d": 512, "h": 8, "k": 16}, "big": {"d": 1024, "h": 16, "k": 8}}
 
 
@@ -263,3 +285,174 @@ def test_aan_rows_differ_from_the_transformer_as_in_the_paper(table, tmp_path):
         ours = (counts[row] - counts[reference]) / 1e6
         assert abs(ours - (figure - paper[reference])) <= 0.015, f"{table} {row}: {ours:+.3f}M vs the paper's " \
             f"{figure - paper[reference]:+.2f}M"
+
+
+# --- hyperparameters against the papers (and, where the paper is silent, the authors' code) ---------
+
+def _plan_rows(tmp_path, table, *args):
+    """{(row, dataset): train argv} and the plan text."""
+    plan = dry_run(tmp_path, SCRIPTS[table], *args).stdout
+    keys = re.findall(r"^# row (\S+) (\S+)$", plan, flags=re.M)
+    return {key: argv for key, (_, argv) in zip(keys, plancheck.train_commands(plan))}, plan
+
+
+def _generate_flags(plan, row, ds):
+    """The fairseq-generate flags of a row (the line after its '# row' header)."""
+    block = plan.split(f"# row {row} {ds}\n", 1)[1]
+    return shlex.split(next(l for l in block.splitlines() if l.startswith("fairseq-generate ")).split(" > ")[0])
+
+
+def test_hard_coded_gaussian_iwslt_schedule_is_the_authors(tmp_path):
+    """You et al. 4.2: IWSLT 288 / 507 / 4 heads / 5 layers, lr 3e-4, linear schedule; the authors' code
+    (stupidNMT): linear from 3e-4 to 1e-5 over 100k updates, no warm-up, label smoothing 0, dropout 0.1,
+    Adam (0.9, 0.98, 1e-9), beam 4, length penalty 0.6. WMT: base, 4000 warm-up updates (paper), 7e-4 peak."""
+    from fairseq import optim, options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.optim.lr_scheduler import build_lr_scheduler
+    import torch
+
+    rows, plan = _plan_rows(tmp_path, "gaussian-table2")
+    for row in ("base", "hc_sa", "hc_all", "sh_x"):
+        argv = rows[row, "iwslt14_de_en"]
+        expected = {"--lr": "0.0003", "--lr-scheduler": "polynomial_decay", "--power": "1.0",
+                    "--warmup-updates": "0", "--end-learning-rate": "1e-05", "--total-num-update": "100000",
+                    "--max-update": "100000", "--label-smoothing": "0.0", "--dropout": "0.1",
+                    "--adam-betas": "(0.9,0.98)", "--adam-eps": "1e-09"}
+        assert {f: _flag(argv, f) for f in expected} == expected, row
+        args = options.parse_args_and_arch(options.get_training_parser(), argv)
+        sizes = (args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_attention_heads, args.encoder_layers,
+                 args.decoder_embed_dim, args.decoder_ffn_embed_dim, args.decoder_attention_heads, args.decoder_layers)
+        assert sizes == (288, 507, 4, 5, 288, 507, 4, 5), row
+        gen = _generate_flags(plan, row, "iwslt14_de_en")
+        assert (_flag(gen, "--beam"), _flag(gen, "--lenpen"), _flag(gen, "--max-len-b")) == ("4", "0.6", "50")
+    # the schedule fairseq builds from these flags: 3e-4 at the first update, linear, 1e-5 at the last
+    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(),
+                                                                     rows["hc_sa", "iwslt14_de_en"]))
+    optimizer = optim.build_optimizer(cfg.optimizer, [torch.nn.Parameter(torch.zeros(1))])
+    scheduler = build_lr_scheduler(cfg.lr_scheduler, optimizer)
+    lrs = [scheduler.step_update(n) for n in (0, 25000, 50000, 100000)]
+    assert lrs == pytest.approx([3e-4, 3e-4 - 0.25 * (3e-4 - 1e-5), 3e-4 - 0.5 * (3e-4 - 1e-5), 1e-5])
+    for ds in ("wmt16_en_ro", AAN_DE, "wmt14_en_fr_epcc"):
+        argv = rows["hc_sa", ds]
+        assert (_flag(argv, "--arch"), _flag(argv, "--warmup-updates"), _flag(argv, "--lr")) == \
+            ("hc_gaussian", "4000", "0.0007"), ds
+    assert "--sacrebleu-tokenize intl" in plan  # footnote 13's signature
+
+
+def test_hard_coded_gaussian_tables_3_5_7_and_figures(tmp_path):
+    rows, plan = _plan_rows(tmp_path, "gaussian-table3")
+    archs = {r: _flag(a, "--arch") for (r, _), a in rows.items()}
+    assert archs == {"base": "posnet_transformer_base", "hc_sa": "hc_gaussian", "sh_x": "hc_gaussian_shx",
+                     "base_nosa": "transformer_nosa", "sh_x_nosa": "hc_gaussian_shx_nosa"}
+    assert _flag(_generate_flags(plan, "sh_x", "wmt16_en_ro"), "--batch-size") == "256"  # section 5: batches of 256
+    rows, _ = _plan_rows(tmp_path, "gaussian-table7")
+    assert {r: _flag(a, "--arch") for (r, _), a in rows.items()}["sh_x_nosa"] == "hc_gaussian_shx_nosa_iwslt"
+    rows, _ = _plan_rows(tmp_path, "gaussian-table5")
+    for ds in ("wmt16_en_ro", "iwslt14_de_en"):  # Original / Conv (window=3) / Indexing
+        assert [_flag(rows[r, ds], "--hc-kernel") for r in ("original", "conv", "index")] == [None, "conv", "index"]
+    rows, _ = _plan_rows(tmp_path, "gaussian-figure3")
+    for n in range(1, 7):
+        for row, arch, no_ff in (("base", "posnet_transformer_base", False), ("base_ff", "posnet_transformer_base", True),
+                                 ("hc_sa", "hc_gaussian", False), ("hc_sa_ff", "hc_gaussian", True)):
+            argv = rows[f"{row}_l{n}", "wmt16_en_ro"]
+            assert _flag(argv, "--arch") == arch and _flag(argv, "--encoder-layers") == str(n)
+            assert _flag(argv, "--decoder-layers") == str(n)
+            assert ("--no-encoder-ffn" in argv and "--no-decoder-ffn" in argv) == no_ff
+    rows, _ = _plan_rows(tmp_path, "gaussian-figure7")
+    args = {r: options_of(a) for (r, _), a in rows.items()}
+    assert all((a.encoder_embed_dim, a.encoder_layers) == (288, 5) for a in args.values())  # footnote 19: IWSLT size
+    cross = {r: (a.cross_mixer, a.learned_cross_heads) for r, a in args.items()}
+    assert cross["sh_x"] == ("none,none,none,none,learned_cross", 1)
+    assert cross["same_layer_3"] == ("none,none,none,none,learned_cross", 3)
+    assert cross["across_layers_3"] == ("none,none,learned_cross,learned_cross,learned_cross", 1)
+
+
+def options_of(argv):
+    from fairseq import options
+
+    return options.parse_args_and_arch(options.get_training_parser(), argv)
+
+
+def test_aan_deep_rows_use_depth_scaled_init_and_the_figures_sweep_the_papers_values(tmp_path):
+    rows, _ = _plan_rows(tmp_path, "aan-table4")
+    for (row, _), argv in rows.items():
+        args = options_of(argv)
+        if row.endswith("_deep"):  # 6.3.6: 12-layer base with DS-Init (Zhang et al., 2019)
+            assert args.ds_init and (args.encoder_layers, args.decoder_layers, args.encoder_embed_dim) == (12, 12, 512)
+        else:  # big: d 1024, 16 heads, FFN 4096, 16K warm-up, beta2 0.998
+            assert not args.ds_init
+            assert (args.encoder_embed_dim, args.encoder_attention_heads, args.encoder_ffn_embed_dim,
+                    args.warmup_updates, args.adam_betas) == (1024, 16, 4096, 16000, "(0.9,0.998)")
+    rows, _ = _plan_rows(tmp_path, "aan-figure8")
+    seen = set()
+    for (row, _), argv in rows.items():
+        args = options_of(argv)
+        assert args.max_update == 100000 and argv.count("--max-update") == 1  # "trained for 100K running steps"
+        pattern = row.split("_")[0]
+        value = {"ner": args.aan_alpha, "far": args.aan_beta, "wet": args.aan_gamma}[pattern]
+        assert args.aan_patterns == pattern
+        seen.add((pattern, value))
+    assert seen == {(p, v) for p in ("ner", "far", "wet") for v in (0.1, 0.2, 0.3, 0.4, 0.5)}
+    rows, _ = _plan_rows(tmp_path, "aan-figure9")
+    depths = {(options_of(a).decoder_self_mixer, options_of(a).encoder_layers, options_of(a).decoder_layers)
+              for a in rows.values()}
+    assert {(m, e) for m, e, d in depths if d == 6} == {(m, e) for m in ("mha", "aan") for e in range(1, 7)}
+
+
+def test_small_is_the_posnet_papers_small_everywhere(tmp_path):
+    """PosNet 5.2: Small = Base with FFN 1024 and dropout 0.3 (8 heads); the *_small presets are that model,
+    and every 'small' row of the recipes uses them."""
+    for table in ("posnet-table3", "tisa-mt"):
+        rows, _ = _plan_rows(tmp_path, table)
+        small = [argv for (_, ds), argv in rows.items() if ds == "iwslt14_de_en"]
+        assert small
+        for argv in small:
+            assert _flag(argv, "--arch").endswith("_small")
+            a = options_of(argv)
+            assert (a.encoder_embed_dim, a.encoder_ffn_embed_dim, a.encoder_attention_heads, a.encoder_layers,
+                    a.decoder_attention_heads, a.dropout) == (512, 1024, 8, 6, 8, 0.3)
+
+
+# --- datasets: each table reads its paper's preparation ---------------------------------------------
+
+def test_dry_run_names_each_dataset_with_the_papers_values(tmp_path):
+    plan = dry_run(tmp_path, "aan/table2.sh").stdout
+    assert "# dataset wmt14_en_de_bpe32k: joint BPE 32000 merges, test 3003 pairs" in plan
+    assert "prepare: bash recipes/data/prepare-wmt14-en-de.sh --paper aan" in plan
+    plan = dry_run(tmp_path, "posnet/table2.sh").stdout
+    for line in ("# dataset wmt14_en_de_bpe44k: joint BPE 44000 merges", "# dataset wmt14_en_fr_bpe40k: joint BPE "
+                 "40000 merges", "# dataset wmt18_en_zh: joint BPE 32000 merges, test 2001 pairs"):
+        assert line in plan
+
+
+def _stats(root, name, **fields):
+    os.makedirs(root / name, exist_ok=True)
+    (root / name / "stats.json").write_text(json.dumps(fields))
+
+
+def test_check_refuses_a_dataset_that_is_not_the_papers(tmp_path):
+    """--check parses the plan, then reads each dataset's stats.json: the PosNet BPE under the AAN+ table is
+    refused with the command that prepares the right one; the old shared directory name is refused with mv."""
+    good = {"pairs": {"train": 3_900_000, "valid": 39_000, "test": 3003}, "bpe_merges": "32000",
+            "vocab": {"en": 35000, "de": 35000}}
+    data = tmp_path / "data"
+    _stats(data, "wmt14_en_de_bpe32k", **dict(good, bpe_merges="44000"))
+    proc = dry_run(tmp_path, "aan/table2.sh", check=False)  # a dry run does not read the data
+    assert proc.returncode == 0
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+               PYTHON=sys.executable)
+    check = ["bash", os.path.join(REPO, "recipes", "aan", "table2.sh"), "--check", "--work", str(tmp_path / "w"),
+             "--data-root", str(data), "--rows", "transformer"]
+    proc = subprocess.run(check, env=env, capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "BPE merges 44000, expected 32000" in proc.stderr
+    assert f"Prepare it with: bash recipes/data/prepare-wmt14-en-de.sh --paper aan --out {data}/wmt14_en_de_bpe32k" \
+        in proc.stderr
+    # the name used before each preparation had its own: found, and refused with the command that renames it
+    os.rename(data / "wmt14_en_de_bpe32k", data / "wmt14_en_de")
+    _stats(data, "wmt14_en_de", **good)
+    proc = subprocess.run(check, env=env, capture_output=True, text=True)
+    assert proc.returncode != 0 and f"mv {data}/wmt14_en_de {data}/wmt14_en_de_bpe32k" in proc.stderr
+    os.rename(data / "wmt14_en_de", data / "wmt14_en_de_bpe32k")
+    proc = subprocess.run(check, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

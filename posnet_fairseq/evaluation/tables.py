@@ -10,7 +10,9 @@ PosNet paper marks a difference to the Transformer with † and to Shaw et al.
 with ‡ (paired bootstrap, p <= 0.05, better or worse); the AAN+ and
 hard-coded Gaussian papers mark none. BLEURT and COMET are printed times 100,
 as the PosNet paper does; speed columns are ratios to the row's reference
-(the Transformer of the same size), as the AAN+ paper prints them. A cell we
+(the Transformer of the same size), as the AAN+ paper prints them, except
+sentences per second (the hard-coded Gaussian paper's Tables 3 and 7), which
+are absolute, from fairseq-generate's own timing. A cell we
 have no result for is ``-``; a column whose dataset no recipe here prepares
 holds the paper's figures only.
 
@@ -34,7 +36,7 @@ SPEED = {"train_speed": ("train_wps", "wps", False), "decode_speed": ("decode_se
 class Column:
     key: str
     dataset: str
-    metric: str  # sacrebleu, bleu_tok, bleurt, comet, meteor, params, train_speed, decode_speed
+    metric: str  # sacrebleu, bleu_tok, bleurt, comet, meteor, params, train_speed, decode_speed, sent_per_sec
     label: str
     split: str = "test"
     ours: bool = True  # False: no recipe here prepares this dataset; the paper's figures only
@@ -77,13 +79,16 @@ _POSNET_ROWS = [("transformer", "Transformer"), ("shaw", "Shaw et al. (2018)"), 
                 ("gaussiannet", "GaussianNet"), ("linearnet", "LinearNet"), ("lightconv", "LightConv"),
                 ("glinearnet", "gLinearNet"), ("aposnet", "aPosNet"), ("rposnet", "rPosNet")]
 
-_T2 = [_col("wmt14_en_de", "params", "Params (En-De)")] + _scores("wmt14_en_de", "En-De") + \
-    _scores("wmt14_en_fr", "En-Fr") + _scores("wmt18_en_zh", "En-Zh")
-_T3 = [_col("wmt14_en_de", "params", "Big Params")] + _scores("wmt14_en_de", "Big En-De") + \
+# The datasets as each paper prepared them (posnet_fairseq/table_runs/datasets.py): PosNet's BPE (44k En-De,
+# 40k En-Fr) and AAN+'s (32k both) are different preparations of one corpus.
+PN_DE, PN_FR, AAN_DE, AAN_FR = "wmt14_en_de_bpe44k", "wmt14_en_fr_bpe40k", "wmt14_en_de_bpe32k", "wmt14_en_fr_bpe32k"
+_T2 = [_col(PN_DE, "params", "Params (En-De)")] + _scores(PN_DE, "En-De") + \
+    _scores(PN_FR, "En-Fr") + _scores("wmt18_en_zh", "En-Zh")
+_T3 = [_col(PN_DE, "params", "Big Params")] + _scores(PN_DE, "Big En-De") + \
     [_col("iwslt14_de_en", "params", "Small Params")] + _scores("iwslt14_de_en", "Small De-En")
-_T4 = _scores("wmt14_en_de", "En-De")
+_T4 = _scores(PN_DE, "En-De")
 _T5 = [_col("wmt18_en_zh", "params", "Params")] + _scores("wmt18_en_zh", "En-Zh")
-_T6 = [_col("wmt14_en_de", "params", "Params")] + _scores("wmt14_en_de", "En-De")
+_T6 = [_col(PN_DE, "params", "Params")] + _scores(PN_DE, "En-De")
 
 
 def _aan_columns(dataset, lang, train=True):
@@ -93,9 +98,9 @@ def _aan_columns(dataset, lang, train=True):
     return cols + [_col(dataset, "decode_speed", "ΔDecode")] + _scores(dataset, lang, ("bleu_tok", "meteor"))
 
 
-_A2, _A4, _A7 = _aan_columns("wmt14_en_de", "En-De"), _aan_columns("wmt14_en_de", "En-De", train=False), \
-    _aan_columns("wmt14_en_fr", "En-Fr")
-_A5 = [_col("wmt14_en_de", "params", "#Params")] + _scores("wmt14_en_de", "En-De", ("bleu_tok", "meteor"))
+_A2, _A4, _A7 = _aan_columns(AAN_DE, "En-De"), _aan_columns(AAN_DE, "En-De", train=False), \
+    _aan_columns(AAN_FR, "En-Fr")
+_A5 = [_col(AAN_DE, "params", "#Params")] + _scores(AAN_DE, "En-De", ("bleu_tok", "meteor"))
 _AAN_ROWS = [("transformer", "Transformer"), ("ssru", "SSRU"), ("linear_attention", "Linear Attention"),
              ("aan_plus_avg", "AAN+ w/ AVG"), ("aan_plus_far", "AAN+ w/ FAR"), ("aan_plus_ner", "AAN+ w/ NER"),
              ("aan_plus_wet", "AAN+ w/ WET")]
@@ -110,10 +115,32 @@ _A6_ROWS = [("transformer", "Transformer Baseline"), ("avg", "AVG"), ("far", "FA
 
 _G_SETS = [("iwslt16_en_de", "IWSLT16 En-De", False), ("iwslt16_de_en", "IWSLT16 De-En", False),
            ("iwslt17_en_ja", "IWSLT17 En-Ja", False), ("iwslt17_ja_en", "IWSLT17 Ja-En", False),
-           ("wmt16_en_ro", "WMT16 En-Ro", False), ("wmt16_ro_en", "WMT16 Ro-En", False),
-           ("wmt14_en_de", "WMT14 En-De", True), ("wmt14_en_fr_epcc", "WMT14 En-Fr (Europarl + Common Crawl)", True)]
-_G2 = [_col(ds, "sacrebleu", label, ours=ours) for ds, label, ours in _G_SETS] + \
-    [_col("iwslt14_de_en", "sacrebleu", "IWSLT14 De-En (ours, IWSLT size)")]
+           ("wmt16_en_ro", "WMT16 En-Ro", True), ("wmt16_ro_en", "WMT16 Ro-En", False),
+           (AAN_DE, "WMT14 En-De", True), ("wmt14_en_fr_epcc", "WMT14 En-Fr (Europarl + Common Crawl)", True)]
+_IWSLT_STAND_IN = _col("iwslt14_de_en", "sacrebleu", "IWSLT14 De-En (ours, IWSLT size)")
+_G2 = [_col(ds, "sacrebleu", label, ours=ours) for ds, label, ours in _G_SETS] + [_IWSLT_STAND_IN]
+_G3 = [_col("wmt16_en_ro", "sacrebleu", "En-Ro BLEU"), _col("wmt16_en_ro", "sent_per_sec", "En-Ro sent/sec")]
+_G7 = [_col("iwslt16_en_de", "sacrebleu", "IWSLT16 En-De BLEU", ours=False),
+       _col("iwslt16_en_de", "sent_per_sec", "IWSLT16 En-De sent/sec", ours=False),
+       _col("iwslt14_de_en", "sacrebleu", "IWSLT14 De-En BLEU (ours, IWSLT size)"),
+       _col("iwslt14_de_en", "sent_per_sec", "IWSLT14 De-En sent/sec (ours)")]
+_G5 = [_col("iwslt16_en_de", "sacrebleu", "En-De (IWSLT16)", ours=False), _col("wmt16_en_ro", "sacrebleu", "En-Ro"),
+       _IWSLT_STAND_IN]
+_G_SPEED_ROWS = [("base", "BASE"), ("hc_sa", "HC-SA"), ("sh_x", "SH-X"), ("base_nosa", "BASE/-SA"),
+                 ("sh_x_nosa", "SH-X/-SA")]
+_G_NOTE = "No significance marks: the paper marks none."
+_G_SPEED_NOTE = ("sent/sec: ours from fairseq-generate's timing of one run (batches of 256) on the machine that ran "
+                 "the row; the paper's is the mean of five runs on one RTX 2080 Ti.")
+_G_LAYERS = range(1, 7)
+_G_F3 = [(f"{key}_l{n}", f"{label}, {n} layer{'s' if n > 1 else ''}") for n in _G_LAYERS
+         for key, label in (("base", "BASE"), ("base_ff", "BASE/-FF"), ("hc_sa", "HC-SA"), ("hc_sa_ff", "HC-SA/-FF"))]
+_G_F7 = [("sh_x", "1 head (SH-X)")] + [(f"same_layer_{n}", f"{n} heads in the last layer") for n in (2, 3, 4)] + \
+    [(f"across_layers_{n}", f"1 head in each of the last {n} layers") for n in (2, 3, 4)]
+_A_F8 = [(f"{pattern}_{name}_{v}", f"{pattern.upper()}, {name} = {v}") for pattern, name in
+         (("ner", "alpha"), ("far", "beta"), ("wet", "gamma")) for v in ("0.1", "0.2", "0.3", "0.4", "0.5")]
+_A_F9 = [(f"{key}_enc{n}", f"{label}, {n} encoder layer{'s' if n > 1 else ''}") for n in range(1, 7)
+         for key, label in _AAN_ROWS if key not in ("ssru", "linear_attention")]
+_A_SCORES = _scores(AAN_DE, "En-De", ("bleu_tok", "meteor"))
 
 TABLES: Dict[str, Table] = {
     "posnet-table2": Table(
@@ -156,21 +183,64 @@ TABLES: Dict[str, Table] = {
          ("ner_square", "Square: AAN+ w/ NER"), ("wet_square", "Square: AAN+ w/ WET †")],
         notes=["†: trained with gradient-norm clipping at 1.0 (the paper's mark).", _AAN_NOTE]),
     "aan-table6": Table(
-        "AAN+ paper, Table 6: combinations of patterns (their outputs average-pooled), base, WMT14 En-De", _A4,
-        _A6_ROWS, reference={r: "transformer" for r, _ in _A6_ROWS}, notes=[_AAN_NOTE]),
+        "AAN+ paper, Table 6: combinations of patterns (each pattern's weighted average, mean-pooled before one "
+        "shared gate), base, WMT14 En-De", _A4,
+        _A6_ROWS, reference={r: "transformer" for r, _ in _A6_ROWS},
+        notes=["The paper's text average-pools the patterns' outputs; its parameter counts (FAR + NER 72.30M, as one "
+               "pattern; + WET only WET's U) leave room for one gate only, so the patterns' averages are pooled "
+               "before a single gate (docs/conventions.md).", _AAN_NOTE]),
     "aan-table7": Table(
         "AAN+ paper, Table 7: base models on WMT14 En-Fr (newstest2014)", _A7, _AAN_ROWS,
         reference={r: "transformer" for r, _ in _AAN_ROWS}, notes=[_AAN_NOTE]),
     "gaussian-table2": Table(
         "Hard-coded Gaussian paper, Table 2: BASE / HC-SA / HC-ALL / SH-X (sacreBLEU, tok intl)", _G2,
         [("base", "BASE"), ("hc_sa", "HC-SA"), ("hc_all", "HC-ALL"), ("sh_x", "SH-X")],
-        notes=["No significance marks: the paper marks none.",
-               "IWSLT16/17 and WMT16 En-Ro: no data recipe here, the paper's figures only. IWSLT14 De-En is our "
+        notes=[_G_NOTE,
+               "IWSLT16/17 and WMT16 Ro-En: no data recipe here, the paper's figures only. IWSLT14 De-En is our "
                "stand-in at the paper's IWSLT model size (288/507/4 heads/5 layers); the paper has no such column.",
                "WMT14 En-Fr: trained on Europarl + Common Crawl only, as the paper (after Akoury et al., 2019)."]),
+    "gaussian-table3": Table(
+        "Hard-coded Gaussian paper, Table 3: decoding speed on WMT16 En-Ro, base size (sacreBLEU, tok intl)", _G3,
+        _G_SPEED_ROWS,
+        notes=[_G_NOTE, _G_SPEED_NOTE,
+               "tokens/batch (the paper's third column: the largest training batch one GPU holds, a memory "
+               "benchmark this recipe does not run): BASE 9.2K, HC-SA 10.8K, SH-X 11.7K, BASE/-SA 11.8K, "
+               "SH-X/-SA 13.3K."]),
+    "gaussian-table5": Table(
+        "Hard-coded Gaussian paper, Table 5: three implementations of HC-SA (sacreBLEU, tok intl)", _G5,
+        [("original", "Original"), ("conv", "Conv (window=3)"), ("index", "Indexing")],
+        notes=[_G_NOTE, "IWSLT16 En-De: no data recipe here, the paper's figures only; IWSLT14 De-En at the IWSLT "
+               "size is our stand-in. En-Ro: base size (the paper does not say)."]),
+    "gaussian-table7": Table(
+        "Hard-coded Gaussian paper, Table 7: decoding speed at the IWSLT size (sacreBLEU, tok intl)", _G7,
+        _G_SPEED_ROWS,
+        notes=[_G_NOTE, _G_SPEED_NOTE,
+               "IWSLT16 En-De: no data recipe here, the paper's figures only (its dev set); IWSLT14 De-En is our "
+               "stand-in.",
+               "tokens/batch (the paper's third column, a memory benchmark this recipe does not run): BASE 14.1k, "
+               "HC-SA 15.1k, SH-X 16k, BASE/-SA 16.1k, SH-X/-SA 17k."]),
+    "gaussian-figure3": Table(
+        "Hard-coded Gaussian paper, Figure 3: BLEU on WMT16 En-Ro with and without feed-forward layers, by depth",
+        [_col("wmt16_en_ro", "sacrebleu", "En-Ro BLEU")], _G_F3,
+        notes=["The figure's points are not in the text; it gives the gaps at 4 layers: BASE - BASE/-FF 1.8, "
+               "HC-SA - HC-SA/-FF 3.2 BLEU."]),
+    "gaussian-figure7": Table(
+        "Hard-coded Gaussian paper, Figure 7: more learned cross heads, in one layer or across layers "
+        "(WMT16 En-Ro, IWSLT size)", [_col("wmt16_en_ro", "sacrebleu", "En-Ro BLEU")], _G_F7,
+        notes=["The figure's points are not in the text: heads spread over layers beat heads added to one layer."]),
+    "aan-figure8": Table(
+        "AAN+ paper, Figure 8: alpha (NER), beta (FAR) and gamma (WET) from 0.1 to 0.5, 100K updates, WMT14 En-De",
+        _A_SCORES, _A_F8,
+        notes=["The figure's points are not in the text; the paper scores newstest2013 (dev), ours newstest2014, "
+               "and has no NER point at alpha = 0.4 and 0.5 (NaN in training).", _AAN_NOTE]),
+    "aan-figure9": Table(
+        "AAN+ paper, Figure 9: encoder depth, WMT14 En-De (newstest2014)", _A_SCORES, _A_F9,
+        notes=["The paper plots BLEU minus the 6-layer Transformer's; its points are not in the text (decreasing "
+               "the encoder to 1 layer costs ~0.65 more BLEU for AAN+ than for the Transformer, on average).",
+               _AAN_NOTE]),
     "tisa-mt": Table(
         "TISA in machine translation (our experiment; the TISA paper evaluated on GLUE)",
-        [_col("wmt14_en_de", "params", "Base Params")] + _scores("wmt14_en_de", "Base En-De", ("sacrebleu",)) +
+        [_col(PN_DE, "params", "Base Params")] + _scores(PN_DE, "Base En-De", ("sacrebleu",)) +
         [_col("iwslt14_de_en", "params", "Small Params")] + _scores("iwslt14_de_en", "Small De-En", ("sacrebleu",)),
         [("transformer", "Transformer"), ("tisa_a", "TISA (a): beside position embeddings"),
          ("tisa_b", "TISA (b): instead of position embeddings"), ("tisa_s0", "S=0: no position information")],
@@ -259,6 +329,15 @@ PAPER: Dict[str, Dict[str, Dict[str, str]]] = {
         "hc_all": "21.1 25.7 10.6 6.1 25.5 26.2 21.7 35.6 .",
         "sh_x": "28.2 33.3 18.5 10.1 30.4 31.7 23.5 37.1 .",
     }),
+    "gaussian-table3": _paper(_G3, {
+        "base": "33.0 26.8", "hc_sa": "32.9 28.4", "sh_x": "30.3 34.9", "base_nosa": "27.0 30.1",
+        "sh_x_nosa": "15.0 37.6",
+    }),
+    "gaussian-table5": _paper(_G5, {"original": "30.3 32.4 .", "conv": "30.1 32.3 .", "index": "29.8 31.4 ."}),
+    "gaussian-table7": _paper(_G7, {
+        "base": "30.0 43.1 . .", "hc_sa": "30.3 44.0 . .", "sh_x": "28.1 50.1 . .", "base_nosa": "22.8 46.1 . .",
+        "sh_x_nosa": "14.9 54.9 . .",
+    }),
 }
 
 
@@ -282,6 +361,9 @@ def cell(result, col, marks=(), reference=None):
             return "-"
         ours, theirs = result[key][field_name], reference[key][field_name]
         return f"{(theirs / ours if inverse else ours / theirs):.2f}x"
+    if col.metric == "sent_per_sec":
+        timing = result.get("decode_seconds")
+        return f"{timing['sentences'] / timing['seconds']:.1f}" if timing else "-"
     if col.metric not in result:
         return "-"
     if col.metric == "params":

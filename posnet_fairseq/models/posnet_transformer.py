@@ -33,6 +33,7 @@ from ..data.length_ratio import length_ratio_from_task
 from ..mixers.base import Mixer
 from ..mixers.registry import MIXERS, MixerContext, build_site_mixer, lookup_mixer, mixers_for_site
 from ..sites import SITE, SITE_LIST, dest, per_layer
+from .ds_init import depth_scaled_init
 
 logger = logging.getLogger(__name__)
 
@@ -220,6 +221,7 @@ class PosNetTransformerModel(TransformerModel):
             args.length_ratio = length_ratio_from_task(task)
             logger.info(f"length ratio gamma = {args.length_ratio:.4f} (mean source / mean target length)")
         model = super().build_model(args, task)
+        depth_scaled_init(model, args)
         cls._check_max_positions(model, args)
         return model
 

@@ -15,10 +15,11 @@
 # vocabulary with all embeddings shared (the paper's 72.31M Transformer count implies about
 # 55k embedding rows, so its vocabulary setup differs: compare parameter differences between
 # rows, not totals); fairseq's length penalty (score / length^0.6) for the paper's (GNMT-style,
-# as its codebase); post-norm layers (the paper's Eq. 15-18). Deep models: the paper
-# initialises them with depth-scaled initialization (Zhang et al., 2019), which fairseq and
-# this plugin do not have: plain initialisation here. METEOR: nltk's (see
-# posnet_fairseq/evaluation/meteor.py), not meteor-1.5.
+# as its codebase); post-norm layers (the paper's Eq. 15-18). Deep models: depth-scaled
+# initialization (Zhang et al., 2019), as the paper's section 6.3.6 says: --ds-init, every
+# weight matrix of layer l drawn from U(+-sqrt(6/(d_in+d_out))/sqrt(l)) (alpha 1: not given;
+# posnet_fairseq/models/ds_init.py). METEOR: nltk's (see posnet_fairseq/evaluation/meteor.py),
+# not meteor-1.5.
 AAN_COMMON=(--share-all-embeddings --optimizer adam --adam-eps 1e-08 --clip-norm 0.0
             --lr-scheduler inverse_sqrt --warmup-init-lr 1e-07 --dropout 0.1 --attention-dropout 0.1
             --criterion label_smoothed_cross_entropy --label-smoothing 0.1 --max-update 300000 --max-tokens 4096
@@ -32,7 +33,7 @@ aan_size() {
     base) SUFFIX=""; TRANSFORMER=(--arch posnet_transformer_base)
           OPT=(--lr 0.0007 --warmup-updates 4000 --adam-betas "(0.9,0.98)" "${AAN_COMMON[@]}") ;;
     deep) SUFFIX=_deep; TRANSFORMER=(--arch posnet_transformer_base --encoder-layers 12 --decoder-layers 12)
-          OPT=(--lr 0.0007 --warmup-updates 4000 --adam-betas "(0.9,0.98)" "${AAN_COMMON[@]}") ;;
+          OPT=(--ds-init --lr 0.0007 --warmup-updates 4000 --adam-betas "(0.9,0.98)" "${AAN_COMMON[@]}") ;;
     big) SUFFIX=_big; TRANSFORMER=(--arch posnet_transformer_big)
          OPT=(--lr 0.000247 --warmup-updates 16000 --adam-betas "(0.9,0.998)" "${AAN_COMMON[@]}") ;;
     *) die "aan_size $1: base, deep or big" ;;

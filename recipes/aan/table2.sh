@@ -7,10 +7,10 @@
 # runs; one run per row here. Settings: recipes/aan/settings.sh (what the paper says, and not).
 #
 #   bash recipes/aan/table2.sh [--dry-run|--check|--micro] [--rows a,b] ...
-# Data: prepare-wmt14-en-de.sh --paper aan (32k merges).
+# Data: prepare-wmt14-en-de.sh --paper aan (32k merges: data/wmt14_en_de_bpe32k).
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init aan-table2 "$@"
 source "$(dirname "$0")/settings.sh"
 aan_size base
-aan_rows wmt14_en_de
+aan_rows wmt14_en_de_bpe32k
 run_table

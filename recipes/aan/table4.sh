@@ -3,16 +3,16 @@
 # heads, FFN 4096) models on WMT14 En->De (newstest2014). Rows per setting: Transformer, SSRU,
 # Linear Attention, AAN+ with AVG, FAR, NER, WET. Columns: parameters, decoding speed relative
 # to the Transformer of the same setting, tokenized BLEU, METEOR.
-# Big: 16k warm-up updates, Adam beta2 0.998 (the paper's). Deep: the paper's depth-scaled
-# initialization is not available (see settings.sh). Settings: recipes/aan/settings.sh.
+# Big: 16k warm-up updates, Adam beta2 0.998 (the paper's). Deep: depth-scaled initialization
+# (--ds-init, the paper's section 6.3.6; Zhang et al., 2019). Settings: recipes/aan/settings.sh.
 #
 #   bash recipes/aan/table4.sh [--dry-run|--check|--micro] [--rows a,b] ...
-# Data: prepare-wmt14-en-de.sh --paper aan.
+# Data: prepare-wmt14-en-de.sh --paper aan (32k merges: data/wmt14_en_de_bpe32k).
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init aan-table4 "$@"
 source "$(dirname "$0")/settings.sh"
 for size in deep big; do
   aan_size "$size"
-  aan_rows wmt14_en_de
+  aan_rows wmt14_en_de_bpe32k
 done
 run_table

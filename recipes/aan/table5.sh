@@ -9,7 +9,7 @@
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init aan-table5 "$@"
 source "$(dirname "$0")/settings.sh"
-DS=wmt14_en_de
+DS=wmt14_en_de_bpe32k
 aan_size base
 row transformer $DS "${TRANSFORMER[@]}" "${OPT[@]}"
 for act in exp relu square; do

@@ -6,10 +6,10 @@
 # Settings: recipes/aan/settings.sh (base).
 #
 #   bash recipes/aan/table7.sh [--dry-run|--check|--micro] [--rows a,b] ...
-# Data: prepare-wmt14-en-fr.sh --paper aan (32k merges; --out data/wmt14_en_fr).
+# Data: prepare-wmt14-en-fr.sh --paper aan (32k merges: data/wmt14_en_fr_bpe32k).
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init aan-table7 "$@"
 source "$(dirname "$0")/settings.sh"
 aan_size base
-aan_rows wmt14_en_fr
+aan_rows wmt14_en_fr_bpe32k
 run_table

@@ -53,4 +53,4 @@ write_stats $src $tgt '{
   "compound_split": false,
   "test_sets": {"test": {"name": "IWSLT14 De-En test (dev2010+TEDx dev2012+tst2010-2012)",
                           "raw_source": "raw/test.de", "raw_ref": "raw/test.en", "tok_ref": "tok/test.en"}}
-}' --set "bpe=subword-nmt joint $MERGES merges" --set "dictionaries=joined"
+}' --set "bpe=subword-nmt joint $MERGES merges" --set "bpe_merges=$MERGES" --set "dictionaries=joined"

@@ -5,25 +5,26 @@
 # clean-corpus ratio 1.5 and 1-250 tokens after BPE (train and valid), valid = every 100th
 # training pair, test = newstest2014 full (3003 sentences), joined dictionary.
 #
-#   bash recipes/data/prepare-wmt14-en-de.sh [--out data/wmt14_en_de] [--archives DIR] [--workers N]
-#        [--paper posnet|aan] [--bpe-merges N]
+#   bash recipes/data/prepare-wmt14-en-de.sh [--paper posnet|aan] [--bpe-merges N] [--out DIR]
+#        [--archives DIR] [--workers N]
 #
-# --paper posnet (default): 44000 merges (the PosNet paper reports a ~44k joint vocabulary);
-# --paper aan: 32000 merges (the AAN+ paper). --bpe-merges overrides both; the resulting
-# vocabulary size is written to stats.json.
+# Each BPE is its own dataset, data/wmt14_en_de_bpe<merges>: --paper posnet (default) 44000
+# merges -> wmt14_en_de_bpe44k (the PosNet paper's ~44k joint vocabulary, its Table 1);
+# --paper aan 32000 merges -> wmt14_en_de_bpe32k (the AAN+ paper, section 6.1; the hard-coded
+# Gaussian recipe reads it too). --bpe-merges N overrides the merges (and the name). The
+# merges, the dataset name and the vocabulary size go to stats.json, which the tables check.
 source "$(dirname "$0")/../lib/data.sh"
-data_init wmt14_en_de "$@"
-PAPER=posnet; MERGES=""
+PAPER="$(arg_value --paper "$@")"; PAPER="${PAPER:-posnet}"; MERGES="$(arg_value --bpe-merges "$@")"
+case "$PAPER" in posnet) MERGES="${MERGES:-44000}" ;; aan) MERGES="${MERGES:-32000}" ;; *) die "--paper $PAPER: posnet or aan" ;; esac
+data_init "wmt14_en_de_$(bpe_name "$MERGES")" "$@"
 set -- "${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}"
 while [ $# -gt 0 ]; do
   case "$1" in
-    --paper) PAPER="$2"; shift ;;
-    --bpe-merges) MERGES="$2"; shift ;;
+    --paper|--bpe-merges) shift ;;
     *) die "unknown option $1" ;;
   esac
   shift
 done
-case "$PAPER" in posnet) MERGES="${MERGES:-44000}" ;; aan) MERGES="${MERGES:-32000}" ;; *) die "--paper $PAPER: posnet or aan" ;; esac
 src=en; tgt=de
 
 fetch http://statmt.org/wmt13/training-parallel-europarl-v7.tgz
@@ -41,4 +42,4 @@ write_stats $src $tgt '{
   "compound_split": true,
   "test_sets": {"test": {"name": "newstest2014 (full, 3003)", "raw_source": "raw/test.en",
                           "raw_ref": "raw/test.de", "tok_ref": "tok/test.de"}}
-}' --set "bpe=subword-nmt joint $MERGES merges ($PAPER)" --set "dictionaries=joined"
+}' --set "bpe=subword-nmt joint $MERGES merges ($PAPER)" --set "bpe_merges=$MERGES" --set "dictionaries=joined"

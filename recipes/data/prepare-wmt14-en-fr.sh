@@ -5,31 +5,33 @@
 # ratio 1.5 and 1-250 after BPE, valid = every 1333rd training pair, test = newstest2014
 # full (3003), joined dictionary.
 #
-#   bash recipes/data/prepare-wmt14-en-fr.sh [--out data/wmt14_en_fr] [--archives DIR] [--workers N]
-#        [--bpe-merges 40000] [--paper posnet|aan|gaussian]
+#   bash recipes/data/prepare-wmt14-en-fr.sh [--paper posnet|aan|gaussian] [--bpe-merges N] [--out DIR]
+#        [--archives DIR] [--workers N]
 #
-# 40000 merges is fairseq's setting; the vocabulary it gives is written to stats.json.
-# --paper gaussian: Europarl v7 + Common Crawl only (~5M pairs), as the hard-coded Gaussian
-# paper trains En-Fr (after Akoury et al., 2019), into data/wmt14_en_fr_epcc (the dataset name
-# its recipe reads); valid and test as above. posnet (default) and aan: the full corpus; aan
-# with 32000 merges (the AAN+ paper's 32K for every task) unless --bpe-merges says otherwise.
+# Each preparation is its own dataset: --paper posnet (default) 40000 merges (fairseq's; the
+# PosNet paper's Table 1 reports a ~46k vocabulary) -> data/wmt14_en_fr_bpe40k; --paper aan
+# 32000 merges (the AAN+ paper's 32K for every task) -> data/wmt14_en_fr_bpe32k; --paper
+# gaussian: Europarl v7 + Common Crawl only (~5M pairs), as the hard-coded Gaussian paper
+# trains En-Fr (its footnote 10, after Akoury et al., 2019), 40000 merges (not in the paper)
+# -> data/wmt14_en_fr_epcc. --bpe-merges N overrides the merges (and the posnet/aan name).
+# The merges, the dataset name and the vocabulary go to stats.json, which the tables check.
 source "$(dirname "$0")/../lib/data.sh"
-PAPER=posnet
-for ((i = 1; i <= $#; i++)); do [ "${!i}" = --paper ] && { j=$((i + 1)); PAPER="${!j:-}"; }; done
-case "$PAPER" in posnet|aan) DATASET=wmt14_en_fr ;; gaussian) DATASET=wmt14_en_fr_epcc ;;
-  *) die "--paper $PAPER: posnet, aan or gaussian" ;; esac
+PAPER="$(arg_value --paper "$@")"; PAPER="${PAPER:-posnet}"; MERGES="$(arg_value --bpe-merges "$@")"
+case "$PAPER" in
+  posnet) MERGES="${MERGES:-40000}"; DATASET="wmt14_en_fr_$(bpe_name "$MERGES")" ;;
+  aan) MERGES="${MERGES:-32000}"; DATASET="wmt14_en_fr_$(bpe_name "$MERGES")" ;;
+  gaussian) MERGES="${MERGES:-40000}"; DATASET=wmt14_en_fr_epcc ;;
+  *) die "--paper $PAPER: posnet, aan or gaussian" ;;
+esac
 data_init "$DATASET" "$@"
-MERGES=""
 set -- "${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}"
 while [ $# -gt 0 ]; do
   case "$1" in
-    --bpe-merges) MERGES="$2"; shift ;;
-    --paper) shift ;;
+    --paper|--bpe-merges) shift ;;
     *) die "unknown option $1" ;;
   esac
   shift
 done
-case "$PAPER" in aan) MERGES="${MERGES:-32000}" ;; *) MERGES="${MERGES:-40000}" ;; esac
 src=en; tgt=fr
 
 fetch http://statmt.org/wmt13/training-parallel-europarl-v7.tgz
@@ -56,5 +58,5 @@ write_stats $src $tgt '{
   "compound_split": false,
   "test_sets": {"test": {"name": "newstest2014 (full, 3003)", "raw_source": "raw/test.en",
                           "raw_ref": "raw/test.fr", "tok_ref": "tok/test.fr"}}
-}' --set "bpe=subword-nmt joint $MERGES merges" --set "dictionaries=joined" \
+}' --set "bpe=subword-nmt joint $MERGES merges" --set "bpe_merges=$MERGES" --set "dictionaries=joined" \
    --set "corpora=$(for c in "${corpora[@]}"; do basename "$c"; done | paste -sd, -)"

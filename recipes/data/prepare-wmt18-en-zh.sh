@@ -102,4 +102,4 @@ write_stats en zh '{
                 "test1": {"name": "newstest2018 en-zh", "raw_source": "raw/test1.en",
                           "raw_ref": "raw/test1.zh", "tok_ref": "tok/test1.zh"}}
 }' --set "corpora=$parts" --set "segmentation=en: sacremoses + subword-nmt $EN_MERGES merges; zh: sentencepiece bpe $ZH_VOCAB" \
-   --set "dictionaries=separate"
+   --set "bpe_merges=$EN_MERGES" --set "dictionaries=separate"

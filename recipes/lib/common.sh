@@ -9,7 +9,8 @@
 #
 # Options every table script takes (docs/recipes.md):
 #   --dry-run             print the plan and exit
-#   --check               check the plan (every arch/flag exists) and exit
+#   --check               check the plan (every arch/flag exists) and the datasets (their stats.json
+#                         hold the paper's BPE merges, vocabulary and split sizes), then exit
 #   --micro               run on the synthetic corpus with tiny dims and 4 updates
 #   --rows A,B            only these rows (default: all)
 #   --datasets A,B        only the rows on these datasets (default: all)
@@ -166,9 +167,20 @@ _batch() {
   echo "$freq $(((tokens + freq * world - 1) / (freq * world))) $cap"
 }
 
+# The datasets of the selected rows, each once.
+_selected_datasets() {
+  local i
+  for i in "${!ROW_NAMES[@]}"; do
+    _selected "${ROW_NAMES[$i]}" "${ROW_DATA[$i]}" && echo "${ROW_DATA[$i]}"
+  done | awk '!seen[$0]++'
+}
+
+# posnet_fairseq/table_runs/datasets.py, run as a file: importing the package would load fairseq.
+_datasets_py() { "$PYTHON" "$REPO_ROOT/posnet_fairseq/table_runs/datasets.py" "$@"; }
+
 _train_prefix() {
   if [ "$CPU_PROCS" -gt 0 ]; then
-    echo "$PYTHON -m posnet_fairseq.recipe_tools.launch --procs $CPU_PROCS -- fairseq-train"
+    echo "$PYTHON -m posnet_fairseq.table_runs.launch --procs $CPU_PROCS -- fairseq-train"
   elif [ "$NODES" -gt 1 ]; then
     echo "torchrun --nnodes $NODES --node-rank $NODE_RANK --nproc-per-node $GPUS --master-addr $MASTER_ADDR --master-port $MASTER_PORT -m fairseq_cli.train"
   else
@@ -198,6 +210,9 @@ emit_plan() {
   if [ "$MICRO" = 1 ]; then
     micro="$(printf '%q ' "${MICRO_FLAGS[@]}")"
     echo "bash $(q "$REPO_ROOT/recipes/data/prepare-synth.sh") --out $(q "$DATA_ROOT/synth") --long-valid 40"
+  else
+    # The paper's values of each dataset, which --check and the run verify in its stats.json.
+    _datasets_py describe $(_selected_datasets) | sed 's/^/# dataset /'
   fi
   for i in "${!ROW_NAMES[@]}"; do
     name="${ROW_NAMES[$i]}"; ds="${ROW_DATA[$i]}"
@@ -263,8 +278,12 @@ run_table() {
   local plan="$WORK/plan.sh"
   emit_plan > "$plan"
   if [ "$DRY_RUN" = 1 ]; then cat "$plan"; return 0; fi
-  PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m posnet_fairseq.recipe_tools.plancheck "$plan" \
+  PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m posnet_fairseq.table_runs.plancheck "$plan" \
     || die "not started: the plan $plan names something that does not exist (see above)"
+  if [ "$MICRO" != 1 ]; then
+    _datasets_py check --data-root "$DATA_ROOT" $(_selected_datasets) \
+      || die "not started: a dataset under $DATA_ROOT is missing or not the one the paper used (see above)"
+  fi
   [ "$CHECK_ONLY" = 1 ] && return 0
   echo "running $plan" >&2
   bash "$plan"

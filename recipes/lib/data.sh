@@ -17,6 +17,20 @@ export PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 die() { echo "$(basename "$0"): $*" >&2; exit 1; }
 log() { echo "[$(basename "$0" .sh)] $*" >&2; }
 
+# arg_value FLAG "$@": the value given to FLAG in the arguments (empty if none), read before
+# data_init because a script's dataset name (hence its default --out) depends on it.
+arg_value() {
+  local flag="$1" found=""; shift
+  while [ $# -gt 0 ]; do
+    [ "$1" = "$flag" ] && found="${2:-}"
+    shift
+  done
+  echo "$found"
+}
+
+# bpe_name MERGES: the suffix of a dataset named after its merges (32000 -> bpe32k, 500 -> bpe500).
+bpe_name() { if [ $(($1 % 1000)) = 0 ]; then echo "bpe$(($1 / 1000))k"; else echo "bpe$1"; fi; }
+
 # data_init NAME "$@": parses the common flags; the caller's own flags are left in EXTRA_ARGS.
 data_init() {
   DATASET="$1"; shift
@@ -79,6 +93,7 @@ unpack() {  # unpack ARCHIVE: extracts into TMP/orig once
   case "$archive" in
     *.tgz|*.tar.gz) tar -xzf "$archive" -C "$TMP/orig" ;;
     *.tar) tar -xf "$archive" -C "$TMP/orig" ;;
+    *.zip) "$PYTHON" -m zipfile -e "$archive" "$TMP/orig" ;;
     *) die "unpack: unknown archive type $archive" ;;
   esac
   touch "$stamp"
@@ -106,12 +121,13 @@ binarize() {
     --testpref "$(IFS=,; echo "${tests[*]}")" --destdir "$OUT/data-bin" --workers "$WORKERS" "$@" >&2
 }
 
-# write_stats SRC TGT EVAL_JSON_TEXT [--set k=v ...]
+# write_stats SRC TGT EVAL_JSON_TEXT [--set k=v ...]: also records the dataset name, which the
+# tables check against the one they read (posnet_fairseq/table_runs/datasets.py).
 write_stats() {
   local src="$1" tgt="$2" eval_json="$3"; shift 3
   printf '%s\n' "$eval_json" > "$TMP/eval.json"
   "$PYTHON" -m posnet_fairseq.data.stats "$OUT/data-bin" -s "$src" -t "$tgt" --out "$OUT/stats.json" \
-    --eval-json "$TMP/eval.json" "$@"
+    --eval-json "$TMP/eval.json" --set "dataset=$DATASET" "$@"
   log "wrote $OUT/stats.json"
 }
 

@@ -3,8 +3,8 @@
 # that follow, `posnet_model NAME` sets MODEL to the flags of one model of Tables 2 and 3.
 #
 # From the paper: Adam; 4000 warm-up updates; Base/Big as Vaswani et al. (2017), Small = Base
-# with FFN 1024 and dropout 0.3 (8 heads: Table 3's parameter counts fit 8, not fairseq's
-# 4-head IWSLT preset); updates: small 30k, base 150k, big 300k; ~16k target tokens per update
+# with FFN 1024 and dropout 0.3 (the *_small presets: 8 heads, as Table 3's parameter counts
+# need); updates: small 30k, base 150k, big 300k; ~16k target tokens per update
 # (small), ~27k (base, big); sentences of at most 128 tokens; the final model averages the
 # best checkpoint (by validation perplexity) and the ones after it, else the last ones:
 # small 30 checkpoints 300 updates apart, base 7 x 1000, big 20 x 600; beam 12; rPosNet and
@@ -35,9 +35,8 @@ posnet_size() {
     big) SIZE=big; TOKENS=27000; AVG="best 20"
          OPT=(--lr 0.000494 --dropout 0.3 --max-update 300000 --max-tokens 3500
               --save-interval-updates 600 --keep-interval-updates 60 "${PN_COMMON[@]}") ;;
-    small) SIZE=base; TOKENS=16000; AVG="best 30"
-           OPT=(--lr 0.0007 --dropout 0.3 --encoder-ffn-embed-dim 1024 --decoder-ffn-embed-dim 1024
-                --max-update 30000 --max-tokens 4000
+    small) SIZE=small; TOKENS=16000; AVG="best 30"
+           OPT=(--lr 0.0007 --dropout 0.3 --max-update 30000 --max-tokens 4000
                 --save-interval-updates 300 --keep-interval-updates 90 "${PN_COMMON[@]}") ;;
     *) die "posnet_size $1: base, big or small" ;;
   esac

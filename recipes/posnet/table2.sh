@@ -15,7 +15,7 @@ recipe_init posnet-table2 "$@"
 source "$(dirname "$0")/settings.sh"
 BASELINES="transformer shaw"
 posnet_size base
-for ds in wmt14_en_de wmt14_en_fr wmt18_en_zh; do
+for ds in wmt14_en_de_bpe44k wmt14_en_fr_bpe40k wmt18_en_zh; do
   posnet_embeddings "$ds"
   for name in "${POSNET_ROWS[@]}"; do
     posnet_model "$name"

@@ -16,7 +16,7 @@ source "$(dirname "$0")/../lib/common.sh"
 recipe_init posnet-table3 "$@"
 source "$(dirname "$0")/settings.sh"
 BASELINES="transformer shaw"
-for setting in big:wmt14_en_de small:iwslt14_de_en; do
+for setting in big:wmt14_en_de_bpe44k small:iwslt14_de_en; do
   posnet_size "${setting%%:*}"
   ds="${setting#*:}"
   posnet_embeddings "$ds"

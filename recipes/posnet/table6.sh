@@ -9,7 +9,7 @@
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init posnet-table6 "$@"
 source "$(dirname "$0")/settings.sh"
-DS=wmt14_en_de
+DS=wmt14_en_de_bpe44k
 posnet_size base
 OPT=(--share-all-embeddings "${OPT[@]}")
 ON=(--encoder-self-gating on --decoder-self-gating on)

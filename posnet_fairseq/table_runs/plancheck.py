@@ -1,6 +1,6 @@
 """Check a recipe's command plan before any work starts: every architecture, mixer and flag must exist.
 
-    python -m posnet_fairseq.recipe_tools.plancheck PLAN.sh
+    python -m posnet_fairseq.table_runs.plancheck PLAN.sh
 
 A plan is the shell script a table recipe prints with --dry-run: ``# row
 NAME`` comments followed by commands, one per line. Each fairseq-train

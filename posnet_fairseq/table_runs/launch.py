@@ -1,6 +1,6 @@
 """Run N data-parallel training processes on one machine without GPUs (torch.distributed over gloo).
 
-    python -m posnet_fairseq.recipe_tools.launch --procs N -- fairseq-train ARGS
+    python -m posnet_fairseq.table_runs.launch --procs N -- fairseq-train ARGS
 
 fairseq spawns one process per GPU by itself, but with ``--cpu`` it finds no
 device and spawns none; this starts rank 0..N-1 as separate processes,

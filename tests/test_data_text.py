@@ -1,0 +1,45 @@
+"""posnet_fairseq/data/text.py: the text steps of the data recipes (IWSLT/SGML extraction, hold-out, Moses)."""
+import pytest
+
+from posnet_fairseq.data import text
+
+from files_testing import read_lines as _read, write_lines as _write
+
+
+def test_iwslt_train_filter():
+    lines = ["<url>http://x</url>\n", "<talkid>1</talkid>\n", "<keywords>a</keywords>\n",
+             "<title>Der Titel</title>\n", "<description>Eine Rede</description>\n", "Hallo Welt.\n"]
+    assert list(text.iwslt_train_lines(lines)) == ["Der Titel", "Eine Rede", "Hallo Welt."]
+
+
+def test_seg_lines_xml_and_sgm():
+    lines = ['<doc docid="1">\n', '<seg id="1"> It\u2019s here. </seg>\n', '<seg id=2>Two</seg>\n', "</doc>\n"]
+    assert list(text.seg_lines(lines)) == ["It's here.", "Two"]
+
+
+def test_holdout_every_nth(tmp_path):
+    _write(tmp_path / "c.a", [str(i) for i in range(1, 8)])
+    _write(tmp_path / "c.b", [str(i) for i in range(1, 8)])
+    counts = text.holdout(str(tmp_path / "c"), "a", "b", str(tmp_path / "t"), str(tmp_path / "v"), 3)
+    assert counts == (5, 2)
+    assert _read(tmp_path / "v.a") == ["3", "6"] and _read(tmp_path / "t.b") == ["1", "2", "4", "5", "7"]
+
+
+def test_long_pair_joins_the_corpus_pairs(tmp_path):
+    _write(tmp_path / "v.src", ["a b c", "d e"])
+    _write(tmp_path / "v.tgt", ["x y", "z"])
+    assert text.append_long_pair(str(tmp_path / "v"), "src", "tgt", 6) == (13, 8)  # both sides over 6
+    assert _read(tmp_path / "v.src")[2] == "a b c d e a b c d e a b c"
+    assert _read(tmp_path / "v.tgt")[2] == "x y z x y z x y"
+    _write(tmp_path / "e.src", [""])
+    _write(tmp_path / "e.tgt", [""])
+    with pytest.raises(ValueError, match="no pair over 3 tokens"):
+        text.append_long_pair(str(tmp_path / "e"), "src", "tgt", 3)
+
+
+def test_moses_tokenisation_matches_tokenizer_perl_conventions():
+    line = "It's a well-known fact & \u201cquoted\u201d."
+    assert text.tokenize_line(line, "en") == "It &apos;s a well-known fact &amp; \u201c quoted \u201d ."
+    assert "well @-@ known" in text.tokenize_line(line, "en", aggressive=True)
+    assert text.tokenize_line(line, "en", normalize=True, lowercase=True).startswith("it &apos;s")
+    assert text.remove_non_printing("a\u200bb\x07c") == "a b c"
