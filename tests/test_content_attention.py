@@ -88,7 +88,8 @@ def test_the_weights_path_is_the_fused_path(cls, flags):
         explicit, weights = mixer(x, x, x, key_padding_mask=pad, need_weights=True, need_head_weights=True)
         assert none is None and weights.shape == (mixer.num_heads, 3, 9, 9)
         assert torch.allclose(fused, explicit, atol=1e-5)
-        assert torch.allclose(weights.sum(-1), torch.ones(()), atol=1e-5)
+        assert torch.allclose(weights[:, :2].sum(-1), torch.ones(()), atol=1e-5)
+        assert torch.allclose(weights[:, 2, 4:].sum(-1), torch.ones(()), atol=1e-5)  # real queries of sentence 2
         assert weights[:, 2, :, :4].abs().max() == 0  # pad keys get no weight
 
 
@@ -130,3 +131,22 @@ def test_presets_replace_the_position_embeddings():
         model, _ = build_model(arch=f"{scheme}_transformer_tiny")
         assert model.encoder.embed_positions is None and model.decoder.embed_positions is None
         assert type(model.decoder.layers[0].encoder_attn).__name__ == "MultiheadAttention"
+
+
+def test_decoding_masks_a_pad_key_that_appears_mid_sentence():
+    """The cached padding mask starts with the first pad a step brings (earlier steps recorded as real)."""
+    torch.manual_seed(3)
+    mixer = ContentAttention(16, 2, causal=True, bias=ConstantBias(2)).eval()
+    x = torch.randn(6, 2, 16)
+    pad = torch.zeros(2, 6, dtype=torch.bool)
+    pad[1, 3] = True
+    teacher_forced, _ = mixer(x, x, x, key_padding_mask=pad)
+    state, steps = {}, []
+    for t in range(6):
+        step_pad = pad[:, t: t + 1] if pad[:, t].any() else None
+        steps.append(mixer(x[t: t + 1], x[t: t + 1], x[t: t + 1], key_padding_mask=step_pad,
+                           incremental_state=state)[0])
+    decoded = torch.cat(steps)
+    assert torch.allclose(decoded[:, 0], teacher_forced[:, 0], atol=1e-5)
+    assert torch.allclose(decoded[[0, 1, 2, 4, 5], 1], teacher_forced[[0, 1, 2, 4, 5], 1], atol=1e-5)
+    assert mixer._get_input_buffer(state)["prev_key_padding_mask"].tolist() == pad.tolist()

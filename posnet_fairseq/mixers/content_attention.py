@@ -13,10 +13,13 @@ and 2), with two places where a position scheme plugs in:
   to the keys (B x H x T x d_h, with their positions) before the dot
   product: RoPE's rotation (``rope.py``).
 
-The hooks take 0-based real positions (B x T, B x S long tensors) from the
-padding mask (sources are left-padded), or, while decoding, the decoding step
-for the query and 0..S-1 for the cached keys (targets are right-padded).
-A bias returns fp32 (B or 1) x H x T x S.
+The transform takes 0-based real positions (B x T) from the padding mask
+(sources are left-padded), or, while decoding, the decoding step (targets
+are right-padded). A bias takes query and key positions (B x T, B x S) the
+same way and returns fp32 (B or 1) x H x T x S; a :class:`DistanceBias` is
+given column indices (1 x T, 1 x S) instead: left padding shifts a sentence
+as a whole, so every distance between its real tokens is the column
+distance, and the bias is computed once for the batch, not per sentence.
 
 Each scheme is a mixer of its own (registered in its file as a subclass of
 :class:`ContentAttention` whose ``build`` plugs the scheme in), serving the
@@ -38,6 +41,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .base import Mixer, masked_softmax, real_positions
+
+PAD_KEY = "prev_key_padding_mask"
 
 
 class DistanceBias(nn.Module):
@@ -112,28 +117,56 @@ class ContentAttention(Mixer):
         v = self.split_heads(self.v_proj(value))
         pad = key_padding_mask
         if incremental_state is None:
-            query_pos = key_pos = real_positions(pad, batch, length, query.device)
+            query_pos = real_positions(pad, batch, length, query.device)
         else:
             buffer = self._get_input_buffer(incremental_state)
             query_pos = self.decoding_steps(buffer, batch, length, query.device)
         if self.transform is not None:
             # Self-attention: this call's keys are its queries' tokens, at the same positions.
             q, k = self.transform(q, query_pos), self.transform(k, query_pos)
-        if incremental_state is not None:
-            k, v, pad, key_pos = self.cache_self_attention(incremental_state, buffer, pad, prev_key=k, prev_value=v)
+        if incremental_state is None:
+            key_pos = query_pos
+            # Column indices: they differ from the real positions by one shift per
+            # sentence (left padding), which no distance changes.
+            query_cols = key_cols = torch.arange(length, device=query.device).unsqueeze(0)
+        else:
+            past = 0 if "prev_key" not in buffer else buffer["prev_key"].size(2)
+            k, v, pad, key_pos = self.cache_self_attention(incremental_state, buffer, pad,
+                                                           self._pad_history(buffer, pad, past),
+                                                           prev_key=k, prev_value=v)
+            # Every row decodes the same step: the columns are the positions.
+            query_cols, key_cols = query_pos[:1], key_pos[:1]
 
         invalid = None if pad is None else pad[:, None, None, :].bool()
-        if self.causal:
-            future = (key_pos.unsqueeze(1) > query_pos.unsqueeze(2)).unsqueeze(1)  # B x 1 x T x S
+        if self.causal and (incremental_state is None or length > 1):  # one decoding step sees only its past
+            future = (key_cols.unsqueeze(1) > query_cols.unsqueeze(2)).unsqueeze(1)  # 1 x 1 x T x S
             invalid = future if invalid is None else invalid | future
         bias_module = self.bias_module
-        bias = None if bias_module is None else bias_module(query_pos, key_pos)
+        bias = None
+        if bias_module is not None:
+            # A distance-only bias is the same for every sentence: computed once (1 x H x T x S).
+            shift_invariant = isinstance(bias_module, DistanceBias)
+            bias = bias_module(query_cols, key_cols) if shift_invariant else bias_module(query_pos, key_pos)
         if need_weights or need_head_weights:
             out, probs = self._attend_with_weights(q, k, v, bias, invalid)
             weights = self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
         else:
             out, weights = self._attend(q, k, v, bias, invalid), None
         return self.merge_heads(out), weights
+
+    @staticmethod
+    def _pad_history(buffer, pad: Optional[Tensor], past: int) -> Optional[str]:
+        """The buffer key of the cached key padding mask, or None while no step has had a pad key.
+
+        fairseq's generator never feeds a pad to the decoder, so the mask (and
+        the masking) is skipped until a pad appears; then the steps before it
+        are recorded as real.
+        """
+        if pad is None and PAD_KEY not in buffer:
+            return None
+        if PAD_KEY not in buffer:
+            buffer[PAD_KEY] = torch.zeros(pad.size(0), past, dtype=torch.bool, device=pad.device)
+        return PAD_KEY
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], invalid: Optional[Tensor]) -> Tensor:
         """softmax(q k^T / sqrt(d_h) + bias, masked) v through torch's fused scaled_dot_product_attention."""
