@@ -1,8 +1,10 @@
 """Inference-time precomputation of PosNet energies (Schmidt & Di Gangi, section 4).
 
 aPosNet and rPosNet energies depend on positions only. After training, every
-``PositionAttention`` module is folded into tables of unscaled energies built
-from the eval-mode position vectors (no position dropout): rPosNet
+``PositionAttention`` module is replaced by its table form
+(:meth:`~posnet_fairseq.mixers.posnet.PositionAttention.table_form`): tables
+of unscaled energies built from the eval-mode position vectors (no position
+dropout): rPosNet
 ``H x N x (2K+1)`` (query position x relative slot), aPosNet ``H x N x N``;
 the position parameters (W_q, W_k, the relative table r, the shared position
 LayerNorm) are dropped. The checkpoint records ``posnet_precomputed = N`` so
@@ -54,12 +56,13 @@ def position_limits(model):
             source = True
         else:
             target = True
-            source = source or (module.site == "cross" and "a" in module.ENERGIES)
+            source = source or (module.site.cross and "a" in module.ENERGIES)
     return source, target
 
 
 def precompute_model_(model, length):
-    """Folds every PosNet mixer of ``model`` into ``length``-position tables, in place."""
+    """Replaces every PosNet mixer of ``model`` by its ``length``-position table form, in place; returns
+    (name, table form) of each."""
     mixers = position_mixers(model)
     if not mixers:
         raise ValueError("the model has no aposnet/rposnet/arposnet mixer: nothing to precompute")
@@ -70,13 +73,16 @@ def precompute_model_(model, length):
         if needed and length > limit:
             raise ValueError(f"--max-length {length} exceeds the model's {flag} {limit}")
     model.eval()
-    for _, module in mixers:
-        module.precompute_(length)
+    forms = []
+    for name, module in mixers:
+        parent, _, attr = name.rpartition(".")
+        forms.append((name, module.table_form(length)))
+        setattr(model.get_submodule(parent), attr, forms[-1][1])
     for side in (model.encoder, model.decoder):
         shared = getattr(side, "mixer_shared", None)
         if shared is not None and POSITION_NORM_KEY in shared:
             del shared[POSITION_NORM_KEY]
-    return mixers
+    return forms
 
 
 def capped_state_dict(model, model_args, length):
@@ -109,7 +115,7 @@ def export_npy(model, directory):
             index[filename] = {
                 "module": name,
                 "mixer": module.NAME,
-                "site": module.site,
+                "site": module.site.name,
                 "shape": list(table.shape),
                 "axes": ["head", "query position", "relative slot m - floor(gamma n) + K"]
                 if table_name == "rel_energy" else ["head", "query position", "key position"],

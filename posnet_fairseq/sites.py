@@ -22,6 +22,8 @@ class Site:
     stem: str  # the site's part of flag names: --{stem}-mixer, --{stem}-gating
     short: str  # the hard-coded Gaussian flags' part: --hc-{short}-offsets
     side: str  # encoder | decoder: whose layers (and position table) the site has
+    causal: bool  # a query sees only the keys up to its own position (decoder self-attention)
+    cross: bool  # queries are target positions, keys the encoder's source positions
 
     @property
     def mixer_flag(self) -> str:
@@ -47,15 +49,11 @@ class Site:
     def learned_pos_flag(self) -> str:
         return f"--{self.side}-learned-pos"
 
-    @property
-    def causal(self) -> bool:
-        return self.name == "decoder_self"
-
 
 SITE_LIST = (
-    Site("encoder_self", "encoder-self", "encoder", "encoder"),
-    Site("decoder_self", "decoder-self", "decoder", "decoder"),
-    Site("cross", "cross", "cross", "decoder"),
+    Site("encoder_self", "encoder-self", "encoder", "encoder", causal=False, cross=False),
+    Site("decoder_self", "decoder-self", "decoder", "decoder", causal=True, cross=False),
+    Site("cross", "cross", "cross", "decoder", causal=False, cross=True),
 )
 SITE: Dict[str, Site] = {site.name: site for site in SITE_LIST}
 SITES = tuple(SITE)

@@ -13,6 +13,7 @@ itself, loop by loop in float64, and compares the mixer built with the flag agai
 Every flag defaults to the behaviour before it existed; tests/test_mixer_contract.py runs
 the flags' variants through the mixer contract as well.
 """
+import argparse
 import math
 
 import pytest
@@ -22,8 +23,9 @@ from fairseq.modules import SinusoidalPositionalEmbedding
 from torch import nn
 
 from fairseq_testing import TINY_DIMS, build_model
-from posnet_fairseq.mixers.base import AppTekLayerNorm, layer_norm
+from posnet_fairseq.mixers import posnet
 from posnet_fairseq.mixers.gating import GatedMixer
+from posnet_fairseq.mixers.norms import AppTekLayerNorm
 from posnet_fairseq.mixers.posnet import sinusoids
 
 D, H, K = 16, 2, 2
@@ -97,13 +99,17 @@ def position_mixer(site, mixer, flags, seed=1):
     inner = outer.mixer if isinstance(outer, GatedMixer) else outer
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():  # LayerNorm parameters away from 1 and 0, so that they count
-        for norm in (inner._position_norm[0], getattr(inner.v_proj, "norm", None)):
+        for norm in (inner.position_norm, getattr(inner.v_proj, "norm", None)):
             if isinstance(norm, nn.LayerNorm):
                 norm.weight.copy_(1 + 0.5 * torch.randn(D, generator=g))
                 norm.bias.copy_(0.5 * torch.randn(D, generator=g))
     w = {"W_q2": inner.rel_q_proj, "rel_embed": inner.rel_keys, "W_q1": inner.abs_q_proj, "W_k": inner.abs_k_proj}
     if isinstance(outer, GatedMixer):
-        w.update(W_v=inner.v_proj.proj, lnorm_v=inner.v_proj.norm, W_g=outer.gate_proj, W_o=inner.out_proj.proj)
+        # Self-attention: W_v and W_g are one Linear layer, rows [:D] and [D:].
+        fused = outer.value_gate_proj
+        W_v = argparse.Namespace(weight=fused.weight[:D], bias=fused.bias[:D]) if fused is not None else inner.v_proj.proj
+        W_g = argparse.Namespace(weight=fused.weight[D:], bias=fused.bias[D:]) if fused is not None else outer.gate_proj
+        w.update(W_v=W_v, lnorm_v=inner.v_proj.norm, W_g=W_g, W_o=outer.out_proj)
     else:
         w.update(W_v=inner.v_proj, W_o=inner.out_proj)
     return outer, inner, w
@@ -111,7 +117,7 @@ def position_mixer(site, mixer, flags, seed=1):
 
 def learned_positions(inner, length):
     """The rPosNet position vectors of the AppTek code: its learned table, through LayerNormalization."""
-    table, norm = inner._positions[0], inner._position_norm[0]
+    table, norm = inner.positions, inner.position_norm
     rows = table.weight.detach().double()[table.padding_idx + 1: table.padding_idx + 1 + length]
     return apptek_layer_norm(rows, norm.weight.detach().double(), norm.bias.detach().double())
 
@@ -179,7 +185,7 @@ def test_norm_flags_default_to_torch_and_choose_the_apptek_norm():
     def norms(flags):
         outer, inner, _ = position_mixer("encoder_self", "rposnet", ["--encoder-self-gating", "on",
                                                                       "--gating-gate-norm", *flags])
-        return [type(m) for m in (inner._position_norm[0], inner.v_proj.norm, outer.gate_norm)]
+        return [type(m) for m in (inner.position_norm, inner.v_proj.norm, outer.gate_norm)]
 
     assert norms([]) == [nn.LayerNorm] * 3
     assert norms(APPTEK_NORMS) == [AppTekLayerNorm] * 3
@@ -191,7 +197,7 @@ def test_bad_norm_value_names_the_flag(capsys):
         build_model(["--gating-norm", "rms"])
     assert "--gating-norm: invalid choice: 'rms'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="--posnet-position-norm rms: choose from torch, apptek"):
-        layer_norm("rms", D, "--posnet-position-norm")  # e.g. from an edited checkpoint
+        posnet.FLAGS.options(argparse.Namespace(posnet_position_norm="rms"))  # e.g. from an edited checkpoint
 
 
 # ----- (b) the aPosNet sinusoids -----

@@ -10,7 +10,7 @@ from fairseq.modules import MultiheadAttention
 from torch import nn
 
 import test_mixer_contract as contract
-from fairseq_testing import build_model
+from fairseq_testing import build_model, random_batch
 from posnet_fairseq.mixers.gating import GatedMixer, gate_module
 
 ALL_SITES_GATED = ["--encoder-self-gating", "on", "--decoder-self-gating", "on", "--cross-gating", "on"]
@@ -71,7 +71,7 @@ def test_gated_mha_equals_equation_4(self_attention):
         v = v[:, 0].view(S, H, -1).transpose(0, 1)
         heads = torch.softmax(q @ k.transpose(1, 2), dim=-1) @ v  # H x T x D_h
         g = F.gelu(gated.gate_proj(y[:, 0]))
-        expected = mha.out_proj.proj(heads.transpose(0, 1).reshape(T, D) * g)
+        expected = gated.out_proj(heads.transpose(0, 1).reshape(T, D) * g)
     torch.testing.assert_close(out[:, 0], expected, atol=1e-5, rtol=0)
 
 
@@ -123,3 +123,48 @@ def test_gating_a_mixer_without_the_interface_fails():
 
     with pytest.raises(ValueError, match="--encoder-self-gating on: Opaque has no v_proj/out_proj"):
         gate_module(Opaque(), gating_args(), "--encoder-self-gating")
+
+
+def test_self_attention_values_and_gate_are_one_product_equal_to_the_two():
+    """Issue 22: at a self-attention site W_v and W_g are one Linear layer; its output equals the two
+    products of the unfused gating (<= 1e-6 in fp32), and cross attention keeps them apart."""
+    model, _ = build_model(GATED_MODELS["rposnet"])
+    gated = model.decoder.layers[0].self_attn
+    assert gated.value_gate_proj is not None and gated.gate_proj is None
+    cross = model.decoder.layers[0].encoder_attn
+    assert cross.value_gate_proj is None and isinstance(cross.gate_proj, nn.Linear)
+    D = gated.embed_dim
+    W, b = gated.value_gate_proj.weight, gated.value_gate_proj.bias
+    x = torch.randn(7, 3, D, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = gated(x, x, x)[0]
+        # The unfused computation: W_v x and W_g x as two products.
+        heads = gated.mixer(x, x, F.linear(x, W[:D], b[:D]))[0]
+        expected = gated.out_proj(heads * F.gelu(F.linear(x, W[D:], b[D:])))
+    assert (out - expected).abs().max() <= 1e-6
+
+
+def test_a_checkpoint_from_before_the_fusion_loads_and_computes_the_same():
+    """State-dict keys of the unfused gating (W_o inside the mixer as out_proj.proj, W_v as the mixer's
+    v_proj.proj, W_g as gate_proj) load into the fused modules with the same outputs."""
+    model, task = build_model(GATED_MODELS["rposnet"])
+    old = {}
+    for key, value in model.state_dict().items():
+        stem, _, name = key.rpartition(".")
+        if stem.endswith(".value_gate_proj"):  # split the fused layer back into W_v and W_g
+            owner = stem[: -len("value_gate_proj")]
+            D = value.size(0) // 2
+            old[f"{owner}mixer.v_proj.proj.{name}"], old[f"{owner}gate_proj.{name}"] = value[:D], value[D:]
+        elif stem.endswith("self_attn.out_proj") or stem.endswith("encoder_attn.out_proj"):
+            if f"{stem[: -len('out_proj')]}mixer.v_proj.norm.weight" in model.state_dict():  # a gated mixer's W_o
+                old[f"{stem[: -len('out_proj')]}mixer.out_proj.proj.{name}"] = value
+            else:
+                old[key] = value
+        else:
+            old[key] = value
+    assert any(".mixer.out_proj.proj." in k for k in old) and any(".mixer.v_proj.proj." in k for k in old)
+    fresh, _ = build_model(GATED_MODELS["rposnet"], seed=7)
+    fresh.load_state_dict(old, strict=True)
+    tokens, lengths, prev = random_batch(task.source_dictionary, [6, 3], [5, 2])
+    with torch.no_grad():
+        assert torch.equal(fresh(tokens, lengths, prev)[0], model(tokens, lengths, prev)[0])

@@ -6,6 +6,7 @@ A mixer is exercised inside a tiny ``posnet_transformer`` (the other sites
 SequenceGenerator-style incremental decoding with beam reordering. A new mixer
 is covered as soon as it is registered.
 """
+import dataclasses
 import functools
 
 import pytest
@@ -16,9 +17,8 @@ from fairseq_testing import (
     build_model, check_beam_reordering, check_finite_at_longest_length, check_incremental_equals_teacher_forced,
     check_padding_invariance, copy_as,
 )
-from posnet_fairseq.mixers.base import MIXERS
 from posnet_fairseq.mixers.gating import GatedMixer
-from posnet_fairseq.mixers.shaw import ShawRelativeAttention
+from posnet_fairseq.mixers.registry import MIXERS
 from posnet_fairseq.sites import SITE, SITES
 
 ATOL = 1e-5
@@ -46,46 +46,53 @@ CASE_IDS = [f"{name}-{site}-{variant}" for name, site, variant, _ in CASES]
 
 @functools.lru_cache(maxsize=None)
 def _model(name, site, variant):
+    """The case's model and task, and the modules the mixer's registered ``build`` returned for it."""
     flags = next(f for n, s, v, f in CASES if (n, s, v) == (name, site, variant))
     if MIXERS[name].uses_length_ratio:
         flags = flags + ["--length-ratio", "1.5"]  # gamma != 1 exercises the position mapping
-    return build_model([SITE[site].mixer_flag, name, *flags])
+    entry, built = MIXERS[name], []
+
+    def recording_build(ctx):
+        module = entry.build(ctx)
+        if ctx.site is SITE[site]:  # mha also serves the other sites
+            built.append(module)
+        return module
+
+    MIXERS[name] = dataclasses.replace(entry, build=recording_build)
+    try:
+        model, task = build_model([SITE[site].mixer_flag, name, *flags])
+    finally:
+        MIXERS[name] = entry
+    return model, task, tuple(built)
 
 
 @pytest.fixture(params=CASES, ids=CASE_IDS)
 def case(request):
     name, site, variant, _ = request.param
-    model, task = _model(name, site, variant)
+    model, task, _ = _model(name, site, variant)
     return model, task.source_dictionary, site
 
 
-def _expected_class(name, site, variant):
-    """The class a case's site holds: the registered class, except where the
-    mixer builds another module on purpose."""
-    if name in ("mha", "learned_cross") or (name, variant) == ("tisa", "s0"):
-        return MultiheadAttention  # fairseq's attention (learned_cross: fewer heads; TISA without kernels)
-    if name == "tisa_shaw":
-        return ShawRelativeAttention  # Shaw's attention with TISA's scorer as its logit bias
-    if (name, site) == ("none", "cross"):
-        return type(None)  # no cross-attention sub-layer at all
-    return MIXERS[name].build.__self__
-
-
 def _site_modules(model, site):
-    """The module at ``site`` in every layer, unwrapped from the PosNet gating."""
-    layers = model.encoder.layers if SITE[site].side == "encoder" else model.decoder.layers
-    modules = [layer.encoder_attn if site == "cross" else layer.self_attn for layer in layers]
+    """The module at ``site`` in every layer (None: no such sub-layer), unwrapped from the PosNet gating."""
+    layers = model.encoder.layers if site.side == "encoder" else model.decoder.layers
+    modules = [layer.encoder_attn if site.cross else layer.self_attn for layer in layers]
     return [m.mixer if isinstance(m, GatedMixer) else m for m in modules]
 
 
 @pytest.mark.parametrize("name,site,variant,flags", CASES, ids=CASE_IDS)
 def test_case_model_has_the_mixer_at_its_site_and_mha_elsewhere(name, site, variant, flags):
-    """The checks below exercise the mixer they are named after, not mha."""
-    model, _ = _model(name, site, variant)
-    expected = _expected_class(name, site, variant)
-    assert all(type(m) is expected for m in _site_modules(model, site)), [type(m) for m in _site_modules(model, site)]
+    """The checks below exercise the mixer they are named after, not mha: every layer's module at the
+    site is the one the mixer's build returned for it (a mixer that builds nothing, ``none`` at the cross
+    site, leaves the layers without that sub-layer)."""
+    model, _, built = _model(name, site, variant)
+    modules = _site_modules(model, SITE[site])
+    if built:
+        assert len(modules) == len(built) and all(m is b for m, b in zip(modules, built)), (modules, built)
+    else:
+        assert all(m is None for m in modules), modules
     for other in set(SITES) - {site}:
-        assert all(type(m) is MultiheadAttention for m in _site_modules(model, other)), other
+        assert all(type(m) is MultiheadAttention for m in _site_modules(model, SITE[other])), other
 
 
 def test_padding_invariance(case):

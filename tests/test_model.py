@@ -17,7 +17,7 @@ from fairseq_testing import (
     random_batch,
 )
 from posnet_fairseq.compat import UnsupportedFairseqError, check_fairseq
-from posnet_fairseq.mixers.base import MIXERS, MixerEntry
+from posnet_fairseq.mixers.registry import MIXERS, MixerEntry
 
 
 def _fairseq_transformer(seed=1):

@@ -49,15 +49,16 @@ tokens; a row whose prefix has no weight (only pads, or relu weights all 0)
 averages to 0 instead of 0/0. fairseq's ``attn_mask`` is ignored: the average
 is causal by construction.
 """
-import math
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import flags
-from .base import Mixer, autocast_off, real_positions, register_mixer
+from .attention import autocast_off, real_positions
+from .base import Mixer
+from .registry import register_mixer
 
 PATTERNS = ("avg", "ner", "far", "wet")
 ACTIVATIONS = ("exp", "relu", "square")
@@ -66,29 +67,31 @@ ACTIVATIONS = ("exp", "relu", "square")
 LEVEL = 32.0
 
 
+def parse_patterns(spec) -> Tuple[str, ...]:
+    """The patterns of ``--aan-patterns`` (its flag type): comma-separated, each once."""
+    names = [n.strip() for n in str(spec).split(",")]
+    if any(n not in PATTERNS for n in names):
+        raise ValueError(f"give a comma-separated list of {', '.join(PATTERNS)}")
+    if len(set(names)) != len(names):
+        raise ValueError("a pattern is listed twice")
+    return tuple(names)
+
+
 FLAGS = flags.declare(
     "AAN / AAN+", "aan",
     flags.Flag("--aan-patterns", "avg", "average-attention patterns, comma-separated from avg, ner, far, wet; "
-               "several are average-pooled (AAN+ Table 6)", metavar="LIST"),
-    flags.Flag("--aan-alpha", 0.1, "NER pattern exp(alpha k)", type=float, metavar="A"),
-    flags.Flag("--aan-beta", 0.1, "FAR pattern exp(-beta k)", type=float, metavar="B"),
-    flags.Flag("--aan-gamma", 0.1, "WET pattern exp(gamma U z_k)", type=float, metavar="G"),
+               "several are average-pooled (AAN+ Table 6)", type=parse_patterns, metavar="LIST"),
+    flags.Flag("--aan-alpha", 0.1, "NER pattern exp(alpha k)", type=float, metavar="A",
+               check=flags.positive_number),
+    flags.Flag("--aan-beta", 0.1, "FAR pattern exp(-beta k)", type=float, metavar="B", check=flags.positive_number),
+    flags.Flag("--aan-gamma", 0.1, "WET pattern exp(gamma U z_k)", type=float, metavar="G",
+               check=flags.positive_number),
     flags.Flag("--aan-activation", "exp", "activation of the NER and WET patterns: exp, relu or square "
-               "(AAN+ Table 5)", metavar="ACT"),
+               "(AAN+ Table 5)", metavar="ACT", choices=ACTIVATIONS),
     flags.Flag("--aan-ffn", False, "FFN on the average before the gate, as in the 2018 AAN (AAN+ has none)"),
     flags.Flag("--aan-ffn-dim", None, "inner dimension of the --aan-ffn FFN", type=int, metavar="N",
-               default_doc="--decoder-ffn-embed-dim"),
+               default_doc="--decoder-ffn-embed-dim", check=flags.positive_integer),
 )
-DEFAULTS = FLAGS.defaults()
-
-
-def parse_patterns(spec) -> List[str]:
-    names = [n.strip() for n in str(spec).split(",")]
-    if not names or any(n not in PATTERNS for n in names):
-        raise ValueError(f"--aan-patterns {spec}: give a comma-separated list of {', '.join(PATTERNS)}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"--aan-patterns {spec}: a pattern is listed twice")
-    return names
 
 
 def weighted_prefix_average(s: Tensor, v: Tensor, w: Optional[Tensor] = None,
@@ -192,25 +195,12 @@ class AverageAttention(Mixer):
 
     @classmethod
     def build(cls, ctx):
-        args = ctx.args
-        get = lambda key: getattr(args, key, DEFAULTS[key])  # noqa: E731
-        patterns = parse_patterns(get("aan_patterns"))
-        for key in ("aan_alpha", "aan_beta", "aan_gamma"):
-            value = get(key)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"--{key.replace('_', '-')} {value}: must be a positive number")
-        activation = get("aan_activation")
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"--aan-activation {activation}: choose from {', '.join(ACTIVATIONS)}")
+        opts = ctx.options(FLAGS)
         ffn_dim = None
-        if get("aan_ffn"):
-            ffn_dim = get("aan_ffn_dim")
-            if ffn_dim is None:
-                ffn_dim = getattr(args, "decoder_ffn_embed_dim", 4 * ctx.embed_dim)
-            if ffn_dim <= 0:
-                raise ValueError(f"--aan-ffn-dim {ffn_dim}: must be positive")
-        return cls(ctx.embed_dim, ctx.num_heads, patterns, get("aan_alpha"), get("aan_beta"), get("aan_gamma"),
-                   activation, ffn_dim, getattr(args, "activation_dropout", 0.0) or 0.0)
+        if opts.aan_ffn:
+            ffn_dim = opts.aan_ffn_dim or getattr(ctx.args, "decoder_ffn_embed_dim", 4 * ctx.embed_dim)
+        return cls(ctx.embed_dim, ctx.num_heads, opts.aan_patterns, opts.aan_alpha, opts.aan_beta, opts.aan_gamma,
+                   opts.aan_activation, ffn_dim, getattr(ctx.args, "activation_dropout", 0.0) or 0.0)
 
     def _pattern(self, name: str, z: Tensor, k: Tensor, pad: Optional[Tensor]):
         """(s, w) of ``a_k = exp(s) * w`` (Eqs. 7-10 / Table 5), fp32, pads excluded.

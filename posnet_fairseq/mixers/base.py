@@ -1,4 +1,4 @@
-"""The mixer contract and the helpers every mixer shares.
+"""The mixer contract: :class:`Mixer`, the base class of the plugin's own mixers.
 
 A *mixer* is a drop-in replacement for fairseq's ``MultiheadAttention`` at one
 attention site of the Transformer:
@@ -17,7 +17,7 @@ that; a concrete mixer implements ``forward`` and ``build``.
 What every mixer guarantees (and ``tests/test_mixer_contract.py`` checks for
 every registered mixer at every site it claims):
 
-* positions come from the padding mask (:func:`real_positions`), never from the
+* positions come from the padding mask (``attention.real_positions``), never from the
   column index, so a sentence gives the same output alone or batched;
 * every cached tensor has the batch on dim 0, so one ``index_select`` in
   :meth:`Mixer.reorder_incremental_state` follows beam search;
@@ -25,206 +25,20 @@ every registered mixer at every site it claims):
 * no NaN/inf in fp32/bf16/fp16 up to :meth:`Mixer.max_positions`.
 
 Mixers know nothing of fairseq's layers: the model hands them a
-:class:`MixerContext` describing the site.
+``registry.MixerContext`` describing the site. The registry is in
+``registry.py``, the numeric helpers in ``attention.py``, the LayerNorm
+conventions in ``norms.py`` and the constant-state decoding of clipped
+relative energies in ``clipped_decoding.py``.
 """
-from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Dict, Optional
 
 import torch
-import torch.nn.functional as F
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor, nn
 
-from ..sites import SITE, SITES
-
-
-
-@dataclass
-class MixerContext:
-    """Everything a mixer may know about where it sits.
-
-    ``args`` is the model configuration (fairseq's TransformerConfig; plugin
-    flags are readable as attributes, e.g. ``args.rposnet_max_relative``).
-    ``shared`` holds modules shared by all layers of one encoder/decoder (e.g.
-    the position-query LayerNorm of rPosNet), registered once on that
-    encoder/decoder. ``build_fairseq_attention`` builds exactly the
-    MultiheadAttention fairseq would build at this site.
-    """
-
-    site: str
-    embed_dim: int
-    num_heads: int
-    kdim: int
-    layer_idx: int
-    num_layers: int
-    args: object
-    padding_idx: int
-    embed_positions: Optional[nn.Module] = None
-    shared: Optional[nn.ModuleDict] = None
-    build_fairseq_attention: Optional[Callable[[], nn.Module]] = None
-
-    @property
-    def dropout(self) -> float:
-        return getattr(self.args, "attention_dropout", 0.0)
-
-    @property
-    def causal(self) -> bool:
-        return SITE[self.site].causal
-
-    def shared_module(self, key: str, factory: Callable[[], nn.Module]) -> nn.Module:
-        """One module per encoder/decoder, created by the first layer asking for it."""
-        if key not in self.shared:
-            self.shared[key] = factory()
-        return self.shared[key]
-
-
-@dataclass
-class MixerEntry:
-    name: str
-    build: Callable[[MixerContext], nn.Module]
-    sites: frozenset
-    # Named option sets the contract tests run in addition to the defaults,
-    # e.g. {"far": {"aan_patterns": "far"}}: a new pattern is covered by adding
-    # it here, next to the mixer.
-    variants: Dict[str, dict] = field(default_factory=dict)
-    uses_length_ratio: bool = False
-    doc: str = ""
-
-
-MIXERS: Dict[str, MixerEntry] = {}
-
-# Site-level wrappers applied to every mixer the model builds, in registration
-# order: ``wrapper(module, ctx) -> module`` returns the module unchanged when
-# its flags are off for ``ctx.site`` (e.g. the PosNet GeLU gating).
-SITE_WRAPPERS: List[Callable[[nn.Module, "MixerContext"], nn.Module]] = []
-
-
-def register_mixer(name, sites, variants=None, uses_length_ratio=False):
-    """Class decorator: ``cls.build(ctx)`` makes the module for one site."""
-    bad = set(sites) - set(SITES)
-    if bad:
-        raise ValueError(f"mixer {name!r}: unknown sites {sorted(bad)}; sites are {SITES}")
-
-    def decorate(cls):
-        if name in MIXERS:
-            raise ValueError(f"mixer {name!r} is registered twice")
-        doc = (cls.__doc__ or "").strip().splitlines()
-        MIXERS[name] = MixerEntry(
-            name, cls.build, frozenset(sites), dict(variants or {}), uses_length_ratio, doc[0] if doc else ""
-        )
-        return cls
-
-    return decorate
-
-
-def register_site_wrapper(wrapper):
-    SITE_WRAPPERS.append(wrapper)
-    return wrapper
-
-
-def build_site_mixer(name: str, ctx: MixerContext) -> nn.Module:
-    """Builds mixer ``name`` for ``ctx.site`` and applies the site wrappers."""
-    module = MIXERS[name].build(ctx)
-    for wrapper in SITE_WRAPPERS:
-        module = wrapper(module, ctx)
-    return module
-
-
-def mixers_for_site(site: str):
-    return sorted(n for n, e in MIXERS.items() if site in e.sites)
-
-
-def lookup_mixer(name: str, site: str) -> MixerEntry:
-    flag = SITE[site].mixer_flag
-    if name not in MIXERS:
-        raise ValueError(f"{flag} {name}: unknown mixer; choose from {', '.join(mixers_for_site(site))}")
-    entry = MIXERS[name]
-    if site not in entry.sites:
-        raise ValueError(
-            f"{flag} {name}: mixer {name!r} cannot serve the {site} site (it serves "
-            f"{', '.join(sorted(entry.sites))}); choose from {', '.join(mixers_for_site(site))}"
-        )
-    return entry
-
-
-def autocast_off(tensor: Tensor):
-    """A context in which arithmetic on ``tensor``'s device runs in the dtypes it is given.
-
-    Under ``--amp`` (autocast) F.linear, matmul and einsum run in fp16/bf16
-    even on fp32 inputs; the parts whose numerics need fp32 (position energy
-    tables, AAN+'s WET log-weights) run inside this context.
-    """
-    return torch.autocast(device_type=tensor.device.type, enabled=False)
-
-
-def real_positions(padding_mask: Optional[Tensor], batch: int, length: int, device) -> Tensor:
-    """0-based per-sentence positions, B x T, from a B x T padding mask (True = pad).
-
-    fairseq left-pads sources and right-pads targets; either way the first real
-    token gets position 0. Pad columns get position 0 too (they are masked).
-    """
-    if padding_mask is None:
-        return torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
-    real = (~padding_mask).long()
-    return ((torch.cumsum(real, dim=1) - 1) * real).clamp_(min=0)
-
-
-def masked_softmax(logits: Tensor, invalid: Optional[Tensor]) -> Tensor:
-    """Softmax over the last dim with ``invalid`` (bool, broadcastable) keys excluded.
-
-    A row without any valid key (only a pad query can have one) would be NaN
-    after -inf masking: it sees everything, then its weights are zeroed.
-    """
-    if invalid is None:
-        return torch.softmax(logits, dim=-1)
-    empty = invalid.all(dim=-1, keepdim=True)
-    probs = torch.softmax(logits.masked_fill(invalid & ~empty, float("-inf")), dim=-1)
-    return probs.masked_fill(empty, 0.0)
-
-
-# LayerNorm conventions a flag can choose (``--gating-norm``, ``--posnet-position-norm``):
-# torch's nn.LayerNorm, or the one of the AppTek PosNet code.
-LAYER_NORMS = ("torch", "apptek")
-
-
-class AppTekLayerNorm(nn.LayerNorm):
-    """The LayerNorm of the AppTek PosNet code (``pytorchmt`` ``LayerNormalization``).
-
-    ``(x - mean) / sqrt(var + 1e-8) * weight + bias`` with the *unbiased*
-    variance (divided by D - 1), where nn.LayerNorm divides by D and adds
-    1e-5. Same parameters (and state-dict keys) as nn.LayerNorm; computed in
-    fp32 and cast back to the input's dtype.
-    """
-
-    def __init__(self, dim: int):
-        super().__init__(dim, eps=1e-8)
-
-    def forward(self, x: Tensor) -> Tensor:
-        y = x.float()
-        y = (y - y.mean(dim=-1, keepdim=True)) / torch.sqrt(y.var(dim=-1, keepdim=True, unbiased=True) + self.eps)
-        return (y * self.weight.float() + self.bias.float()).to(x.dtype)
-
-
-def layer_norm(kind: str, dim: int, flag: str) -> nn.LayerNorm:
-    """A LayerNorm of convention ``kind`` (one of LAYER_NORMS, given by ``flag``)."""
-    if kind == "torch":
-        return nn.LayerNorm(dim)
-    if kind == "apptek":
-        return AppTekLayerNorm(dim)
-    raise ValueError(f"{flag} {kind}: choose from {', '.join(LAYER_NORMS)}")
-
-
-def layer_norm_fp32(norm: nn.LayerNorm, x: Tensor) -> Tensor:
-    """``norm`` applied to ``x`` in fp32, whatever the dtype of its parameters."""
-    if isinstance(norm, AppTekLayerNorm):  # computes in fp32 already
-        return norm(x.float())
-    return F.layer_norm(x.float(), norm.normalized_shape, norm.weight.float(), norm.bias.float(), norm.eps)
-
-
-def sentence_lengths(padding_mask: Optional[Tensor], batch: int, length: int, device) -> Tensor:
-    if padding_mask is None:
-        return torch.full((batch,), length, device=device, dtype=torch.long)
-    return (~padding_mask).long().sum(dim=1)
+from .attention import real_positions
+# The registry's names, where code written before the split imports them from.
+from .registry import MIXERS, MixerContext, mixers_for_site, register_mixer  # noqa: F401
 
 
 class Mixer(FairseqIncrementalState, nn.Module):
@@ -244,10 +58,6 @@ class Mixer(FairseqIncrementalState, nn.Module):
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
-
-    @classmethod
-    def build(cls, ctx: MixerContext) -> "Mixer":
-        raise NotImplementedError(f"{cls.__name__} must implement build(ctx)")
 
     def max_positions(self) -> Optional[int]:
         """Longest sequence this mixer accepts (None: no limit)."""
@@ -293,11 +103,7 @@ class Mixer(FairseqIncrementalState, nn.Module):
         return x.view(length, batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
 
     def merge_heads(self, out: Tensor) -> Tensor:
-        """B x H x T x D_h -> T x B x D, then ``self.out_proj``.
-
-        The inverse of :meth:`split_heads`; ``out_proj`` is looked up at call
-        time because site wrappers (the PosNet gating) may replace it.
-        """
+        """B x H x T x D_h -> T x B x D, then ``self.out_proj``: the inverse of :meth:`split_heads`."""
         batch, _, length, _ = out.shape
         return self.out_proj(out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim))
 
@@ -353,69 +159,6 @@ class Mixer(FairseqIncrementalState, nn.Module):
         query_pos = self.decoding_steps(buffer, batch, length, device)
         *cached, pad, key_pos = self.cache_self_attention(incremental_state, buffer, pad, pad_key, **tensors)
         return (*cached, pad, query_pos, key_pos)
-
-    def clipped_decoding_step(self, buffer: Dict[str, Optional[Tensor]], step: int, v: Tensor, pad: Optional[Tensor],
-                              energy: Tensor, shared_tail: bool, dropout: float = 0.0) -> Tensor:
-        """One causal decoding step of softmax attention with clipped relative energies, in constant state.
-
-        The energy of the key at distance ``n - m = j`` from the query ``n``
-        (= ``step``, the same for the whole batch) may depend on ``j`` only
-        through ``min(j, K)``; ``energy`` (fp32, (B or 1) x H x (K+1)) gives
-        it oldest first: entry ``K - j`` is the energy at distance j < K,
-        entry 0 that of every key at distance >= K (the *tail*). With
-        ``shared_tail`` False the tail is the one key at distance exactly K
-        (keys further away are not seen). The keys of one energy enter the
-        softmax as one term ``e + log(count)`` carrying their mean value, so
-        the step is the same function as attending over the whole prefix, at
-        O(K D_h) per step (docs/constant-cost-decoding.md).
-
-        ``v`` is this step's B x H x 1 x D_h value and ``pad`` (B x 1) says
-        whether it is a pad key. ``buffer`` holds the state, batch first so
-        that :meth:`reorder_incremental_state` follows beam search, and of a
-        size that does not depend on the step: ``window`` (B x H x K x D_h, a
-        ring: position m in slot m mod K, written in place), ``window_pad``
-        (B x K, True where that position is a pad or before the start),
-        ``tail`` (B x H x 1 x D_h, fp32: the sum of the tail's valid values)
-        and ``tail_count`` (B x 1, fp32). Returns the B x H x 1 x D_h output
-        before ``merge_heads``; attention dropout (training only) drops the
-        tail as one term.
-        """
-        batch, heads, _, head_dim = v.shape
-        acc = torch.promote_types(v.dtype, torch.float32)
-        k = energy.size(-1) - 1
-        if "window" not in buffer:
-            buffer["window"] = v.new_zeros(batch, heads, k, head_dim)
-            buffer["window_pad"] = torch.ones(batch, k, dtype=torch.bool, device=v.device)
-            buffer["tail"] = torch.zeros(batch, heads, 1, head_dim, dtype=acc, device=v.device)
-            buffer["tail_count"] = torch.zeros(batch, 1, dtype=acc, device=v.device)
-        if pad is None:
-            pad = torch.zeros(batch, 1, dtype=torch.bool, device=v.device)
-        window, window_pad = buffer["window"], buffer["window_pad"]
-        # The key now at distance K joins the tail (or, unshared, is the tail):
-        # position n-K, in the slot that this step's value overwrites.
-        slot = step % k if k else 0
-        entering, entering_pad = (window[:, :, slot: slot + 1], window_pad[:, slot: slot + 1]) if k else (v, pad)
-        entering = entering.to(acc).masked_fill(entering_pad[:, :, None, None], 0.0)
-        valid = (~entering_pad).to(acc)
-        count = buffer["tail_count"] + valid if shared_tail else valid
-        buffer["tail"] = buffer["tail"] + entering if shared_tail else entering
-        buffer["tail_count"] = count
-        if k:
-            window[:, :, slot: slot + 1] = v
-            window_pad[:, slot: slot + 1] = pad
-
-        # Slot i holds distance (slot - i) mod K: its energy is entry K - that.
-        order = torch.tensor([0] + [k - (slot - i) % k for i in range(k)], device=v.device)  # tail, then slots
-        # log(count) on the tail's energy; -inf (log 0) where the tail or a slot holds no key.
-        no_key = torch.zeros(batch, k, dtype=acc, device=v.device).masked_fill_(window_pad, float("-inf"))
-        bias = torch.cat([torch.log(count), no_key], dim=1).unsqueeze(1)  # B x 1 x (K+1)
-        probs = torch.softmax(energy[:, :, order] + bias, dim=-1)
-        # Before any real key (pads only) the row is 0, not NaN, as masked_softmax makes it.
-        probs = probs.masked_fill(((count == 0) & window_pad.all(dim=1, keepdim=True)).unsqueeze(-1), 0.0)
-        probs = F.dropout(probs, p=dropout, training=self.training)
-        mean = buffer["tail"] / count.clamp(min=1.0).view(batch, 1, 1, 1)
-        recent = torch.matmul(probs[:, :, None, 1:].to(v.dtype), window)
-        return (probs[:, :, None, :1] * mean + recent.to(acc)).to(v.dtype)
 
     @staticmethod
     def fairseq_weights(probs: Tensor, dtype, need_weights: bool, need_head_weights: bool) -> Optional[Tensor]:

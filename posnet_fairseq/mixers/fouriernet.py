@@ -23,7 +23,9 @@ import math
 import torch
 from torch import nn
 
-from .base import Mixer, real_positions, register_mixer, sentence_lengths
+from .attention import real_positions, sentence_lengths
+from .base import Mixer
+from .registry import register_mixer
 
 
 @register_mixer("fouriernet", sites=("encoder_self",))

@@ -15,49 +15,74 @@ The interface a mixer offers to be gated (no gating code in the mixer):
 
 * ``v_proj``: an ``nn.Linear`` that the mixer applies to its value input
   (T x B x C) before splitting heads, caching its output for incremental
-  decoding; the wrapper replaces it by :class:`GatedValue` (so the cache holds
-  the gated values v');
+  decoding (so the cache holds the gated values v');
 * ``out_proj``: an ``nn.Linear`` applied to the concatenated heads (T x B x D,
-  head h in columns h*D_h..(h+1)*D_h-1, one row per query); the wrapper
-  replaces it by :class:`GatedOutput`, which multiplies its input by the gate
-  first;
+  head h in columns h*D_h..(h+1)*D_h-1, one row per query);
 * ``num_heads`` / ``head_dim`` / ``_get_input_buffer``, as every mixer has.
 
-:class:`GatedMixer` computes the gate from ``query`` and hands it to the
-``GatedOutput`` for the duration of one forward call. The gate has no
-decoding state (it uses the current query only), so the wrapper has no
-``reorder_incremental_state``: fairseq reorders the inner mixer directly.
-fairseq's MultiheadAttention has a fused fast path that reads the projection
-weights instead of calling the modules; gating switches it to its explicit
-path (``_set_skip_embed_dim_check``), which calls ``v_proj`` and ``out_proj``.
+:func:`gate_module` takes both Linear layers out of the mixer when it builds
+the wrapper: the mixer's ``out_proj`` becomes the identity, so the mixer
+returns the concatenated heads, and :class:`GatedMixer` applies
+``W_o(heads * g)`` itself. The values: where the value input is the query
+(self-attention) and the mixer projects its ``value`` argument (every
+``base.Mixer``), W_v and W_g are one Linear layer, ``value_gate_proj``
+(issue 22: one matrix product instead of two per step), whose output the
+wrapper splits into the pre-activation values, passed to the mixer as its
+``value`` (its ``v_proj`` becomes :class:`ValueActivation`, LN(act(.))), and
+the gate. Elsewhere (cross-attention, where the values are the encoder's;
+fairseq's MultiheadAttention, which projects ``query``/``key`` for its
+values) the mixer's ``v_proj`` becomes :class:`GatedValue`, LN(act(W_v .)),
+and the wrapper holds W_g as ``gate_proj``. Checkpoints written before the
+fusion (W_o inside the mixer as ``out_proj.proj``, W_v and W_g apart) load
+unchanged: :meth:`GatedMixer._load_from_state_dict` builds the new layout
+from them.
+
+The gate has no decoding state (it uses the current query only), so the
+wrapper has no ``reorder_incremental_state``: fairseq reorders the inner
+mixer directly. fairseq's MultiheadAttention has a fused fast path that reads
+the projection weights instead of calling the modules; gating switches it to
+its explicit path (``_set_skip_embed_dim_check``), which calls ``v_proj`` and
+``out_proj``.
 
 The flags (``FLAGS`` below; docs/posnet.md lists them) give the Table 6
 ablations: gating per site and per layer (layers whose mixer is ``none`` are
 left alone), the value and gate activations (``glu`` makes W_v D -> 2D; a gate
 activation ``none`` drops W_g, keeping only the value branch) and the two
 LayerNorms. ``--gating-norm apptek`` gives both the authors' LayerNorm
-(unbiased variance, eps 1e-8: ``base.AppTekLayerNorm``) instead of
+(unbiased variance, eps 1e-8: ``norms.AppTekLayerNorm``) instead of
 nn.LayerNorm (docs/conventions.md).
 """
 import math
 
+import torch
 from fairseq.modules import MultiheadAttention
 from torch import nn
 
 from .. import flags
-from ..sites import SITE, SITE_LIST, dest, per_layer
-from .base import LAYER_NORMS, layer_norm, register_site_wrapper
+from ..sites import SITE_LIST, dest, per_layer, spec_items
+from .base import Mixer
+from .norms import LAYER_NORMS, layer_norm
+from .registry import register_site_wrapper
 from .none import NoMixer
 
 VALUE_ACTS = ("none", "gelu", "glu", "sigmoid")
 GATE_ACTS = ("none", "gelu", "sigmoid")
 
 
+def on_off_spec(spec):
+    """The switches of a per-layer gating spec (its flag type): on or off, one for all layers or one each."""
+    switches = tuple(spec_items(spec))
+    bad = next((s for s in switches if s not in ("on", "off")), None)
+    if bad is not None:
+        raise ValueError(f"{bad!r} is not one of on, off")
+    return switches
+
+
 FLAGS = flags.declare(
     "PosNet GeLU gating (Eq. 4)", "posnet",
     *(flags.Flag(site.gating_flag, "off", f"PosNet GeLU gating (Eq. 4) of the {site.name.replace('_', ' ')} "
                  "mixers: on, off, or one per layer comma-separated (the rposnet/aposnet presets: on where they "
-                 "place PosNet)", metavar="SPEC") for site in SITE_LIST),
+                 "place PosNet)", type=on_off_spec, metavar="SPEC") for site in SITE_LIST),
     flags.Flag("--gating-value-act", "gelu", "gating: activation of the gated values W_v x", choices=VALUE_ACTS),
     flags.Flag("--gating-gate-act", "gelu", "gating: activation of the gate W_g y; none = no gate",
                choices=GATE_ACTS),
@@ -69,61 +94,62 @@ FLAGS = flags.declare(
 )
 
 
-def layer_gating(args, site, layer_idx, num_layers):
-    """Whether layer ``layer_idx`` of ``site`` is gated, from its on/off spec."""
-    flag = SITE[site].gating_flag
-    return per_layer(flag, getattr(args, dest(flag)), num_layers, choices=("on", "off"))[layer_idx] == "on"
+def layer_gating(ctx):
+    """Whether the layer of ``ctx`` is gated at its site, from the site's on/off spec (parsed once)."""
+    flag = ctx.site.gating_flag
+    switches = getattr(ctx.options(FLAGS), dest(flag))
+    return per_layer(flag, ",".join(switches), ctx.num_layers)[ctx.layer_idx] == "on"
 
 
-def _activation(name, flag):
-    acts = {"none": nn.Identity, "gelu": nn.GELU, "sigmoid": nn.Sigmoid, "glu": lambda: nn.GLU(dim=-1)}
-    if name not in acts:
-        raise ValueError(f"{flag} {name}: unknown activation")
-    return acts[name]()
+ACTIVATIONS = {"none": nn.Identity, "gelu": nn.GELU, "sigmoid": nn.Sigmoid, "glu": lambda: nn.GLU(dim=-1)}
 
 
-class GatedValue(nn.Module):
-    """v' = LN(act(W_v x)) over the full D (replaces a mixer's ``v_proj``)."""
+class ValueActivation(nn.Module):
+    """v' = LN(act(u)) of projected values u (a mixer's ``v_proj`` when the wrapper projects them)."""
+
+    def __init__(self, act, norm):
+        super().__init__()
+        self.act, self.norm = act, norm
+
+    def forward(self, u):
+        return self.norm(self.act(u))
+
+
+class GatedValue(ValueActivation):
+    """v' = LN(act(W_v x)) over the full D (a mixer's ``v_proj`` when the wrapper cannot project its values)."""
 
     def __init__(self, proj, act, norm):
-        super().__init__()
-        self.proj, self.act, self.norm = proj, act, norm
-
-    def forward(self, x):
-        return self.norm(self.act(self.proj(x)))
-
-
-class GatedOutput(nn.Module):
-    """W_o(o * g) (replaces a mixer's ``out_proj``); ``gate`` is set by :class:`GatedMixer`."""
-
-    def __init__(self, proj):
-        super().__init__()
+        super().__init__(act, norm)
         self.proj = proj
-        self.gate = None
 
     def forward(self, x):
-        if self.gate is None:
-            raise RuntimeError("GatedOutput called outside GatedMixer.forward: the gate is unknown")
-        return self.proj(x * self.gate)
+        return super().forward(self.proj(x))
 
 
 class GatedMixer(nn.Module):
-    """A mixer whose per-head outputs are multiplied by g = act(W_g query) before W_o (Eq. 4)."""
+    """``W_o(mixer heads * g)``, g = act(W_g query) (Eq. 4), around a mixer whose ``out_proj`` is the identity.
 
-    def __init__(self, mixer, gate_proj, gate_act, gate_norm):
+    With ``value_gate_proj`` (W_v and W_g stacked) the values and the gate come from one product with
+    the query, the values passed on as the mixer's ``value``; with ``gate_proj`` the mixer projects
+    its own values (its ``v_proj`` is a :class:`GatedValue`).
+    """
+
+    def __init__(self, mixer, out_proj, gate_act, gate_norm, gate_proj=None, value_gate_proj=None):
         super().__init__()
-        self.mixer = mixer
-        self.gate_proj, self.gate_act, self.gate_norm = gate_proj, gate_act, gate_norm
+        self.mixer, self.out_proj = mixer, out_proj
+        self.gate_proj, self.value_gate_proj = gate_proj, value_gate_proj
+        self.gate_act, self.gate_norm = gate_act, gate_norm
         # What fairseq's decoder layer reads from its attention modules.
         self.num_heads, self.head_dim, self.embed_dim = mixer.num_heads, mixer.head_dim, mixer.embed_dim
 
     def forward(self, query, key, value, *args, **kwargs):
-        output = self.mixer.out_proj
-        output.gate = self.gate_norm(self.gate_act(self.gate_proj(query)))
-        try:
-            return self.mixer(query, key, value, *args, **kwargs)
-        finally:
-            output.gate = None
+        if self.value_gate_proj is not None:  # self-attention: value is query
+            value, gate = self.value_gate_proj(query).split(
+                [self.value_gate_proj.out_features - self.out_proj.in_features, self.out_proj.in_features], dim=-1)
+        else:
+            gate = self.gate_proj(query)
+        heads, weights = self.mixer(query, key, value, *args, **kwargs)
+        return self.out_proj(heads * self.gate_norm(self.gate_act(gate))), weights
 
     def _get_input_buffer(self, incremental_state):
         return self.mixer._get_input_buffer(incremental_state)
@@ -131,43 +157,64 @@ class GatedMixer(nn.Module):
     def _set_input_buffer(self, incremental_state, buffer):
         return self.mixer._set_input_buffer(incremental_state, buffer)
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # Checkpoints from before the fusion: W_o inside the mixer, W_v and W_g apart.
+        for name in ("weight", "bias"):
+            old_out = f"{prefix}mixer.out_proj.proj.{name}"
+            if old_out in state_dict:
+                state_dict[f"{prefix}out_proj.{name}"] = state_dict.pop(old_out)
+            old_value, old_gate = f"{prefix}mixer.v_proj.proj.{name}", f"{prefix}gate_proj.{name}"
+            if self.value_gate_proj is not None and old_value in state_dict and old_gate in state_dict:
+                state_dict[f"{prefix}value_gate_proj.{name}"] = torch.cat(
+                    [state_dict.pop(old_value), state_dict.pop(old_gate)], dim=0)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
-def gate_module(module, args, flag="gating"):
-    """Gates ``module`` (a mixer with ``v_proj``/``out_proj`` Linear layers) with the gating flags in ``args``."""
+
+def gate_module(module, args, flag="gating", fuse=False):
+    """Gates ``module`` (a mixer with ``v_proj``/``out_proj`` Linear layers) with the gating flags in ``args``.
+
+    ``fuse``: the module's value input is its query and it projects its ``value`` argument, so W_v and
+    W_g become one Linear layer (see the module docstring).
+    """
     if not (isinstance(getattr(module, "v_proj", None), nn.Linear)
             and isinstance(getattr(module, "out_proj", None), nn.Linear)):
         raise ValueError(f"{flag} on: {type(module).__name__} has no v_proj/out_proj Linear layers to gate "
                          "(see posnet_fairseq/mixers/gating.py for the interface)")
-    value_act, gate_act = args.gating_value_act, args.gating_gate_act
-    if value_act not in VALUE_ACTS:
-        raise ValueError(f"--gating-value-act {value_act}: choose from {', '.join(VALUE_ACTS)}")
-    if gate_act not in GATE_ACTS:
-        raise ValueError(f"--gating-gate-act {gate_act}: choose from {', '.join(GATE_ACTS)}")
+    opts = FLAGS.options(args)
     dim = module.out_proj.in_features
-    # Callers that build args by hand (tests) may leave the newer flags out.
-    norm_kind = getattr(args, "gating_norm", FLAGS["--gating-norm"].default)
-    proj = module.v_proj
-    if value_act == "glu":  # GLU halves its input: W_v maps to 2D
-        proj = nn.Linear(proj.in_features, 2 * dim)
-        nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
-    norm = nn.Identity() if args.gating_no_value_norm else layer_norm(norm_kind, dim, "--gating-norm")
-    module.v_proj = GatedValue(proj, _activation(value_act, "--gating-value-act"), norm)
+    value_proj = module.v_proj
+    if opts.gating_value_act == "glu":  # GLU halves its input: W_v maps to 2D
+        value_proj = nn.Linear(value_proj.in_features, 2 * dim)
+        nn.init.xavier_uniform_(value_proj.weight, gain=1 / math.sqrt(2))
+    value_act = ACTIVATIONS[opts.gating_value_act]()
+    value_norm = nn.Identity() if opts.gating_no_value_norm else layer_norm(opts.gating_norm, dim)
     if isinstance(module, MultiheadAttention):
         # Its fused path reads v_proj/out_proj weights instead of calling them.
         module._set_skip_embed_dim_check()
-    if gate_act == "none":
+    if opts.gating_gate_act == "none":  # no gate: only the value branch
+        module.v_proj = GatedValue(value_proj, value_act, value_norm)
         return module
-    module.out_proj = GatedOutput(module.out_proj)
     gate_proj = nn.Linear(dim, dim)
     nn.init.xavier_uniform_(gate_proj.weight)
     nn.init.constant_(gate_proj.bias, 0.0)
-    gate_norm = layer_norm(norm_kind, dim, "--gating-norm") if args.gating_gate_norm else nn.Identity()
-    return GatedMixer(module, gate_proj, _activation(gate_act, "--gating-gate-act"), gate_norm)
+    gate_norm = layer_norm(opts.gating_norm, dim) if opts.gating_gate_norm else nn.Identity()
+    out_proj, module.out_proj = module.out_proj, nn.Identity()
+    if not fuse or value_proj.bias is None:  # (a bias-free W_v beside W_g's bias: kept apart)
+        module.v_proj = GatedValue(value_proj, value_act, value_norm)
+        return GatedMixer(module, out_proj, ACTIVATIONS[opts.gating_gate_act](), gate_norm, gate_proj=gate_proj)
+    module.v_proj = ValueActivation(value_act, value_norm)
+    fused = nn.Linear(value_proj.in_features, value_proj.out_features + dim)
+    with torch.no_grad():
+        fused.weight.copy_(torch.cat([value_proj.weight, gate_proj.weight]))
+        fused.bias.copy_(torch.cat([value_proj.bias, gate_proj.bias]))
+    return GatedMixer(module, out_proj, ACTIVATIONS[opts.gating_gate_act](), gate_norm, value_gate_proj=fused)
 
 
 @register_site_wrapper
 def gate_site(module, ctx):
     """Site wrapper: gates the mixer of ``ctx.site``/``ctx.layer_idx`` when its gating flag says on."""
-    if isinstance(module, NoMixer) or not layer_gating(ctx.args, ctx.site, ctx.layer_idx, ctx.num_layers):
+    if isinstance(module, NoMixer) or not layer_gating(ctx):
         return module
-    return gate_module(module, ctx.args, SITE[ctx.site].gating_flag)
+    # A plugin mixer projects its value argument; at a self-attention site that is the query.
+    fuse = isinstance(module, Mixer) and not ctx.site.cross
+    return gate_module(module, ctx.args, ctx.site.gating_flag, fuse=fuse)

@@ -48,8 +48,10 @@ from fairseq.modules import MultiheadAttention
 from torch import Tensor, nn
 
 from .. import flags
-from ..sites import SITE, SITE_LIST, dest, per_layer, spec_items
-from .base import Mixer, real_positions, register_mixer
+from ..sites import SITE_LIST, dest, per_layer, spec_items
+from .attention import real_positions
+from .base import Mixer
+from .registry import register_mixer
 
 SYMBOLS = {"l": -1.0, "c": 0.0, "r": 1.0}
 KERNELS = ("gaussian", "conv", "index")
@@ -63,16 +65,18 @@ FLAGS = flags.declare(
       for site, default, what in zip(SITE_LIST, ("l,r", "l,c", "l,c,r"), (
           "centres i+o per head: numbers or l/c/r, cyclic over heads, ';' separates per-layer lists",
           "offsets, same syntax", "offsets around gamma*i, same syntax"))),
-    flags.Flag("--hc-sigma", 1.0, "standard deviation of the hard-coded Gaussians", type=float, metavar="SIGMA"),
+    flags.Flag("--hc-sigma", 1.0, "standard deviation of the hard-coded Gaussians", type=float, metavar="SIGMA",
+               check=flags.positive_number),
     flags.Flag("--hc-kernel", "gaussian", "gaussian: the full pdf; conv: the pdf on the 3 positions nearest the "
                "centre; index: weight 1 on the position nearest the centre", choices=KERNELS),
     flags.Flag("--hc-cross-center", "floor", "hard-coded cross-attention centre: floor(gamma*i + o) as in the "
                "paper, or the unfloored gamma*i + o of the reference code", choices=CENTERS),
     flags.Flag("--hc-bias", False, "give the value and output projections of hard-coded heads a bias"),
     flags.Flag("--hc-weight-dropout", 0.0, "dropout on the hard-coded attention weights in training, one mask per "
-               "sentence (the AppTek GaussianNet: the model dropout; You et al.: none)", type=float, metavar="P"),
+               "sentence (the AppTek GaussianNet: the model dropout; You et al.: none)", type=float, metavar="P",
+               check=flags.probability),
     flags.Flag("--learned-cross-heads", 1, "heads of the learned_cross mixer (SH-X: 1 head of dimension D)",
-               type=int, metavar="N"),
+               type=int, metavar="N", check=flags.positive_integer),
     flags.Flag("--learned-cross-layers", "-1", "hc_gaussian_shx* architectures: comma-separated 0-based decoder "
                "layers that get a learned_cross sub-layer, negative counts from the end; the other layers have no "
                "cross attention", metavar="LAYERS", default_doc="-1, the last layer"),
@@ -97,6 +101,12 @@ def parse_offsets(spec, flag: str, num_layers: int, num_heads: int) -> List[List
     return per_layer(flag, spec, num_layers, parse=head_offsets, sep=";")
 
 
+def layer_offsets(ctx, opts) -> List[float]:
+    """The offsets of the heads of ``ctx``'s layer, from the site's --hc-*-offsets flag."""
+    flag = ctx.site.hc_offsets_flag
+    return parse_offsets(getattr(opts, dest(flag)), flag, ctx.num_layers, ctx.num_heads)[ctx.layer_idx]
+
+
 def hard_coded_weights(distance: Tensor, sigma: float, kernel: str) -> Tensor:
     """Head weights from the distance ``j - mu`` between key position and centre, in fp32.
 
@@ -110,18 +120,6 @@ def hard_coded_weights(distance: Tensor, sigma: float, kernel: str) -> Tensor:
     if kernel == "conv":
         return pdf * ((d >= -1.5) & (d < 1.5))
     return pdf
-
-
-def _check_common(args):
-    """Checks the flags both hard-coded mixers read; returns the weight dropout."""
-    if not args.hc_sigma > 0 or not math.isfinite(args.hc_sigma):
-        raise ValueError(f"--hc-sigma {args.hc_sigma}: the standard deviation must be a positive number")
-    if args.hc_kernel not in KERNELS:
-        raise ValueError(f"--hc-kernel {args.hc_kernel}: choose from {', '.join(KERNELS)}")
-    p = getattr(args, "hc_weight_dropout", 0.0)
-    if not (p is not None and 0.0 <= p < 1.0):
-        raise ValueError(f"--hc-weight-dropout {p}: a dropout probability in [0, 1)")
-    return p
 
 
 class _HardCodedAttention(Mixer):
@@ -228,13 +226,9 @@ class HardCodedSelfAttention(_HardCodedAttention):
 
     @classmethod
     def build(cls, ctx):
-        args = ctx.args
-        weight_dropout = _check_common(args)
-        flag = SITE[ctx.site].hc_offsets_flag
-        spec = getattr(args, dest(flag))
-        offsets = parse_offsets(spec, flag, ctx.num_layers, ctx.num_heads)[ctx.layer_idx]
-        return cls(ctx.embed_dim, ctx.num_heads, offsets, args.hc_sigma, args.hc_kernel, bool(args.hc_bias),
-                   ctx.causal, weight_dropout, getattr(args, "max_target_positions", None))
+        opts = ctx.options(FLAGS)
+        return cls(ctx.embed_dim, ctx.num_heads, layer_offsets(ctx, opts), opts.hc_sigma, opts.hc_kernel, opts.hc_bias,
+                   ctx.causal, opts.hc_weight_dropout, getattr(ctx.args, "max_target_positions", None))
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
@@ -308,18 +302,12 @@ class HardCodedCrossAttention(_HardCodedAttention):
 
     @classmethod
     def build(cls, ctx):
-        args = ctx.args
-        weight_dropout = _check_common(args)
-        gamma = getattr(args, "length_ratio", None)
-        if gamma is None or not math.isfinite(gamma) or gamma <= 0:
-            raise ValueError(f"--length-ratio {gamma}: hard-coded cross attention needs a positive length ratio "
-                             "gamma (mean source / mean target length)")
-        if args.hc_cross_center not in CENTERS:
-            raise ValueError(f"--hc-cross-center {args.hc_cross_center}: choose from {', '.join(CENTERS)}")
-        flag = SITE["cross"].hc_offsets_flag
-        offsets = parse_offsets(getattr(args, dest(flag)), flag, ctx.num_layers, ctx.num_heads)[ctx.layer_idx]
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, offsets, args.hc_sigma, args.hc_kernel,
-                   bool(args.hc_bias), gamma, args.hc_cross_center == "floor", weight_dropout)
+        opts = ctx.options(FLAGS)
+        if ctx.length_ratio is None:
+            raise ValueError("--length-ratio: hard-coded cross attention needs the length ratio gamma "
+                             "(mean source / mean target length)")
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, layer_offsets(ctx, opts), opts.hc_sigma, opts.hc_kernel,
+                   opts.hc_bias, ctx.length_ratio, opts.hc_cross_center == "floor", opts.hc_weight_dropout)
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
@@ -351,14 +339,11 @@ class HardCodedCrossAttention(_HardCodedAttention):
 
 
 @register_mixer("learned_cross", sites=("cross",), variants={"two_heads": {"learned_cross_heads": 2}})
-class LearnedCrossHeads:
+def learned_cross_heads(ctx):
     """Learned cross attention with --learned-cross-heads heads (SH-X: one head of dimension D)."""
-
-    @classmethod
-    def build(cls, ctx):
-        heads = ctx.args.learned_cross_heads
-        if not isinstance(heads, int) or heads < 1 or ctx.embed_dim % heads:
-            raise ValueError(f"--learned-cross-heads {heads}: must be a positive divisor of the decoder "
-                             f"embedding dimension {ctx.embed_dim}")
-        return MultiheadAttention(ctx.embed_dim, heads, kdim=ctx.kdim, vdim=ctx.kdim, dropout=ctx.dropout,
-                                  encoder_decoder_attention=True)
+    heads = ctx.options(FLAGS).learned_cross_heads
+    if ctx.embed_dim % heads:
+        raise ValueError(f"--learned-cross-heads {heads}: must be a positive divisor of the decoder "
+                         f"embedding dimension {ctx.embed_dim}")
+    return MultiheadAttention(ctx.embed_dim, heads, kdim=ctx.kdim, vdim=ctx.kdim, dropout=ctx.dropout,
+                              encoder_decoder_attention=True)

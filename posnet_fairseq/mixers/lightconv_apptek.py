@@ -31,7 +31,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import flags
-from .base import Mixer, masked_softmax, register_mixer
+from .attention import masked_softmax
+from .base import Mixer
+from .clipped_decoding import clipped_decoding_step
+from .registry import register_mixer
 
 # Option sets the contract tests run besides the defaults: global context, and
 # a window shorter than the test sentences, with and without global context.
@@ -45,7 +48,8 @@ VARIANTS = {
 FLAGS = flags.declare(
     "AppTek light convolution", "posnet",
     flags.Flag("--lightconv-max-relative", 16, "lightconv_apptek: one weight per distance in [-K, K] per head; "
-               "without global context keys further than K are not seen", type=int, metavar="K"),
+               "without global context keys further than K are not seen", type=int, metavar="K",
+               check=flags.non_negative_integer),
     flags.Flag("--lightconv-global-context", False, "lightconv_apptek: every query sees the whole sentence, "
                "distances beyond K share the border weights (PosNet paper Table 5 '+ global context')"),
 )
@@ -83,11 +87,9 @@ class AppTekLightConv(Mixer):
 
     @classmethod
     def build(cls, ctx):
-        k = ctx.args.lightconv_max_relative
-        if k is None or int(k) != k or k < 0:
-            raise ValueError(f"--lightconv-max-relative {k}: must be an integer >= 0")
-        return cls(ctx.embed_dim, ctx.num_heads, int(k), bool(ctx.args.lightconv_global_context), ctx.dropout,
-                   ctx.causal)
+        opts = ctx.options(FLAGS)
+        return cls(ctx.embed_dim, ctx.num_heads, opts.lightconv_max_relative, opts.lightconv_global_context,
+                   ctx.dropout, ctx.causal)
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
@@ -133,9 +135,9 @@ class AppTekLightConv(Mixer):
         steps = self.decoding_steps(buffer, v.size(0), v.size(2), v.device)
         energy = self.weight.to(acc)[:, : self.max_relative + 1].unsqueeze(0)  # distances K..0
         out = torch.cat([
-            self.clipped_decoding_step(buffer, int(steps[0, t]), v[:, :, t: t + 1],
-                                       None if pad is None else pad[:, t: t + 1], energy,
-                                       shared_tail=self.global_context, dropout=self.dropout)
+            clipped_decoding_step(buffer, int(steps[0, t]), v[:, :, t: t + 1],
+                                  None if pad is None else pad[:, t: t + 1], energy,
+                                  shared_tail=self.global_context, dropout=self.dropout, training=self.training)
             for t in range(v.size(2))], dim=2)
         self._set_input_buffer(incremental_state, buffer)
         return self.merge_heads(out), None

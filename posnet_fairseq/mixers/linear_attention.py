@@ -48,7 +48,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .aan import safe_divide
-from .base import Mixer, autocast_off, register_mixer
+from .attention import autocast_off
+from .base import Mixer
+from .registry import register_mixer
 
 # Steps per chunk of the training form: the intra-chunk kernel matrix is
 # CHUNK x CHUNK per head and position block; translation-length targets fit in one.

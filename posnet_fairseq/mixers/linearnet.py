@@ -28,14 +28,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import flags
-from ..sites import SITE, dest
-from .base import Mixer, register_mixer
+from ..sites import dest
+from .base import Mixer
+from .registry import register_mixer
 
 
 FLAGS = flags.declare(
     "LinearNet", "posnet",
     flags.Flag("--linearnet-max-length", None, "LinearNet: positions covered by the learned H x N x N weight table",
-               type=int, metavar="N", default_doc="the site's --max-source-positions / --max-target-positions; "
+               type=int, metavar="N", check=flags.positive_integer, default_doc="the site's --max-source-positions / --max-target-positions; "
                "linearnet_* presets: 128"),
 )
 
@@ -69,12 +70,9 @@ class LinearNetAttention(Mixer):
 
     @classmethod
     def build(cls, ctx):
-        args = ctx.args
-        length = getattr(args, "linearnet_max_length", None)
+        length = ctx.options(FLAGS).linearnet_max_length
         if length is None:
-            length = getattr(args, dest(SITE[ctx.site].max_positions_flag))
-        if not isinstance(length, int) or length < 1:
-            raise ValueError(f"--linearnet-max-length {length}: must be a positive integer")
+            length = getattr(ctx.args, dest(ctx.site.max_positions_flag))
         return cls(ctx.embed_dim, ctx.num_heads, length, ctx.dropout, ctx.causal)
 
     def max_positions(self):

@@ -3,13 +3,11 @@
 The model builds it exactly as fairseq's Transformer layers do, so a model with
 ``mha`` at every site is numerically the stock ``transformer``.
 """
-from .base import SITES, register_mixer
+from ..sites import SITES
+from .registry import register_mixer
 
 
 @register_mixer("mha", sites=SITES)
-class MultiheadAttentionMixer:
+def multihead_attention(ctx):
     """Scaled dot-product multi-head attention, fairseq's implementation."""
-
-    @classmethod
-    def build(cls, ctx):
-        return ctx.build_fairseq_attention()
+    return ctx.build_fairseq_attention()

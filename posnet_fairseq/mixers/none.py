@@ -7,7 +7,9 @@ builds the decoder layer without a cross-attention sub-layer at all (SH-X
 keeps cross attention in chosen layers only), so ``build`` is never called
 there.
 """
-from .base import SITES, Mixer, register_mixer
+from ..sites import SITES
+from .base import Mixer
+from .registry import register_mixer
 
 
 @register_mixer("none", sites=SITES)
@@ -16,7 +18,7 @@ class NoMixer(Mixer):
 
     @classmethod
     def build(cls, ctx):
-        if ctx.site == "cross":
+        if ctx.site.cross:
             raise AssertionError("cross-site 'none' is built as a decoder layer without encoder attention")
         return cls(ctx.embed_dim, ctx.num_heads)
 

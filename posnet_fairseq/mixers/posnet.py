@@ -60,9 +60,12 @@ from fairseq.modules import LearnedPositionalEmbedding, SinusoidalPositionalEmbe
 from torch import nn
 
 from .. import flags
-from ..sites import SITE, SITES
-from .base import (LAYER_NORMS, Mixer, autocast_off, layer_norm, layer_norm_fp32, masked_softmax, real_positions,
-                   register_mixer)
+from ..sites import SITES
+from .attention import autocast_off, masked_softmax, real_positions
+from .base import Mixer
+from .clipped_decoding import clipped_decoding_step
+from .norms import LAYER_NORMS, layer_norm, layer_norm_fp32
+from .registry import register_mixer
 
 POSITION_NORM_KEY = "posnet_position_norm"
 # First size of the in-memory tables made by make_generation_fast_ (the
@@ -77,7 +80,7 @@ ABSOLUTE_POSITIONS = ("sinusoids", "shared")
 FLAGS = flags.declare(
     "aPosNet / rPosNet", "posnet",
     flags.Flag("--posnet-max-relative", 16, "rposnet/arposnet: relative distances are clipped to [-K, K] "
-               "(the *_big presets use 8)", type=int, metavar="K"),
+               "(the *_big presets use 8)", type=int, metavar="K", check=flags.non_negative_integer),
     flags.Flag("--posnet-position-norm", "torch", "rposnet/arposnet: the LayerNorm of the position queries: torch = "
                "nn.LayerNorm (biased variance, eps 1e-5); apptek = the authors' code (unbiased variance, eps 1e-8)",
                choices=LAYER_NORMS),
@@ -88,8 +91,11 @@ FLAGS = flags.declare(
                "sinusoids = its own (--aposnet-sinusoids); shared = the rPosNet term's normalised model positions "
                "(the authors' code: one learned vector for both terms; self-attention sites only)",
                choices=ABSOLUTE_POSITIONS),
+    # Written by posnet-precompute into the checkpoint it makes: the mixers are
+    # then rebuilt holding only their energy tables of N positions.
+    flags.Flag("--posnet-precomputed", 0, "positions of the precomputed energy tables (0: not precomputed)",
+               type=int, metavar="N", check=flags.non_negative_integer, internal=True),
 )
-DEFAULTS = FLAGS.defaults()
 
 
 def sinusoids(length, dim, layout="fairseq"):
@@ -102,8 +108,6 @@ def sinusoids(length, dim, layout="fairseq"):
     """
     if layout == "fairseq":
         return SinusoidalPositionalEmbedding.get_embedding(length, dim)
-    if layout != "apptek":
-        raise ValueError(f"--aposnet-sinusoids {layout}: choose from {', '.join(SINUSOID_LAYOUTS)}")
     angles = torch.arange(length, dtype=torch.float32).unsqueeze(1) * \
         torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
     table = torch.empty(length, dim)
@@ -119,26 +123,27 @@ class PositionAttention(Mixer):
 
     def __init__(self, embed_dim, num_heads, kdim, site, max_relative=16, length_ratio=1.0, dropout=0.0,
                  position_dropout=0.0, positions=None, position_norm=None, precomputed=0,
-                 sinusoid_layout="fairseq", shared_positions=False):
+                 sinusoid_layout="fairseq", shared_positions=False, projections=None):
         super().__init__(embed_dim, num_heads)
+        self.kdim = kdim
         self.sinusoid_layout = sinusoid_layout
         # arPosNet as the authors' code: the aPosNet term reads the rPosNet term's position vectors.
         self.shared_positions = shared_positions
-        self.site = site
-        self.causal = site == "decoder_self"
+        self.site = site  # the sites.Site record
+        self.causal = site.causal
         self.max_relative = max_relative
         self.length_ratio = length_ratio
         self.dropout = dropout
         self.position_dropout = position_dropout
         self.scaling = self.head_dim ** -0.5
         self.precomputed = precomputed
-        self.folded = False  # True after make_generation_fast_: tables are a cache that may grow
-        # Owned by the encoder/decoder (the token position table and the shared
-        # LayerNorm): held in lists so they are not registered twice.
-        self._positions = [positions]
-        self._position_norm = [position_norm]
-        self.v_proj = nn.Linear(kdim, embed_dim)
-        self.out_proj = nn.Linear(embed_dim, embed_dim)
+        self.folded = False  # True after make_generation_fast_: the tables are a cache that may grow
+        # The token position table and the position LayerNorm are owned (and
+        # registered) by the encoder/decoder: referred to, not registered again.
+        object.__setattr__(self, "positions", positions)
+        object.__setattr__(self, "position_norm", position_norm)
+        # A table-form copy (table_form) keeps the trained value and output projections, gated or not.
+        self.v_proj, self.out_proj = projections or (nn.Linear(kdim, embed_dim), nn.Linear(embed_dim, embed_dim))
         relative, absolute = "r" in self.ENERGIES, "a" in self.ENERGIES
         self.rel_q_proj = nn.Linear(embed_dim, embed_dim) if relative and not precomputed else None
         self.rel_keys = nn.Parameter(torch.empty(2 * max_relative + 1, embed_dim)) \
@@ -153,7 +158,8 @@ class PositionAttention(Mixer):
                 setattr(self, name, nn.Parameter(torch.zeros(num_heads, precomputed, width), requires_grad=False))
             else:
                 self.register_buffer(name, None, persistent=False)
-        self.reset_parameters()
+        if projections is None:
+            self.reset_parameters()
 
     def reset_parameters(self):
         # As fairseq's MultiheadAttention initialises its projections; the
@@ -168,53 +174,42 @@ class PositionAttention(Mixer):
 
     @classmethod
     def build(cls, ctx):
-        args = ctx.args
-        max_relative = args.posnet_max_relative
-        if "r" in cls.ENERGIES and (max_relative is None or int(max_relative) != max_relative or max_relative < 0):
-            raise ValueError(f"--posnet-max-relative {max_relative}: must be an integer >= 0")
+        opts = ctx.options(FLAGS)
+        relative = "r" in cls.ENERGIES
         length_ratio = 1.0
-        if ctx.site == "cross" and "r" in cls.ENERGIES:
-            length_ratio = getattr(args, "length_ratio", None)
-            if length_ratio is None or not length_ratio > 0:
-                raise ValueError(f"--length-ratio {length_ratio}: {cls.NAME} cross-attention needs gamma > 0")
-        precomputed = int(getattr(args, "posnet_precomputed", 0) or 0)
-        get = lambda key: getattr(args, key, DEFAULTS[key])  # noqa: E731
-        layout = get("aposnet_sinusoids")
-        if layout not in SINUSOID_LAYOUTS:
-            raise ValueError(f"--aposnet-sinusoids {layout}: choose from {', '.join(SINUSOID_LAYOUTS)}")
-        absolute = get("arposnet_absolute_positions")
-        if absolute not in ABSOLUTE_POSITIONS:
-            raise ValueError(f"--arposnet-absolute-positions {absolute}: choose from {', '.join(ABSOLUTE_POSITIONS)}")
-        shared = absolute == "shared" and cls.ENERGIES == ("a", "r")
-        if shared and ctx.site == "cross":
+        if ctx.site.cross and relative:
+            length_ratio = ctx.length_ratio
+            if length_ratio is None:
+                raise ValueError(f"--length-ratio: {cls.NAME} cross-attention needs the length ratio gamma")
+        shared = opts.arposnet_absolute_positions == "shared" and cls.ENERGIES == ("a", "r")
+        if shared and ctx.site.cross:
             raise ValueError("--arposnet-absolute-positions shared: arposnet cross-attention would need the "
                              "encoder's position vectors for its keys; use it at the self-attention sites only")
         positions = norm = None
-        if "r" in cls.ENERGIES and not precomputed:
+        if relative and not opts.posnet_precomputed:
             positions = ctx.embed_positions
             if positions is None:
                 raise ValueError(
-                    f"{cls.NAME} at the {ctx.site} site takes its queries from the model's position embeddings: "
+                    f"{cls.NAME} at the {ctx.site.name} site takes its queries from the model's position embeddings: "
                     f"drop --no-token-positional-embeddings (the paper uses learned ones, "
-                    f"{SITE[ctx.site].learned_pos_flag}, as the rposnet_* presets do)")
-            norm = ctx.shared_module(POSITION_NORM_KEY, lambda: layer_norm(
-                get("posnet_position_norm"), ctx.embed_dim, "--posnet-position-norm"))
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, ctx.site, int(max_relative), float(length_ratio),
-                   ctx.dropout, getattr(args, "dropout", 0.0), positions, norm, precomputed, layout, shared)
+                    f"{ctx.site.learned_pos_flag}, as the rposnet_* presets do)")
+            norm = ctx.shared_module(POSITION_NORM_KEY, lambda: layer_norm(opts.posnet_position_norm, ctx.embed_dim))
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, ctx.site, opts.posnet_max_relative, float(length_ratio),
+                   ctx.dropout, ctx.model_dropout, positions, norm, opts.posnet_precomputed,
+                   opts.aposnet_sinusoids, shared)
 
     def max_positions(self):
         if self.precomputed:
             return self.precomputed
-        positions = self._positions[0]
-        if isinstance(positions, LearnedPositionalEmbedding):
-            return positions.max_positions
+        if isinstance(self.positions, LearnedPositionalEmbedding):
+            return self.positions.max_positions
         return None
 
     # ----- position vectors and energy tables (fp32, unscaled) -----
 
     def _model_positions(self, lo, hi, dropout):
         """LN'd (and dropped-out) model position embeddings of positions lo..hi-1: (hi-lo) x D."""
-        module, norm = self._positions[0], self._position_norm[0]
+        module, norm = self.positions, self.position_norm
         offset = module.padding_idx + 1  # fairseq's position index of the first real token
         if isinstance(module, LearnedPositionalEmbedding):
             if hi > module.max_positions:
@@ -249,32 +244,31 @@ class PositionAttention(Mixer):
             k = self._project(self.abs_k_proj, vectors[:keys])
             return torch.einsum("nhd,mhd->hnm", q, k)
 
-    def _check_table(self, table, kind, needed):
-        if table is None or needed > self.precomputed:
-            raise ValueError(
-                f"{self.NAME}: its {kind} energies were precomputed for {self.precomputed} positions "
-                f"(posnet-precompute --max-length {self.precomputed}) but this input needs {needed}; "
-                "precompute again with a larger --max-length from the training checkpoint")
+    def _energies(self, kind, lo, hi, keys=0):
+        """Unscaled fp32 energies of query positions lo..hi-1: rPosNet (``kind`` "r") H x n x (2K+1),
+        aPosNet ("a") H x n x ``keys``.
 
-    def _relative_energies(self, lo, hi):
-        if self.precomputed:
-            self._check_table(self.rel_energy, "rPosNet", hi)
-        elif self.folded and not self.training and (self.rel_energy is None or hi > self.rel_energy.size(1)):
-            self.fold_positions(max(hi, 2 * self.rel_energy.size(1) if self.rel_energy is not None else FOLD_START))
-        if self.rel_energy is not None and hi <= self.rel_energy.size(1):
-            return self.rel_energy[:, lo:hi].float()
-        return self._relative_table(lo, hi, self.training)
-
-    def _absolute_energies(self, lo, hi, keys):
+        The one path of every form: a table that covers the positions is sliced (posnet-precompute's
+        tables, or make_generation_fast_'s in-memory ones, which first grow to cover them: to the
+        positions needed, at least double, as far as the position parameters reach); otherwise the
+        energies are computed from the position parameters, and a precomputed mixer, which has none,
+        refuses the input naming its limit.
+        """
+        name = "rel_energy" if kind == "r" else "abs_energy"
         needed = max(hi, keys)
+        table = getattr(self, name)
+        if (table is None or needed > table.size(1)) and self.folded and not self.training:
+            self.fold_positions(max(needed, 2 * table.size(1) if table is not None else FOLD_START))
+            table = getattr(self, name)
+        if table is not None and needed <= table.size(1):
+            return table[:, lo:hi].float() if kind == "r" else table[:, lo:hi, :keys].float()
         if self.precomputed:
-            self._check_table(self.abs_energy, "aPosNet", needed)
-        elif self.folded and not self.training and (self.abs_energy is None or needed > self.abs_energy.size(1)):
-            self.fold_positions(max(needed, 2 * self.abs_energy.size(1) if self.abs_energy is not None
-                                    else FOLD_START))
-        table = self.abs_energy
-        if table is not None and hi <= table.size(1) and keys <= table.size(2):
-            return table[:, lo:hi, :keys].float()
+            raise ValueError(
+                f"{self.NAME}: its {'rPosNet' if kind == 'r' else 'aPosNet'} energies were precomputed for "
+                f"{self.precomputed} positions (posnet-precompute --max-length {self.precomputed}) but this input "
+                f"needs {needed}; precompute again with a larger --max-length from the training checkpoint")
+        if kind == "r":
+            return self._relative_table(lo, hi, self.training)
         return self._absolute_table(lo, hi, keys, self.training)
 
     def energies(self, query_pos, key_pos):
@@ -283,29 +277,36 @@ class PositionAttention(Mixer):
         rows = (query_pos - lo).unsqueeze(2)  # B x T x 1
         energy = 0.0
         if "r" in self.ENERGIES:
-            table = self._relative_energies(lo, hi)  # H x n x (2K+1)
+            table = self._energies("r", lo, hi)  # H x n x (2K+1)
             anchor = query_pos if self.length_ratio == 1.0 else \
                 torch.floor(query_pos.double() * self.length_ratio).long()
             slot = (key_pos.unsqueeze(1) - anchor.unsqueeze(2)).clamp(-self.max_relative, self.max_relative)
             energy = table[:, rows, slot + self.max_relative]
         if "a" in self.ENERGIES:
-            table = self._absolute_energies(lo, hi, int(key_pos.max()) + 1)  # H x n x M
+            table = self._energies("a", lo, hi, int(key_pos.max()) + 1)  # H x n x M
             energy = energy + table[:, rows, key_pos.unsqueeze(1)]
         return energy.transpose(0, 1) * self.scaling
 
     # ----- inference precomputation (paper section 4) -----
 
     @torch.no_grad()
-    def fold_positions(self, length):
-        """Tables of the eval-mode energies of positions 0..length-1 (no position dropout)."""
+    def _tables(self, length):
+        """{table name: eval-mode energies of positions 0..length-1} (rPosNet: no further than the
+        learned position table reaches; arPosNet's shared aPosNet term likewise)."""
+        limit = self.max_positions() or length
+        tables = {}
         if "r" in self.ENERGIES:
-            # No further than the learned position table reaches.
-            limit = self.max_positions()
-            self.rel_energy = self._relative_table(0, min(length, limit or length), dropout=False)
+            tables["rel_energy"] = self._relative_table(0, min(length, limit), dropout=False)
         if "a" in self.ENERGIES:
-            if self.shared_positions:  # as far as the learned position table reaches
-                length = min(length, self.max_positions() or length)
-            self.abs_energy = self._absolute_table(0, length, length, dropout=False)
+            if self.shared_positions:
+                length = min(length, limit)
+            tables["abs_energy"] = self._absolute_table(0, length, length, dropout=False)
+        return tables
+
+    def fold_positions(self, length):
+        """In-memory tables of the eval-mode energies of positions 0..length-1 (buffers, not saved)."""
+        for name, table in self._tables(length).items():
+            setattr(self, name, table)
 
     def make_generation_fast_(self, **kwargs):
         """Folds the position energies into in-memory tables for decoding (parameters kept)."""
@@ -314,23 +315,19 @@ class PositionAttention(Mixer):
             self.fold_positions(FOLD_START)
 
     @torch.no_grad()
-    def precompute_(self, length):
-        """Keeps only ``length``-position tables: drops W_q, W_k, r and the position inputs."""
+    def table_form(self, length):
+        """This mixer as posnet-precompute stores it: a new module of the same class holding only the
+        eval-mode energy tables of ``length`` positions and this one's value and output projections,
+        without W_q, W_k, r or the position inputs (this module is left as it is, sharing those projections)."""
         if self.precomputed:
             raise ValueError(f"{self.NAME} is already precomputed for {self.precomputed} positions")
-        self.fold_positions(length)
-        for name in ("rel_energy", "abs_energy"):
-            table = getattr(self, name)
-            delattr(self, name)
-            if table is not None:
-                setattr(self, name, nn.Parameter(table, requires_grad=False))
-            else:
-                self.register_buffer(name, None, persistent=False)
-        for name in ("rel_q_proj", "rel_keys", "abs_q_proj", "abs_k_proj"):
-            delattr(self, name)
-            setattr(self, name, None)
-        self._positions, self._position_norm = [None], [None]
-        self.precomputed, self.folded = length, False
+        form = type(self)(self.embed_dim, self.num_heads, self.kdim, self.site, self.max_relative, self.length_ratio,
+                          self.dropout, self.position_dropout, precomputed=length,
+                          sinusoid_layout=self.sinusoid_layout, shared_positions=self.shared_positions,
+                          projections=(self.v_proj, self.out_proj))
+        for name, table in self._tables(length).items():
+            getattr(form, name).copy_(table)
+        return form.to(table.device).train(self.training)
 
     # ----- the mixer -----
 
@@ -344,7 +341,7 @@ class PositionAttention(Mixer):
         device = query.device
         buffer = self._get_input_buffer(incremental_state) if incremental_state is not None else None
         if buffer is not None and "a" not in self.ENERGIES:
-            if self.site == "cross":
+            if self.site.cross:
                 out, probs = self._decode_cross(buffer, value, key_padding_mask, length,
                                                 need_weights or need_head_weights)
             else:
@@ -358,7 +355,7 @@ class PositionAttention(Mixer):
         # cached, since absolute energies give every key its own weight.
         query_step = None if buffer is None else self.decoding_steps(buffer, batch, length, device)
 
-        if self.site == "cross":
+        if self.site.cross:
             if buffer is not None and "value" in buffer:
                 v, key_pos, pad = buffer["value"], buffer["key_positions"], buffer.get("key_padding_mask")
             else:
@@ -402,7 +399,7 @@ class PositionAttention(Mixer):
     def _step_energies(self, steps):
         """Scaled fp32 rPosNet energies of the query positions ``steps`` (B x T): B x T x H x (2K+1)."""
         lo = int(steps.min())
-        table = self._relative_energies(lo, int(steps.max()) + 1)  # H x n x (2K+1)
+        table = self._energies("r", lo, int(steps.max()) + 1)  # H x n x (2K+1)
         return table[:, steps - lo].permute(1, 2, 0, 3) * self.scaling
 
     def _decode_self(self, buffer, value, pad, length):
@@ -413,9 +410,9 @@ class PositionAttention(Mixer):
         # A causal query sees the slots m - n = -K..0, i.e. 0..K.
         energy = self._step_energies(steps)[..., : self.max_relative + 1]
         return torch.cat([
-            self.clipped_decoding_step(buffer, int(steps[0, t]), v[:, :, t: t + 1],
-                                       None if pad is None else pad[:, t: t + 1], energy[:, t], shared_tail=True,
-                                       dropout=self.dropout)
+            clipped_decoding_step(buffer, int(steps[0, t]), v[:, :, t: t + 1],
+                                  None if pad is None else pad[:, t: t + 1], energy[:, t], shared_tail=True,
+                                  dropout=self.dropout, training=self.training)
             for t in range(length)], dim=2)
 
     def _cache_source(self, buffer, value, pad):

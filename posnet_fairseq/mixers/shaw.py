@@ -33,7 +33,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import flags
-from .base import Mixer, masked_softmax, register_mixer
+from .attention import masked_softmax
+from .base import Mixer
+from .registry import register_mixer
 
 EMBEDDING_KINDS = ("per-head", "shared")
 
@@ -49,7 +51,7 @@ VARIANTS = {
 FLAGS = flags.declare(
     "Shaw et al. / relative attention", "posnet",
     flags.Flag("--relative-max-distance", 16, "shaw/relattn: distances are clipped to [-K, K] (*_big presets: 8)",
-               type=int, metavar="K"),
+               type=int, metavar="K", check=flags.non_negative_integer),
     flags.Flag("--relative-embeddings", "per-head", "shaw/relattn: 'per-head' slices of a (2K+1) x D table "
                "(PosNet paper baseline) or one (2K+1) x d_h table 'shared' by all heads (Shaw et al., 2018)",
                choices=EMBEDDING_KINDS),
@@ -83,7 +85,7 @@ class ShawRelativeAttention(Mixer):
     CONTENT_KEYS = True  # False for relattn: no W_K, no token-token term
 
     def __init__(self, embed_dim, num_heads, max_distance, embeddings="per-head", values=False, dropout=0.0,
-                 causal=False):
+                 causal=False, logit_bias=None):
         super().__init__(embed_dim, num_heads)
         self.max_distance = max_distance
         self.embeddings = embeddings
@@ -97,8 +99,8 @@ class ShawRelativeAttention(Mixer):
         width = embed_dim if embeddings == "per-head" else self.head_dim
         self.relative_keys = nn.Parameter(torch.empty(2 * max_distance + 1, width))
         self.relative_values = nn.Parameter(torch.empty(2 * max_distance + 1, width)) if values else None
-        self.logit_bias = None
         self.reset_parameters()
+        self.logit_bias = logit_bias
 
     def reset_parameters(self):
         # As fairseq's MultiheadAttention initialises self-attention, so that
@@ -114,16 +116,10 @@ class ShawRelativeAttention(Mixer):
                 nn.init.xavier_uniform_(table)
 
     @classmethod
-    def build(cls, ctx):
-        args = ctx.args
-        max_distance = args.relative_max_distance
-        if max_distance is None or int(max_distance) != max_distance or max_distance < 0:
-            raise ValueError(f"--relative-max-distance {max_distance}: must be an integer >= 0")
-        embeddings = args.relative_embeddings
-        if embeddings not in EMBEDDING_KINDS:
-            raise ValueError(f"--relative-embeddings {embeddings}: choose from {', '.join(EMBEDDING_KINDS)}")
-        return cls(ctx.embed_dim, ctx.num_heads, int(max_distance), embeddings, bool(args.relative_values),
-                   ctx.dropout, ctx.causal)
+    def build(cls, ctx, logit_bias=None):
+        opts = ctx.options(FLAGS)
+        return cls(ctx.embed_dim, ctx.num_heads, opts.relative_max_distance, opts.relative_embeddings,
+                   opts.relative_values, ctx.dropout, ctx.causal, logit_bias)
 
     def _dot_table(self, q, table):
         """q (B x H x T x d_h) against every table row: B x H x T x (2K+1)."""

@@ -46,7 +46,8 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
-from .base import Mixer, register_mixer
+from .base import Mixer
+from .registry import register_mixer
 
 
 def linear_recurrence(a: Tensor, b: Tensor, initial: Optional[Tensor] = None) -> Tensor:

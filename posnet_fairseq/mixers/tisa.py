@@ -36,7 +36,9 @@ import torch
 from torch import Tensor, nn
 
 from .. import flags
-from .base import Mixer, real_positions, register_mixer
+from .attention import real_positions
+from .base import Mixer
+from .registry import register_mixer
 from .shaw import ShawRelativeAttention
 
 INIT_MODES = ("random", "local")
@@ -46,7 +48,7 @@ FLAGS = flags.declare(
     "TISA", "tisa",
     flags.Flag("--tisa-kernels", 5, "radial basis kernels per head of TISA's positional scoring function f_h "
                "(0 = no positional score: with --no-token-positional-embeddings the bag-of-words baseline)",
-               type=int, metavar="S"),
+               type=int, metavar="S", check=flags.non_negative_integer),
     flags.Flag("--tisa-init", "random", "TISA kernel initialisation: 'random' (the reference code: "
                "c ~ N(0, 5^2), a ~ N(0.1, 0.01^2), b ~ N(0.1, 0.01^2)) or 'local' (deterministic: centres evenly "
                "spaced on -2..2, a = b = 0.1)", choices=INIT_MODES),
@@ -124,12 +126,8 @@ class TisaScorer(nn.Module):
 
 def build_scorer(ctx):
     """The scorer for one layer, or None for S = 0 (F = 0: the host attention alone)."""
-    kernels, init = ctx.args.tisa_kernels, ctx.args.tisa_init
-    if not isinstance(kernels, int) or kernels < 0:
-        raise ValueError(f"--tisa-kernels {kernels}: must be a non-negative integer")
-    if init not in INIT_MODES:
-        raise ValueError(f"--tisa-init {init}: choose from {', '.join(INIT_MODES)}")
-    return TisaScorer(ctx.num_heads, kernels, init) if kernels else None
+    opts = ctx.options(FLAGS)
+    return TisaScorer(ctx.num_heads, opts.tisa_kernels, opts.tisa_init) if opts.tisa_kernels else None
 
 
 def _causal(bias: Tensor, past: int) -> Tensor:
@@ -228,12 +226,7 @@ class TisaAttention(Mixer):
 
 
 @register_mixer("tisa_shaw", sites=("encoder_self", "decoder_self"))
-class TisaShawAttention:
+def tisa_shaw_attention(ctx):
     """Shaw et al.'s relative attention plus TISA's positional scores on its logits (Eq. 4)."""
-
-    @classmethod
-    def build(cls, ctx):
-        host = ShawRelativeAttention.build(ctx)
-        # S = 0 leaves the hook empty: plain Shaw attention.
-        host.logit_bias = build_scorer(ctx)
-        return host
+    # S = 0 leaves the hook empty: plain Shaw attention.
+    return ShawRelativeAttention.build(ctx, logit_bias=build_scorer(ctx))

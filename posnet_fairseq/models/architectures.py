@@ -73,28 +73,13 @@ IWSLT = Size("iwslt", transformer_iwslt_de_en, {  # You et al. (2020), section 4
 TESTS = "no paper table: tests and the quick start"
 
 
-class _Resolved:
-    """``args`` as they will be once every flag has its value: what a setting function reads."""
-
-    def __init__(self, args):
-        self._args = args
-
-    def __getattr__(self, name):
-        if hasattr(self._args, name):
-            return getattr(self._args, name)
-        defaults = {f.dest: f.default for group in flags.GROUPS for f in group.flags}
-        if name not in defaults:
-            raise AttributeError(name)
-        return defaults[name]
-
-
 @dataclass(frozen=True)
 class Architecture:
     """One named architecture; fairseq calls it with the parsed ``args``."""
 
     name: str
     size: Size
-    settings: Mapping[str, Any]  # attribute -> value, or -> function(resolved args) -> value
+    settings: Mapping[str, Any]  # attribute -> value, or -> function(flags.Resolved args) -> value
     reproduces: str  # the paper table(s) the preset is for
 
     def __call__(self, args):
@@ -102,9 +87,10 @@ class Architecture:
             if not callable(value) and not hasattr(args, name):
                 setattr(args, name, value)
         self.size.apply(args)
+        resolved = flags.Resolved(args)  # what the functions below read; they set no flag another reads
         for name, value in self.settings.items():
             if callable(value) and not hasattr(args, name):
-                setattr(args, name, value(_Resolved(args)))
+                setattr(args, name, value(resolved))
         flags.set_defaults(args)
 
 

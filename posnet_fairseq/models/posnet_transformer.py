@@ -13,6 +13,7 @@ comma-separated list with one name per layer::
 cross-attention sub-layer at the cross site). ``--no-encoder-ffn`` /
 ``--no-decoder-ffn`` remove the feed-forward sub-layers (the -FF ablation).
 """
+import dataclasses
 import logging
 
 from fairseq.distributed import fsdp_wrap
@@ -29,8 +30,9 @@ from torch import nn
 
 from .. import flags
 from ..data.length_ratio import length_ratio_from_task
-from ..mixers.base import MIXERS, Mixer, MixerContext, build_site_mixer, lookup_mixer, mixers_for_site
-from ..sites import SITE, SITE_LIST, dest, per_layer, spec_items
+from ..mixers.base import Mixer
+from ..mixers.registry import MIXERS, MixerContext, build_site_mixer, lookup_mixer, mixers_for_site
+from ..sites import SITE, SITE_LIST, dest, per_layer
 
 logger = logging.getLogger(__name__)
 
@@ -39,20 +41,20 @@ FLAGS = flags.declare(
     "posnet_transformer: mixers per site", "model",
     *(flags.Flag(site.mixer_flag, "mha", f"{site.name.replace('_', ' ')} mixer, one name or one per layer "
                  f"({', '.join(mixers_for_site(site.name))})" + ("; 'none' removes the sub-layer"
-                                                                  if site.name == "cross" else ""),
+                                                                  if site.cross else ""),
                  metavar="SPEC") for site in SITE_LIST),
     flags.Flag("--length-ratio", None, "length ratio gamma = mean source / mean target length for cross-attention "
-               "mixers", type=float, metavar="GAMMA",
+               "mixers", type=float, metavar="GAMMA", check=flags.positive_number,
                default_doc="computed from the binarized training set and stored in the checkpoint"),
     flags.Flag("--no-encoder-ffn", False, "remove the encoder feed-forward sub-layers (-FF)"),
     flags.Flag("--no-decoder-ffn", False, "remove the decoder feed-forward sub-layers (-FF)"),
 )
 
 
-def layer_mixer_names(cfg, site, num_layers):
-    """The mixer name of every layer at ``site``, validated against the registry."""
-    flag = SITE[site].mixer_flag
-    names = per_layer(flag, getattr(cfg, dest(flag)), num_layers)
+def layer_mixer_names(opts, site, num_layers):
+    """The mixer name of every layer at ``site`` (a sites.Site), validated against the registry."""
+    flag = site.mixer_flag
+    names = per_layer(flag, getattr(opts, dest(flag)), num_layers)
     for name in names:
         lookup_mixer(name, site)
     return names
@@ -89,24 +91,28 @@ class _NoFFN:
             self.self_attn_layer_norm = nn.Identity()
 
 
+def _site_mixer(name, ctx, build_fairseq_attention):
+    """Mixer ``name`` built from ``ctx``, completed with how fairseq builds its attention there."""
+    return build_site_mixer(name, dataclasses.replace(ctx, build_fairseq_attention=build_fairseq_attention))
+
+
 class PosNetEncoderLayer(_NoFFN, TransformerEncoderLayerBase):
-    def __init__(self, cfg, contexts, mixer_names, return_fc=False):
+    def __init__(self, cfg, contexts, mixer_names, remove_ffn, return_fc=False):
         self.contexts, self.self_mixer_name = contexts, mixer_names["encoder_self"]
-        self.remove_ffn = bool(getattr(cfg, "no_encoder_ffn", False))
+        self.remove_ffn = remove_ffn
         super().__init__(cfg, return_fc=return_fc)
         self._drop_removed_norms()
 
     def build_self_attention(self, embed_dim, cfg):
-        ctx = self.contexts["encoder_self"]
-        ctx.build_fairseq_attention = lambda: super(PosNetEncoderLayer, self).build_self_attention(embed_dim, cfg)
-        return build_site_mixer(self.self_mixer_name, ctx)
+        return _site_mixer(self.self_mixer_name, self.contexts["encoder_self"],
+                           lambda: super(PosNetEncoderLayer, self).build_self_attention(embed_dim, cfg))
 
 
 class PosNetDecoderLayer(_NoFFN, TransformerDecoderLayerBase):
-    def __init__(self, cfg, contexts, mixer_names, add_bias_kv=False, add_zero_attn=False):
+    def __init__(self, cfg, contexts, mixer_names, remove_ffn, add_bias_kv=False, add_zero_attn=False):
         self.contexts, self.mixer_names = contexts, mixer_names
         self.self_mixer_name = mixer_names["decoder_self"]
-        self.remove_ffn = bool(getattr(cfg, "no_decoder_ffn", False))
+        self.remove_ffn = remove_ffn
         super().__init__(
             cfg,
             no_encoder_attn=mixer_names["cross"] == "none",
@@ -116,73 +122,73 @@ class PosNetDecoderLayer(_NoFFN, TransformerDecoderLayerBase):
         self._drop_removed_norms()
 
     def build_self_attention(self, embed_dim, cfg, add_bias_kv=False, add_zero_attn=False):
-        ctx = self.contexts["decoder_self"]
-        ctx.build_fairseq_attention = lambda: super(PosNetDecoderLayer, self).build_self_attention(
-            embed_dim, cfg, add_bias_kv=add_bias_kv, add_zero_attn=add_zero_attn
-        )
-        return build_site_mixer(self.self_mixer_name, ctx)
+        return _site_mixer(self.self_mixer_name, self.contexts["decoder_self"],
+                           lambda: super(PosNetDecoderLayer, self).build_self_attention(
+                               embed_dim, cfg, add_bias_kv=add_bias_kv, add_zero_attn=add_zero_attn))
 
     def build_encoder_attention(self, embed_dim, cfg):
-        ctx = self.contexts["cross"]
-        ctx.build_fairseq_attention = lambda: super(PosNetDecoderLayer, self).build_encoder_attention(embed_dim, cfg)
-        return build_site_mixer(self.mixer_names["cross"], ctx)
+        return _site_mixer(self.mixer_names["cross"], self.contexts["cross"],
+                           lambda: super(PosNetDecoderLayer, self).build_encoder_attention(embed_dim, cfg))
 
 
 class _MixerHost:
-    """Shared by encoder and decoder: per-layer mixer names, contexts and the
-    ``mixer_shared`` ModuleDict for modules all layers of one side share."""
+    """Shared by encoder and decoder: the sites of its layers, their mixer names per layer, contexts,
+    and the ``mixer_shared`` ModuleDict for modules all layers of one side share."""
 
-    def _contexts(self, cfg, sites, layer_idx, num_layers):
+    def _init_sites(self, cfg, sites, num_layers):
+        self.mixer_sites, self.mixer_layers = sites, num_layers
+        # Read once for the whole side; every context shares what it reads.
+        self.options_read = {}
+        self.model_options = FLAGS.options(cfg)
+        self.mixer_names = {site.name: layer_mixer_names(self.model_options, site, num_layers) for site in sites}
+        self._layers_built = 0  # build_*_layer gets no index from fairseq
+
+    def _next_layer(self, cfg):
+        """The index of the layer being built, its contexts and its mixer names per site."""
+        idx, self._layers_built = self._layers_built, self._layers_built + 1
         if not hasattr(self, "mixer_shared"):
             self.mixer_shared = nn.ModuleDict()
         contexts = {}
-        for site in sites:
-            kdim = cfg.encoder.embed_dim if site == "cross" else cfg.decoder.embed_dim
-            embed_dim = cfg.encoder.embed_dim if site == "encoder_self" else cfg.decoder.embed_dim
-            heads = cfg.encoder.attention_heads if site == "encoder_self" else cfg.decoder.attention_heads
-            contexts[site] = MixerContext(
+        for site in self.mixer_sites:
+            side = getattr(cfg, site.side)  # cfg.encoder / cfg.decoder
+            contexts[site.name] = MixerContext(
                 site=site,
-                embed_dim=embed_dim,
-                num_heads=heads,
-                kdim=kdim,
-                layer_idx=layer_idx,
-                num_layers=num_layers,
+                embed_dim=side.embed_dim,
+                num_heads=side.attention_heads,
+                kdim=cfg.encoder.embed_dim if site.cross else side.embed_dim,
+                layer_idx=idx,
+                num_layers=self.mixer_layers,
                 args=cfg,
                 padding_idx=self.padding_idx,
                 embed_positions=self.embed_positions,
                 shared=self.mixer_shared,
+                length_ratio=self.model_options.length_ratio,
+                options_read=self.options_read,
             )
-        return contexts
+        return contexts, {site: names[idx] for site, names in self.mixer_names.items()}
 
 
 class PosNetEncoder(_MixerHost, TransformerEncoderBase):
     def __init__(self, cfg, dictionary, embed_tokens, return_fc=False):
-        self.mixer_names = {"encoder_self": layer_mixer_names(cfg, "encoder_self", cfg.encoder.layers)}
-        self._layers_built = 0  # build_encoder_layer gets no index from fairseq
+        self._init_sites(cfg, [SITE["encoder_self"]], cfg.encoder.layers)
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
 
     def build_encoder_layer(self, cfg):
-        idx, self._layers_built = self._layers_built, self._layers_built + 1
-        contexts = self._contexts(cfg, ["encoder_self"], idx, cfg.encoder.layers)
-        names = {site: names[idx] for site, names in self.mixer_names.items()}
-        return _wrap_layer(PosNetEncoderLayer(cfg, contexts, names, return_fc=self.return_fc), cfg)
+        contexts, names = self._next_layer(cfg)
+        layer = PosNetEncoderLayer(cfg, contexts, names, self.model_options.no_encoder_ffn, return_fc=self.return_fc)
+        return _wrap_layer(layer, cfg)
 
 
 class PosNetDecoder(_MixerHost, TransformerDecoderBase):
     def __init__(self, cfg, dictionary, embed_tokens, no_encoder_attn=False, output_projection=None):
-        self.mixer_names = {
-            site: layer_mixer_names(cfg, site, cfg.decoder.layers) for site in ("decoder_self", "cross")
-        }
+        self._init_sites(cfg, [SITE["decoder_self"], SITE["cross"]], cfg.decoder.layers)
         if no_encoder_attn:
             self.mixer_names["cross"] = ["none"] * cfg.decoder.layers
-        self._layers_built = 0
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn, output_projection)
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
-        idx, self._layers_built = self._layers_built, self._layers_built + 1
-        contexts = self._contexts(cfg, ["decoder_self", "cross"], idx, cfg.decoder.layers)
-        names = {site: names[idx] for site, names in self.mixer_names.items()}
-        return _wrap_layer(PosNetDecoderLayer(cfg, contexts, names), cfg)
+        contexts, names = self._next_layer(cfg)
+        return _wrap_layer(PosNetDecoderLayer(cfg, contexts, names, self.model_options.no_decoder_ffn), cfg)
 
 
 @register_model("posnet_transformer")
@@ -201,18 +207,15 @@ class PosNetTransformerModel(TransformerModel):
     @classmethod
     def build_model(cls, args, task):
         flags.set_defaults(args)
-        mixers = set(spec_items(args.decoder_self_mixer))
-        if getattr(args, "cross_self_attention", False) and mixers != {"mha"}:
+        opts = FLAGS.options(args)
+        names = {site.name: layer_mixer_names(opts, site, getattr(args, site.layers_attr)) for site in SITE_LIST}
+        if getattr(args, "cross_self_attention", False) and set(names["decoder_self"]) != {"mha"}:
             raise ValueError(
                 f"--cross-self-attention needs --decoder-self-mixer mha (got {args.decoder_self_mixer}): "
                 "it prepends the encoder output to the decoder's self-attention keys"
             )
-        cfg = TransformerConfig.from_namespace(args)
-        for site, layers in (("encoder_self", cfg.encoder.layers), ("decoder_self", cfg.decoder.layers)):
-            layer_mixer_names(cfg, site, layers)  # fail early, naming the flag
         # gamma maps target to source positions: only cross-attention uses it.
-        cross = layer_mixer_names(cfg, "cross", cfg.decoder.layers)
-        if getattr(args, "length_ratio", None) is None and any(MIXERS[n].uses_length_ratio for n in cross):
+        if opts.length_ratio is None and any(MIXERS[n].uses_length_ratio for n in names["cross"]):
             # Stored in args, hence in the checkpoint: computed once, at training time.
             args.length_ratio = length_ratio_from_task(task)
             logger.info(f"length ratio gamma = {args.length_ratio:.4f} (mean source / mean target length)")

@@ -11,7 +11,8 @@ from fairseq.modules import PositionalEmbedding
 from torch import nn
 
 from fairseq_testing import build_model
-from posnet_fairseq.mixers.base import MixerContext
+from posnet_fairseq.mixers.registry import MixerContext
+from posnet_fairseq.sites import SITE
 from posnet_fairseq.mixers.posnet import FOLD_START, APosNet, ARPosNet, RPosNet, sinusoids
 
 PAD = 1
@@ -27,8 +28,8 @@ def make_mixer(kind, site, max_relative=2, gamma=1.0, learned=True, seed=0):
     args = argparse.Namespace(posnet_max_relative=max_relative, length_ratio=gamma, dropout=0.0,
                               attention_dropout=0.0, posnet_precomputed=0)
     positions = PositionalEmbedding(400, DIM, PAD, learned=learned)
-    ctx = MixerContext(site=site, embed_dim=DIM, num_heads=HEADS, kdim=DIM, layer_idx=0, num_layers=1, args=args,
-                       padding_idx=PAD, embed_positions=positions, shared=nn.ModuleDict())
+    ctx = MixerContext(site=SITE[site], embed_dim=DIM, num_heads=HEADS, kdim=DIM, layer_idx=0, num_layers=1, args=args,
+                       padding_idx=PAD, embed_positions=positions, shared=nn.ModuleDict(), length_ratio=gamma)
     mixer = KINDS[kind].build(ctx).eval()
     norm = ctx.shared["posnet_position_norm"] if "r" in mixer.ENERGIES else None
     if norm is not None:  # a non-trivial LayerNorm, so that the test sees it
@@ -58,13 +59,13 @@ def naive(mixer, positions, norm, query, value, query_pad, key_pad):
         for t in range(T):
             if query_pad is not None and query_pad[b, t]:
                 continue
-            n = t if mixer.site != "encoder_self" else real_position(query_pad[b], t)
+            n = t if mixer.site is not SITE["encoder_self"] else real_position(query_pad[b], t)
             heads = []
             for h in range(HEADS):
                 sl = slice(h * Dh, (h + 1) * Dh)
                 energies, keys = [], []
                 for s in range(S):
-                    if key_pad[b, s] or (mixer.site == "decoder_self" and s > t):
+                    if key_pad[b, s] or (mixer.site.causal and s > t):
                         continue
                     m = real_position(key_pad[b], s)
                     e = 0.0
@@ -153,7 +154,8 @@ def test_precomputed_mixer_refuses_longer_inputs_naming_the_limit(kind):
     x = torch.randn(10, 1, DIM)
     with torch.no_grad():
         before = mixer(x, x, x)[0]
-        mixer.precompute_(10)
+        mixer = mixer.table_form(10)
+        assert mixer.rel_q_proj is None and mixer.abs_q_proj is None and mixer.positions is None
         torch.testing.assert_close(mixer(x, x, x)[0], before, atol=1e-5, rtol=0)
         y = torch.randn(11, 1, DIM)
         with pytest.raises(ValueError, match="precomputed for 10 positions"):
@@ -166,10 +168,11 @@ def test_rposnet_without_position_embeddings_fails_at_build_naming_the_flag():
         build_model(["--encoder-self-mixer", "rposnet", "--no-token-positional-embeddings", *GAMMA])
 
 
-@pytest.mark.parametrize("gamma", [None, 0.0])
-def test_cross_rposnet_needs_a_length_ratio(gamma):
-    with pytest.raises(ValueError, match="--length-ratio"):
-        make_mixer("rposnet", "cross", gamma=gamma)
+def test_cross_rposnet_needs_a_positive_length_ratio():
+    with pytest.raises(ValueError, match="--length-ratio: rposnet cross-attention needs the length ratio"):
+        make_mixer("rposnet", "cross", gamma=None)
+    with pytest.raises(ValueError, match="--length-ratio 0.0: must be a positive number"):
+        build_model(["--cross-mixer", "rposnet", "--length-ratio", "0"])
 
 
 def test_bad_max_relative_fails_at_build():

@@ -9,7 +9,8 @@ import torch
 
 from fairseq_testing import build_model, step_mixer
 from posnet_fairseq.mixers.aan import LEVEL, AverageAttention
-from posnet_fairseq.mixers.base import MIXERS, MixerContext
+from posnet_fairseq.mixers.registry import MIXERS, MixerContext
+from posnet_fairseq.sites import SITE
 
 C = 16
 CONFIGS = {
@@ -170,7 +171,7 @@ def test_left_and_right_padding_give_the_same_real_rows():
 
 
 def _ctx(**flags):
-    return MixerContext(site="decoder_self", embed_dim=C, num_heads=2, kdim=C, layer_idx=0, num_layers=1,
+    return MixerContext(site=SITE["decoder_self"], embed_dim=C, num_heads=2, kdim=C, layer_idx=0, num_layers=1,
                         args=argparse.Namespace(decoder_ffn_embed_dim=32, **flags), padding_idx=1)
 
 

@@ -1,12 +1,10 @@
-"""LinearNet, gLinearNet and FourierNet (PosNet paper baselines) beyond the mixer contract:
-the formulas written as loops, parameter counts at base size (paper Table 2), and build-time checks."""
-import math
+"""LinearNet and gLinearNet (mixers/linearnet.py, PosNet paper baselines) beyond the mixer contract:
+the formula written as a loop, parameter counts at base size (paper Table 2), and build-time checks."""
 
 import pytest
 import torch
 
 from fairseq_testing import build_model, padded_batch, step_mixer
-from posnet_fairseq.mixers.fouriernet import FourierNetMixer
 from posnet_fairseq.mixers.linearnet import LinearNetAttention
 
 D, H = 8, 2
@@ -38,34 +36,6 @@ def test_linearnet_equals_loop(causal):
                 torch.testing.assert_close(out[col_n, b], expected, rtol=1e-10, atol=1e-10)
 
 
-def test_fouriernet_equals_complex_dft():
-    mixer = FourierNetMixer(D, H).double().eval()
-    lengths = [9, 2, 6, 1]
-    x, mask = padded_batch(lengths, left=True, dim=D)
-    with torch.no_grad():
-        out = mixer(x, x, x, key_padding_mask=mask)[0]
-        v = mixer.v_proj(x)
-        for b, L in enumerate(lengths):
-            cols = [t for t in range(x.size(0)) if not mask[b, t]]
-            n = torch.arange(L, dtype=torch.float64)
-            dft = torch.exp(-2j * math.pi * torch.outer(n, n) / L) / math.sqrt(L)
-            expected = mixer.out_proj((dft @ v[cols, b].to(torch.complex128)).real)
-            # fp32 angles and cosines, then fp64 from there on.
-            torch.testing.assert_close(out[cols, b], expected, rtol=0, atol=1e-6)
-
-
-def test_fouriernet_long_sentence_angles_are_exact():
-    """(n m) mod L in integers: at L = 1000 the row of n = 999 is still cos(2 pi m (L-1) / L)."""
-    L = 1000
-    mixer = FourierNetMixer(D, H).eval()
-    with torch.no_grad():
-        x = torch.randn(L, 1, D)
-        weights = mixer(x, x, x, need_weights=True)[1][0]
-    m = torch.arange(L, dtype=torch.float64)
-    expected = torch.cos(2 * math.pi * ((999 * m) % L) / L) / math.sqrt(L)
-    torch.testing.assert_close(weights[999].double(), expected, rtol=0, atol=1e-7)
-
-
 def _params(arch):
     model, _ = build_model(arch=arch, dims=())
     return sum(p.numel() for p in model.parameters())
@@ -73,14 +43,13 @@ def _params(arch):
 
 def test_parameter_counts_at_base():
     """Table 2 arithmetic: -W_Q,W_K per self-attention layer, + H x N x N per LinearNet layer,
-    + W_G and the LayerNorm on v' per gated layer; FourierNet drops W_Q,W_K in the encoder only."""
+    + W_G and the LayerNorm on v' per gated layer."""
     d, layers, heads, n = 512, 6, 8, 128
     linear = d * d + d
     transformer = _params("posnet_transformer_base")
     linearnet = _params("linearnet_transformer_base")
     assert linearnet - transformer == 2 * layers * (heads * n * n - 2 * linear)  # +1.57M - 6.30M
     assert _params("glinearnet_transformer_base") - linearnet == 2 * layers * (linear + 2 * d)  # +3.16M
-    assert _params("fouriernet_transformer_base") - transformer == -layers * 2 * linear  # -3.15M
 
 
 def test_linearnet_presets_cover_128_positions():
@@ -95,12 +64,6 @@ def test_glinearnet_gates_both_self_sites():
         assert type(layer.self_attn).__name__ == "GatedMixer"
         assert isinstance(layer.self_attn.mixer, LinearNetAttention)
     assert type(model.decoder.layers[0].encoder_attn).__name__ == "MultiheadAttention"
-
-
-@pytest.mark.parametrize("flag", ["--decoder-self-mixer", "--cross-mixer"])
-def test_fouriernet_is_encoder_only(flag):
-    with pytest.raises(ValueError, match=f"{flag} fouriernet: .*cannot serve"):
-        build_model([flag, "fouriernet"])
 
 
 def test_linearnet_refuses_longer_inputs():

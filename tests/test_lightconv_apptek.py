@@ -5,7 +5,7 @@ import torch
 import fairseq_testing
 from fairseq_testing import build_model
 
-from posnet_fairseq.mixers.gating import GatedMixer, GatedValue
+from posnet_fairseq.mixers.gating import GatedMixer, ValueActivation
 from posnet_fairseq.mixers.lightconv_apptek import AppTekLightConv
 
 D, H = 12, 3
@@ -94,7 +94,7 @@ def test_presets():
             assert isinstance(mixer, GatedMixer) == is_gated
             inner = mixer.mixer if is_gated else mixer
             assert isinstance(inner, AppTekLightConv)
-            assert isinstance(inner.v_proj, GatedValue) == is_gated
+            assert isinstance(inner.v_proj, ValueActivation) == is_gated  # fused with the gate: W_v outside
             assert inner.global_context == is_global and inner.max_relative == 16
         assert not isinstance(model.decoder.layers[0].encoder_attn, (GatedMixer, AppTekLightConv))
     assert build_model(arch="lightconv_apptek_transformer_tiny")[0].decoder.layers[1].self_attn.causal

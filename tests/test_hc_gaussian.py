@@ -13,7 +13,8 @@ from fairseq_testing import (
     build_model, decode_incrementally, random_batch, train_and_generate, write_synthetic_data_bin,
 )
 from posnet_fairseq import flags
-from posnet_fairseq.mixers.base import MIXERS, MixerContext
+from posnet_fairseq.mixers.registry import MIXERS, MixerContext
+from posnet_fairseq.sites import SITE
 from posnet_fairseq.mixers.hc_gaussian import HardCodedSelfAttention
 from posnet_fairseq.mixers.none import NoMixer
 
@@ -27,8 +28,10 @@ def make_args(**values):
 
 
 def build_mixer(name, site, embed_dim=8, num_heads=2, layer_idx=0, num_layers=1, kdim=None, **flags):
-    ctx = MixerContext(site=site, embed_dim=embed_dim, num_heads=num_heads, kdim=kdim or embed_dim,
-                       layer_idx=layer_idx, num_layers=num_layers, args=make_args(**flags), padding_idx=1)
+    args = make_args(**flags)
+    ctx = MixerContext(site=SITE[site], embed_dim=embed_dim, num_heads=num_heads, kdim=kdim or embed_dim,
+                       layer_idx=layer_idx, num_layers=num_layers, args=args, padding_idx=1,
+                       length_ratio=args.length_ratio)
     return MIXERS[name].build(ctx)
 
 
@@ -290,7 +293,7 @@ def test_offsets_are_cyclic_per_head_and_settable_per_layer():
     (["--hc-decoder-offsets", "l,c;l,c;l,c"], "--hc-decoder-offsets l,c;l,c;l,c: gives 3 per-layer values but the model has 2 layers"),
     (["--hc-encoder-offsets", "l,,r"], "--hc-encoder-offsets l,,r: '' is not an offset"),
     (["--hc-encoder-offsets", "nan"], "--hc-encoder-offsets nan: offset 'nan' is not finite"),
-    (["--hc-sigma", "0"], "--hc-sigma 0.0: the standard deviation must be a positive number"),
+    (["--hc-sigma", "0"], "--hc-sigma 0.0: must be a positive number"),
 ])
 def test_malformed_flags_fail_at_build_time_naming_the_flag(flags, message):
     with pytest.raises(ValueError) as error:

@@ -1,0 +1,49 @@
+"""Numeric helpers of the attention-like mixers: real positions, masked softmax, fp32 islands."""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+
+def autocast_off(tensor: Tensor):
+    """A context in which arithmetic on ``tensor``'s device runs in the dtypes it is given.
+
+    Under ``--amp`` (autocast) F.linear, matmul and einsum run in fp16/bf16
+    even on fp32 inputs; the parts whose numerics need fp32 (position energy
+    tables, AAN+'s WET log-weights) run inside this context.
+    """
+    return torch.autocast(device_type=tensor.device.type, enabled=False)
+
+
+def real_positions(padding_mask: Optional[Tensor], batch: int, length: int, device) -> Tensor:
+    """0-based per-sentence positions, B x T, from a B x T padding mask (True = pad).
+
+    fairseq left-pads sources and right-pads targets; either way the first real
+    token gets position 0. Pad columns get position 0 too (they are masked).
+    """
+    if padding_mask is None:
+        return torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
+    real = (~padding_mask).long()
+    return ((torch.cumsum(real, dim=1) - 1) * real).clamp_(min=0)
+
+
+def masked_softmax(logits: Tensor, invalid: Optional[Tensor]) -> Tensor:
+    """Softmax over the last dim with ``invalid`` (bool, broadcastable) keys excluded.
+
+    A row without any valid key (only a pad query can have one) would be NaN
+    after -inf masking: it sees everything, then its weights are zeroed.
+    """
+    if invalid is None:
+        return torch.softmax(logits, dim=-1)
+    empty = invalid.all(dim=-1, keepdim=True)
+    probs = torch.softmax(logits.masked_fill(invalid & ~empty, float("-inf")), dim=-1)
+    return probs.masked_fill(empty, 0.0)
+
+
+# LayerNorm conventions a flag can choose (``--gating-norm``, ``--posnet-position-norm``):
+
+
+def sentence_lengths(padding_mask: Optional[Tensor], batch: int, length: int, device) -> Tensor:
+    if padding_mask is None:
+        return torch.full((batch,), length, device=device, dtype=torch.long)
+    return (~padding_mask).long().sum(dim=1)
