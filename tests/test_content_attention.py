@@ -150,3 +150,18 @@ def test_decoding_masks_a_pad_key_that_appears_mid_sentence():
     assert torch.allclose(decoded[:, 0], teacher_forced[:, 0], atol=1e-5)
     assert torch.allclose(decoded[[0, 1, 2, 4, 5], 1], teacher_forced[[0, 1, 2, 4, 5], 1], atol=1e-5)
     assert mixer._get_input_buffer(state)["prev_key_padding_mask"].tolist() == pad.tolist()
+
+
+def test_the_posnet_gating_wraps_a_scheme():
+    """v_proj/out_proj are Linear layers: the gating (PosNet Eq. 4) wraps the scheme, and it still decodes as it trains."""
+    from fairseq_testing import decode_incrementally, random_batch
+    from posnet_fairseq.mixers.gating import GatedMixer
+
+    model, task = build_model(["--encoder-self-mixer", "alibi", "--decoder-self-mixer", "rope",
+                               "--encoder-self-gating", "on", "--decoder-self-gating", "on"])
+    assert isinstance(model.encoder.layers[0].self_attn, GatedMixer)
+    assert type(model.decoder.layers[0].self_attn.mixer) is RopeAttention
+    src, lengths, prev = random_batch(task.source_dictionary, [7, 4], [6, 3])
+    with torch.no_grad():
+        out = model(src, lengths, prev)[0]
+    assert torch.allclose(decode_incrementally(model, src, lengths, prev)[0], out[0], atol=1e-5)

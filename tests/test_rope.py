@@ -66,8 +66,8 @@ def test_no_parameters_and_odd_head_dim_refused():
     assert not list(Rotary(8).parameters())
     with pytest.raises(ValueError, match="head dimension 7"):
         Rotary(7)
-    with pytest.raises(ValueError, match="--rope-base 1.0"):
-        Rotary(8, 1.0)
+    with pytest.raises(ValueError, match="--rope-base 1.0: must be greater than 1"):
+        build_model(["--encoder-self-mixer", "rope", "--rope-base", "1"])
 
 
 def test_frequencies_stay_fp32_in_a_half_precision_model():

@@ -80,7 +80,8 @@ def test_encoder_is_bidirectional_and_decoder_causal():
 
 
 @pytest.mark.parametrize("flags,message", [
-    (["--t5-bias-buckets", "5"], "--t5-bias-buckets 5: must be even"),
+    (["--t5-bias-buckets", "5"], "--t5-bias-buckets 5: must be an even integer >= 4"),
+    (["--t5-bias-buckets", "2"], "--t5-bias-buckets 2: must be an even integer >= 4"),
     (["--t5-bias-buckets", "8", "--t5-bias-max-distance", "4"], "--t5-bias-max-distance 4: must exceed"),
 ])
 def test_bad_settings_are_refused_naming_the_flag(flags, message):

@@ -26,7 +26,7 @@ from typing import List
 import torch
 from torch import Tensor
 
-from .base import register_mixer
+from .registry import register_mixer
 from .content_attention import ContentAttention, DistanceBias
 
 
@@ -65,4 +65,4 @@ class AlibiAttention(ContentAttention):
 
     @classmethod
     def build(cls, ctx):
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.causal, bias=AlibiBias(ctx.num_heads))
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=AlibiBias(ctx.num_heads))

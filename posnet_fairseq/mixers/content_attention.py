@@ -40,7 +40,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .base import Mixer, masked_softmax, real_positions
+from .attention import masked_softmax, real_positions
+from .base import Mixer
 
 PAD_KEY = "prev_key_padding_mask"
 

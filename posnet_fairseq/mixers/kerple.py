@@ -23,7 +23,7 @@ every query-key pair, with an MLP per layer.
 import torch
 from torch import Tensor, nn
 
-from .base import register_mixer
+from .registry import register_mixer
 from .content_attention import ContentAttention, DistanceBias
 
 FLOOR = 0.01  # the authors' eps: r_1, r_2 >= 0.01
@@ -49,4 +49,4 @@ class KerpleAttention(ContentAttention):
 
     @classmethod
     def build(cls, ctx):
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.causal, bias=KerpleLogBias(ctx.num_heads))
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=KerpleLogBias(ctx.num_heads))

@@ -29,13 +29,14 @@ import torch
 from torch import Tensor, nn
 
 from .. import flags
-from .base import register_mixer
+from .registry import register_mixer
 from .content_attention import ContentAttention
 
 FLAGS = flags.declare(
     "RoPE (rotary position embedding)", "position-schemes",
     flags.Flag("--rope-base", 10000.0, "rope: the base of the rotation frequencies theta_i = base^(-2(i-1)/d_h) "
-               "(RoFormer Eq. 15)", type=float, metavar="BASE"),
+               "(RoFormer Eq. 15)", type=float, metavar="BASE",
+               check=lambda base: None if base > 1 else "must be greater than 1"),
 )
 
 
@@ -47,8 +48,6 @@ class Rotary(nn.Module):
         if head_dim % 2:
             raise ValueError(f"rope rotates pairs of dimensions: the head dimension {head_dim} "
                              "(embedding dimension / attention heads) must be even")
-        if not base > 1:
-            raise ValueError(f"--rope-base {base}: must be greater than 1")
         self.head_dim, self.base = head_dim, base
 
     def frequencies(self, device) -> Tensor:
@@ -74,6 +73,5 @@ class RopeAttention(ContentAttention):
 
     @classmethod
     def build(cls, ctx):
-        base = getattr(ctx.args, "rope_base", FLAGS["--rope-base"].default)
-        rotary = Rotary(ctx.embed_dim // ctx.num_heads, float(base))
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.causal, transform=rotary)
+        rotary = Rotary(ctx.embed_dim // ctx.num_heads, ctx.options(FLAGS).rope_base)
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, transform=rotary)

@@ -31,15 +31,16 @@ import torch
 from torch import Tensor, nn
 
 from .. import flags
-from .base import register_mixer
+from .registry import register_mixer
 from .content_attention import ContentAttention, DistanceBias
 
 FLAGS = flags.declare(
     "T5 relative position bias", "position-schemes",
     flags.Flag("--t5-bias-buckets", 32, "t5_bias: distance buckets per encoder/decoder (bidirectional: half for "
-               "each direction)", type=int, metavar="B"),
+               "each direction)", type=int, metavar="B",
+               check=lambda b: None if b >= 4 and b % 2 == 0 else "must be an even integer >= 4"),
     flags.Flag("--t5-bias-max-distance", 128, "t5_bias: distances from here on share the last bucket",
-               type=int, metavar="M"),
+               type=int, metavar="M", check=flags.positive_integer),
 )
 
 
@@ -66,9 +67,6 @@ class T5Bias(DistanceBias):
 
     def __init__(self, num_heads: int, num_buckets: int, max_distance: int, bidirectional: bool, embed_dim: int):
         super().__init__()
-        least = 4 if bidirectional else 2
-        if num_buckets < least or num_buckets % 2:
-            raise ValueError(f"--t5-bias-buckets {num_buckets}: must be even and at least 4")
         if max_distance <= num_buckets // 2:
             raise ValueError(f"--t5-bias-max-distance {max_distance}: must exceed --t5-bias-buckets / 2 "
                              f"({num_buckets // 2}), where the log-spaced buckets begin")
@@ -91,9 +89,7 @@ class T5BiasAttention(ContentAttention):
 
     @classmethod
     def build(cls, ctx):
-        args = ctx.args
-        buckets = int(getattr(args, "t5_bias_buckets", FLAGS["--t5-bias-buckets"].default))
-        max_distance = int(getattr(args, "t5_bias_max_distance", FLAGS["--t5-bias-max-distance"].default))
-        bias = ctx.shared_module(f"t5_bias_{ctx.site}",
-                                 lambda: T5Bias(ctx.num_heads, buckets, max_distance, not ctx.causal, ctx.embed_dim))
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.causal, bias=bias, shared_bias=True)
+        opts, causal = ctx.options(FLAGS), ctx.site.causal
+        bias = ctx.shared_module(f"t5_bias_{ctx.site.name}", lambda: T5Bias(
+            ctx.num_heads, opts.t5_bias_buckets, opts.t5_bias_max_distance, not causal, ctx.embed_dim))
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, causal, bias=bias, shared_bias=True)
