@@ -204,6 +204,22 @@ SH_X_NO_SA = {**NO_SA, "cross_mixer": _learned_cross_layers}
 TISA = {"encoder_self_mixer": "tisa", "decoder_self_mixer": "tisa"}
 TISA_NOPE = {**TISA, "no_token_positional_embeddings": True}
 
+# ----- Position schemes on content attention (docs/position-schemes.md) -----
+
+# RoPE, ALiBi, T5's bias and KERPLE (mixers/rope.py, alibi.py, t5_bias.py,
+# kerple.py) in every self-attention, each instead of the token position
+# embeddings, as in their papers; cross attention stays MHA (no distance
+# between a target and a source position; T5 uses no bias there). NoPE
+# (Kazemnejad et al., NeurIPS 2023): MHA everywhere and no position
+# information at all, so only the decoder's causal mask tells order (the
+# encoder is a bag of words); the same model as tisa_nope_* --tisa-kernels 0.
+ROPE = {"encoder_self_mixer": "rope", "decoder_self_mixer": "rope", "no_token_positional_embeddings": True}
+ALIBI = {"encoder_self_mixer": "alibi", "decoder_self_mixer": "alibi", "no_token_positional_embeddings": True}
+T5_BIAS = {"encoder_self_mixer": "t5_bias", "decoder_self_mixer": "t5_bias", "no_token_positional_embeddings": True}
+KERPLE = {"encoder_self_mixer": "kerple", "decoder_self_mixer": "kerple", "no_token_positional_embeddings": True}
+NOPE = {"no_token_positional_embeddings": True}
+NO_TABLE = "no paper table: the position schemes beside the papers' mechanisms"
+
 # ----- the table: name, size, settings, what it reproduces -----
 ARCHITECTURES = (
     # The Transformer: every site mha.
@@ -329,6 +345,28 @@ ARCHITECTURES = (
     Architecture("tisa_nope_transformer_base", BASE, TISA_NOPE,
                  "no paper table: recipes/tisa/mt.sh (base, mode b and S = 0)"),
     Architecture("tisa_nope_transformer_big", BIG, TISA_NOPE, "no paper table: the big size of mode b"),
+
+    # Position schemes on content attention
+    Architecture("rope_transformer_tiny", TINY, ROPE, TESTS),
+    Architecture("rope_transformer_small", SMALL, ROPE, NO_TABLE),
+    Architecture("rope_transformer_base", BASE, ROPE, NO_TABLE),
+    Architecture("rope_transformer_big", BIG, ROPE, NO_TABLE),
+    Architecture("alibi_transformer_tiny", TINY, ALIBI, TESTS),
+    Architecture("alibi_transformer_small", SMALL, ALIBI, NO_TABLE),
+    Architecture("alibi_transformer_base", BASE, ALIBI, NO_TABLE),
+    Architecture("alibi_transformer_big", BIG, ALIBI, NO_TABLE),
+    Architecture("t5bias_transformer_tiny", TINY, T5_BIAS, TESTS),
+    Architecture("t5bias_transformer_small", SMALL, T5_BIAS, NO_TABLE),
+    Architecture("t5bias_transformer_base", BASE, T5_BIAS, NO_TABLE),
+    Architecture("t5bias_transformer_big", BIG, T5_BIAS, NO_TABLE),
+    Architecture("kerple_transformer_tiny", TINY, KERPLE, TESTS),
+    Architecture("kerple_transformer_small", SMALL, KERPLE, NO_TABLE),
+    Architecture("kerple_transformer_base", BASE, KERPLE, NO_TABLE),
+    Architecture("kerple_transformer_big", BIG, KERPLE, NO_TABLE),
+    Architecture("nope_transformer_tiny", TINY, NOPE, TESTS),
+    Architecture("nope_transformer_small", SMALL, NOPE, NO_TABLE),
+    Architecture("nope_transformer_base", BASE, NOPE, NO_TABLE),
+    Architecture("nope_transformer_big", BIG, NOPE, NO_TABLE),
 )
 
 for _arch in ARCHITECTURES:  # fairseq's ARCH_CONFIG_REGISTRY[name] is then the row itself

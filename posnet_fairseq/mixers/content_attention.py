@@ -1,0 +1,196 @@
+"""Content attention with position hooks: the one host of the position schemes.
+
+Scaled dot-product multi-head self-attention (Vaswani et al., 2017, Eq. 1
+and 2), with two places where a position scheme plugs in:
+
+* a **logit bias** ``bias(query_positions, key_positions)`` added to the
+  scaled logits before masking and softmax,
+  ``softmax(Q K^T / sqrt(d_h) + B) V``: ALiBi (``alibi.py``), T5's bucketed
+  bias (``t5_bias.py``), KERPLE (``kerple.py``). Every one of them depends on
+  the key-query distance only; :class:`DistanceBias` evaluates such a scheme
+  once per distinct distance and gathers the Toeplitz pattern from that;
+* a **q/k transform** ``transform(x, positions)`` applied to the queries and
+  to the keys (B x H x T x d_h, with their positions) before the dot
+  product: RoPE's rotation (``rope.py``).
+
+The transform takes 0-based real positions (B x T) from the padding mask
+(sources are left-padded), or, while decoding, the decoding step (targets
+are right-padded). A bias takes query and key positions (B x T, B x S) the
+same way and returns fp32 (B or 1) x H x T x S; a :class:`DistanceBias` is
+given column indices (1 x T, 1 x S) instead: left padding shifts a sentence
+as a whole, so every distance between its real tokens is the column
+distance, and the bias is computed once for the batch, not per sentence.
+
+Each scheme is a mixer of its own (registered in its file as a subclass of
+:class:`ContentAttention` whose ``build`` plugs the scheme in), serving the
+self-attention sites: cross attention has no distance between a target and
+a source position (see docs/position-schemes.md for the choice).
+
+The projections are named and initialised as in fairseq's
+MultiheadAttention (``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``), so
+that with no hook the parameter count is the Transformer's and the PosNet
+gating (``gating.py``) can wrap ``v_proj`` and ``out_proj``. The decoding
+cache holds the projected (for RoPE: rotated) keys and values, batch first
+(``Mixer.cache_self_attention``), so beam search reorders it with the rest.
+"""
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from .attention import masked_softmax, real_positions
+from .base import Mixer
+
+PAD_KEY = "prev_key_padding_mask"
+
+
+class DistanceBias(nn.Module):
+    """A logit bias that depends on the key-query distance j - i only (a Toeplitz matrix per head).
+
+    A subclass gives :meth:`profile`, the bias of every head at a 1-D tensor
+    of distances; :meth:`forward` evaluates it once per distance that occurs
+    and gathers B x H x T x S from that table, so the cost per logit is that
+    of indexing, whatever the profile computes.
+    """
+
+    def profile(self, distances: Tensor) -> Tensor:
+        """H x N fp32 biases at the N distances j - i (a 1-D long tensor)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement profile(distances)")
+
+    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
+        # Self-attention positions are 0-based and below max(T, S) (a decoding
+        # step has T = 1 query at position S - 1), so the distances lie in
+        # +-max(T, S): the table's range is known without a device sync.
+        reach = max(query_positions.size(-1), key_positions.size(-1))
+        distances = key_positions.unsqueeze(1) - query_positions.unsqueeze(2)  # B x T x S, j - i
+        table = self.profile(torch.arange(-reach, reach + 1, device=distances.device))  # H x (2 reach + 1)
+        return table[:, distances + reach].transpose(0, 1)  # H x B x T x S -> B x H x T x S
+
+
+class ContentAttention(Mixer):
+    """Scaled dot-product multi-head self-attention with a logit-bias hook and a q/k-transform hook.
+
+    ``bias`` and ``transform`` are modules (or None) with the signatures in
+    the module docstring. ``shared_bias`` says that ``bias`` belongs to all
+    layers of one encoder/decoder (T5 shares its table across layers): it is
+    then registered there (``MixerContext.shared_module``), not here, so the
+    state dict holds it once.
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, causal: bool = False,
+                 bias: Optional[nn.Module] = None, transform: Optional[nn.Module] = None,
+                 shared_bias: bool = False):
+        super().__init__(embed_dim, num_heads)
+        self.dropout, self.causal = dropout, causal
+        self.q_proj = nn.Linear(embed_dim, embed_dim)
+        self.k_proj = nn.Linear(embed_dim, embed_dim)
+        self.v_proj = nn.Linear(embed_dim, embed_dim)
+        self.out_proj = nn.Linear(embed_dim, embed_dim)
+        # A list hides a shared module from this layer's submodules.
+        self._shared_bias = [bias] if shared_bias else None
+        self.position_bias = None if shared_bias else bias
+        self.transform = transform
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        # As fairseq's MultiheadAttention initialises self-attention, so that
+        # swapping mha for a position scheme changes only the position treatment.
+        for proj in (self.q_proj, self.k_proj, self.v_proj):
+            nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
+        nn.init.xavier_uniform_(self.out_proj.weight)
+        nn.init.constant_(self.out_proj.bias, 0.0)
+
+    @property
+    def bias_module(self) -> Optional[nn.Module]:
+        return self._shared_bias[0] if self._shared_bias else self.position_bias
+
+    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
+                static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
+        # attn_mask (fairseq's -inf future mask, given only when not
+        # incremental) is not used: causality comes from the positions.
+        if before_softmax:
+            raise ValueError(f"{type(self).__name__} does not return pre-softmax logits (before_softmax=True)")
+        length, batch, _ = query.shape
+        q = self.split_heads(self.q_proj(query))
+        k = self.split_heads(self.k_proj(key))
+        v = self.split_heads(self.v_proj(value))
+        pad = key_padding_mask
+        if incremental_state is None:
+            query_pos = real_positions(pad, batch, length, query.device)
+        else:
+            buffer = self._get_input_buffer(incremental_state)
+            query_pos = self.decoding_steps(buffer, batch, length, query.device)
+        if self.transform is not None:
+            # Self-attention: this call's keys are its queries' tokens, at the same positions.
+            q, k = self.transform(q, query_pos), self.transform(k, query_pos)
+        if incremental_state is None:
+            key_pos = query_pos
+            # Column indices: they differ from the real positions by one shift per
+            # sentence (left padding), which no distance changes.
+            query_cols = key_cols = torch.arange(length, device=query.device).unsqueeze(0)
+        else:
+            past = 0 if "prev_key" not in buffer else buffer["prev_key"].size(2)
+            k, v, pad, key_pos = self.cache_self_attention(incremental_state, buffer, pad,
+                                                           self._pad_history(buffer, pad, past),
+                                                           prev_key=k, prev_value=v)
+            # Every row decodes the same step: the columns are the positions.
+            query_cols, key_cols = query_pos[:1], key_pos[:1]
+
+        invalid = None if pad is None else pad[:, None, None, :].bool()
+        if self.causal and (incremental_state is None or length > 1):  # one decoding step sees only its past
+            future = (key_cols.unsqueeze(1) > query_cols.unsqueeze(2)).unsqueeze(1)  # 1 x 1 x T x S
+            invalid = future if invalid is None else invalid | future
+        bias_module = self.bias_module
+        bias = None
+        if bias_module is not None:
+            # A distance-only bias is the same for every sentence: computed once (1 x H x T x S).
+            shift_invariant = isinstance(bias_module, DistanceBias)
+            bias = bias_module(query_cols, key_cols) if shift_invariant else bias_module(query_pos, key_pos)
+        if need_weights or need_head_weights:
+            out, probs = self._attend_with_weights(q, k, v, bias, invalid)
+            weights = self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
+        else:
+            out, weights = self._attend(q, k, v, bias, invalid), None
+        return self.merge_heads(out), weights
+
+    @staticmethod
+    def _pad_history(buffer, pad: Optional[Tensor], past: int) -> Optional[str]:
+        """The buffer key of the cached key padding mask, or None while no step has had a pad key.
+
+        fairseq's generator never feeds a pad to the decoder, so the mask (and
+        the masking) is skipped until a pad appears; then the steps before it
+        are recorded as real.
+        """
+        if pad is None and PAD_KEY not in buffer:
+            return None
+        if PAD_KEY not in buffer:
+            buffer[PAD_KEY] = torch.zeros(pad.size(0), past, dtype=torch.bool, device=pad.device)
+        return PAD_KEY
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], invalid: Optional[Tensor]) -> Tensor:
+        """softmax(q k^T / sqrt(d_h) + bias, masked) v through torch's fused scaled_dot_product_attention."""
+        empty = None
+        if invalid is not None:
+            # A row without any valid key (only a pad query can have one) sees
+            # everything and is zeroed afterwards, as masked_softmax does.
+            empty = invalid.all(dim=-1, keepdim=True)
+            invalid = invalid & ~empty
+        if bias is None:
+            mask = None if invalid is None else ~invalid
+        else:
+            mask = bias if invalid is None else bias.masked_fill(invalid, float("-inf"))
+            mask = mask.to(q.dtype)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
+                                             dropout_p=self.dropout if self.training else 0.0)
+        return out if empty is None else out.masked_fill(empty, 0.0)
+
+    def _attend_with_weights(self, q, k, v, bias, invalid):
+        """The same function computed step by step, returning the B x H x T x S weights (fp32) too."""
+        logits = torch.matmul(q * self.head_dim ** -0.5, k.transpose(-1, -2)).float()
+        if bias is not None:
+            logits = logits + bias
+        probs = masked_softmax(logits, invalid)
+        dropped = F.dropout(probs, p=self.dropout, training=self.training)
+        return torch.matmul(dropped.to(v.dtype), v), probs

@@ -1,0 +1,77 @@
+"""``rope``: rotary position embedding (Su et al., 2021, "RoFormer: Enhanced Transformer with Rotary Position Embedding").
+
+Queries and keys are rotated by their absolute position before the dot
+product, pairwise in the paper's layout (dimensions 2i-1 and 2i form pair i,
+i = 1..d/2), by the angle m theta_i at position m (Eq. 14, 15)::
+
+    f_{q,k}(x_m, m) = R^d_{Theta,m} W_{q,k} x_m                          (Eq. 14)
+    R^d_{Theta,m} = diag(rot(m theta_1), ..., rot(m theta_{d/2})),
+    theta_i = base^(-2(i-1)/d), base = 10000                             (Eq. 15)
+
+so that the logit depends on the positions only through their difference::
+
+    q_m^T k_n = (W_q x_m)^T R^d_{Theta,n-m} (W_k x_n)                     (Eq. 16)
+
+computed elementwise as in Eq. 34:
+``R x = x * cos(m theta) + rotate_pairs(x) * sin(m theta)`` with
+``rotate_pairs(x1, x2, ...) = (-x2, x1, ...)``. d is the head dimension; no
+parameters. Many codebases (GPT-NeoX, LLaMA) pair dimension i with i + d/2
+instead: a fixed permutation of W_q and W_k's rows, i.e. the same model
+family, not the same parameters.
+
+The rotation is the q/k-transform hook of :class:`ContentAttention`; the
+decoding cache holds rotated keys (a key's rotation depends on its own
+position only). Self-attention sites only: the RoFormer paper rotates
+queries and keys of one sequence, and between a target and a source position
+there is no shared position axis for Eq. 16 to measure.
+"""
+import torch
+from torch import Tensor, nn
+
+from .. import flags
+from .registry import register_mixer
+from .content_attention import ContentAttention
+
+FLAGS = flags.declare(
+    "RoPE (rotary position embedding)", "position-schemes",
+    flags.Flag("--rope-base", 10000.0, "rope: the base of the rotation frequencies theta_i = base^(-2(i-1)/d_h) "
+               "(RoFormer Eq. 15)", type=float, metavar="BASE",
+               check=lambda base: None if base > 1 else "must be greater than 1"),
+)
+
+
+class Rotary(nn.Module):
+    """R^d_{Theta,m} applied to B x H x T x d_h vectors at B x T positions m (Eq. 15, 34), in fp32."""
+
+    def __init__(self, head_dim: int, base: float = 10000.0):
+        super().__init__()
+        if head_dim % 2:
+            raise ValueError(f"rope rotates pairs of dimensions: the head dimension {head_dim} "
+                             "(embedding dimension / attention heads) must be even")
+        self.head_dim, self.base = head_dim, base
+
+    def frequencies(self, device) -> Tensor:
+        """theta_i, i = 1..d/2 (Eq. 15), fp32: computed on use, so that a half-precision model keeps them exact."""
+        exponents = torch.arange(0, self.head_dim, 2, device=device, dtype=torch.float32) / self.head_dim
+        return self.base ** -exponents
+
+    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
+        angles = positions.float()[:, None, :, None] * self.frequencies(x.device)  # B x 1 x T x d/2
+        cos, sin = torch.cos(angles), torch.sin(angles)
+        pairs = x.float().unflatten(-1, (-1, 2))  # B x H x T x d/2 x 2: (x_{2i-1}, x_{2i})
+        first, second = pairs[..., 0], pairs[..., 1]
+        rotated = torch.stack((first * cos - second * sin, first * sin + second * cos), dim=-1)
+        return rotated.flatten(-2).to(x.dtype)
+
+    def extra_repr(self):
+        return f"head_dim={self.head_dim}, base={self.base:g}"
+
+
+@register_mixer("rope", sites=("encoder_self", "decoder_self"), variants={"base100": {"rope_base": 100.0}})
+class RopeAttention(ContentAttention):
+    """Content attention with rotary position embedding on queries and keys (RoFormer Eq. 14-16, 34)."""
+
+    @classmethod
+    def build(cls, ctx):
+        rotary = Rotary(ctx.embed_dim // ctx.num_heads, ctx.options(FLAGS).rope_base)
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, transform=rotary)

@@ -1,0 +1,167 @@
+"""The host of the position schemes (mixers/content_attention.py) beyond the shared mixer contract:
+it is scaled dot-product attention, its hooks act where they say, and it costs what the Transformer costs."""
+import math
+
+import pytest
+import torch
+
+from fairseq_testing import build_model
+from posnet_fairseq.mixers.alibi import AlibiAttention
+from posnet_fairseq.mixers.content_attention import ContentAttention, DistanceBias
+from posnet_fairseq.mixers.kerple import KerpleAttention
+from posnet_fairseq.mixers.rope import RopeAttention
+from posnet_fairseq.mixers.t5_bias import T5BiasAttention
+
+
+def reference_attention(mixer, x, pad=None, bias=None, causal=False):
+    """Vaswani et al. Eq. 1-2 written out with loops over heads: out_proj(concat_h softmax(q k^T/sqrt(d) + b) v)."""
+    length, batch, dim = x.shape
+    heads, d = mixer.num_heads, mixer.head_dim
+    q, k, v = mixer.q_proj(x), mixer.k_proj(x), mixer.v_proj(x)
+    outs = []
+    for b in range(batch):
+        per_head = []
+        for h in range(heads):
+            cols = slice(h * d, (h + 1) * d)
+            logits = q[:, b, cols] @ k[:, b, cols].t() / math.sqrt(d)
+            if bias is not None:
+                logits = logits + bias[b, h]
+            if pad is not None:
+                logits = logits.masked_fill(pad[b].unsqueeze(0), float("-inf"))
+            if causal:
+                logits = logits.masked_fill(torch.ones(length, length).triu(1).bool(), float("-inf"))
+            per_head.append(torch.softmax(logits, dim=-1) @ v[:, b, cols])
+        outs.append(torch.cat(per_head, dim=-1))
+    return mixer.out_proj(torch.stack(outs, dim=1))
+
+
+class ConstantBias(DistanceBias):
+    """f_h(k) = (h + 1) * k: a bias whose every entry is known."""
+
+    def __init__(self, heads):
+        super().__init__()
+        self.heads = heads
+
+    def profile(self, distances):
+        return (torch.arange(self.heads).float() + 1).unsqueeze(1) * distances.float().unsqueeze(0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_without_hooks_it_is_scaled_dot_product_attention(causal):
+    torch.manual_seed(0)
+    mixer = ContentAttention(16, 4, causal=causal).eval()
+    x = torch.randn(7, 2, 16)
+    out, _ = mixer(x, x, x)
+    assert torch.allclose(out, reference_attention(mixer, x, causal=causal), atol=1e-5)
+
+
+def test_the_bias_hook_is_added_to_the_scaled_logits_at_real_positions():
+    torch.manual_seed(0)
+    mixer = ContentAttention(16, 4, bias=ConstantBias(4)).eval()
+    x = torch.randn(6, 2, 16)
+    pad = torch.zeros(2, 6, dtype=torch.bool)
+    pad[1, :2] = True  # left-padded source: sentence 1 starts at column 2
+    out, _ = mixer(x, x, x, key_padding_mask=pad)
+    bias = torch.zeros(2, 4, 6, 6)
+    for b, start in ((0, 0), (1, 2)):
+        for h in range(4):
+            for i in range(6):
+                for j in range(6):
+                    bias[b, h, i, j] = (h + 1) * ((j - start) - (i - start))  # distances between real positions
+    expected = reference_attention(mixer, x, pad=pad, bias=bias)
+    assert torch.allclose(out[:, 0], expected[:, 0], atol=1e-5)
+    assert torch.allclose(out[2:, 1], expected[2:, 1], atol=1e-5)  # pad rows are never read
+
+
+@pytest.mark.parametrize("cls,flags", [(RopeAttention, []), (AlibiAttention, []), (T5BiasAttention, []),
+                                       (KerpleAttention, [])])
+def test_the_weights_path_is_the_fused_path(cls, flags):
+    """need_weights (posnet-compare's mixing profile) computes the same output as the fused kernel."""
+    name = {RopeAttention: "rope", AlibiAttention: "alibi", T5BiasAttention: "t5_bias", KerpleAttention: "kerple"}[cls]
+    model, _ = build_model(["--encoder-self-mixer", name, "--decoder-self-mixer", name, *flags])
+    for mixer, causal in ((model.encoder.layers[0].self_attn, False), (model.decoder.layers[1].self_attn, True)):
+        assert type(mixer) is cls and mixer.causal is causal
+        x = torch.randn(9, 3, mixer.embed_dim)
+        pad = torch.zeros(3, 9, dtype=torch.bool)
+        pad[2, :4] = True
+        fused, none = mixer(x, x, x, key_padding_mask=pad)
+        explicit, weights = mixer(x, x, x, key_padding_mask=pad, need_weights=True, need_head_weights=True)
+        assert none is None and weights.shape == (mixer.num_heads, 3, 9, 9)
+        assert torch.allclose(fused, explicit, atol=1e-5)
+        assert torch.allclose(weights[:, :2].sum(-1), torch.ones(()), atol=1e-5)
+        assert torch.allclose(weights[:, 2, 4:].sum(-1), torch.ones(()), atol=1e-5)  # real queries of sentence 2
+        assert weights[:, 2, :, :4].abs().max() == 0  # pad keys get no weight
+
+
+def parameters(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_parameter_counts_at_base_size():
+    """RoPE and ALiBi add no parameters; T5 one B x H table per encoder/decoder; KERPLE 2 H per layer."""
+    counts = {arch: parameters(build_model(arch=arch, dims=[])[0]) for arch in
+              ("posnet_transformer_base", "rope_transformer_base", "alibi_transformer_base",
+               "t5bias_transformer_base", "kerple_transformer_base", "nope_transformer_base")}
+    transformer = counts["posnet_transformer_base"]
+    assert counts["rope_transformer_base"] == transformer
+    assert counts["alibi_transformer_base"] == transformer
+    assert counts["nope_transformer_base"] == transformer
+    assert counts["t5bias_transformer_base"] == transformer + 2 * 32 * 8  # shared by the 6 layers of each side
+    assert counts["kerple_transformer_base"] == transformer + 12 * 2 * 8
+
+
+def test_t5_table_is_shared_by_the_layers_and_saved_once():
+    model, _ = build_model(["--encoder-self-mixer", "t5_bias", "--decoder-self-mixer", "t5_bias"])
+    tables = {id(layer.self_attn.bias_module) for layer in model.encoder.layers}
+    assert len(tables) == 1
+    assert model.encoder.layers[0].self_attn.bias_module is not model.decoder.layers[0].self_attn.bias_module
+    keys = [k for k in model.state_dict() if "t5_bias" in k]
+    assert keys == ["encoder.mixer_shared.t5_bias_encoder_self.table.weight",
+                    "decoder.mixer_shared.t5_bias_decoder_self.table.weight"]
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "t5_bias", "kerple"])
+def test_cross_site_is_refused_naming_the_flag(name):
+    with pytest.raises(ValueError, match=f"--cross-mixer {name}: mixer '{name}' cannot serve the cross site"):
+        build_model(["--cross-mixer", name])
+
+
+def test_presets_replace_the_position_embeddings():
+    for scheme in ("rope", "alibi", "t5bias", "kerple", "nope"):
+        model, _ = build_model(arch=f"{scheme}_transformer_tiny")
+        assert model.encoder.embed_positions is None and model.decoder.embed_positions is None
+        assert type(model.decoder.layers[0].encoder_attn).__name__ == "MultiheadAttention"
+
+
+def test_decoding_masks_a_pad_key_that_appears_mid_sentence():
+    """The cached padding mask starts with the first pad a step brings (earlier steps recorded as real)."""
+    torch.manual_seed(3)
+    mixer = ContentAttention(16, 2, causal=True, bias=ConstantBias(2)).eval()
+    x = torch.randn(6, 2, 16)
+    pad = torch.zeros(2, 6, dtype=torch.bool)
+    pad[1, 3] = True
+    teacher_forced, _ = mixer(x, x, x, key_padding_mask=pad)
+    state, steps = {}, []
+    for t in range(6):
+        step_pad = pad[:, t: t + 1] if pad[:, t].any() else None
+        steps.append(mixer(x[t: t + 1], x[t: t + 1], x[t: t + 1], key_padding_mask=step_pad,
+                           incremental_state=state)[0])
+    decoded = torch.cat(steps)
+    assert torch.allclose(decoded[:, 0], teacher_forced[:, 0], atol=1e-5)
+    assert torch.allclose(decoded[[0, 1, 2, 4, 5], 1], teacher_forced[[0, 1, 2, 4, 5], 1], atol=1e-5)
+    assert mixer._get_input_buffer(state)["prev_key_padding_mask"].tolist() == pad.tolist()
+
+
+def test_the_posnet_gating_wraps_a_scheme():
+    """v_proj/out_proj are Linear layers: the gating (PosNet Eq. 4) wraps the scheme, and it still decodes as it trains."""
+    from fairseq_testing import decode_incrementally, random_batch
+    from posnet_fairseq.mixers.gating import GatedMixer
+
+    model, task = build_model(["--encoder-self-mixer", "alibi", "--decoder-self-mixer", "rope",
+                               "--encoder-self-gating", "on", "--decoder-self-gating", "on"])
+    assert isinstance(model.encoder.layers[0].self_attn, GatedMixer)
+    assert type(model.decoder.layers[0].self_attn.mixer) is RopeAttention
+    src, lengths, prev = random_batch(task.source_dictionary, [7, 4], [6, 3])
+    with torch.no_grad():
+        out = model(src, lengths, prev)[0]
+    assert torch.allclose(decode_incrementally(model, src, lengths, prev)[0], out[0], atol=1e-5)
