@@ -1,3 +1,4 @@
+"""posnet_fairseq/data/synth.py: the embedded synthetic corpus (grammar, lexicon, reordering, determinism, splits)."""
 import random
 import runpy
 import sys
