@@ -6,13 +6,7 @@ import argparse
 import os
 import sys
 
-# average_checkpoints and best_and_following are also read through this module by tests/test_recipes_support.py.
-from ..checkpoint_averaging import (  # noqa: F401
-    average_checkpoints,
-    best_and_following,
-    select_checkpoints,
-    write_average,
-)
+from ..checkpoint_averaging import select_checkpoints, write_average
 
 
 def main(argv=None):

@@ -1,8 +1,9 @@
-"""posnet_fairseq/cli/average_checkpoints.py: which checkpoints a recipe averages, and the average itself."""
+"""posnet_fairseq/checkpoint_averaging.py and its command line (posnet-average-checkpoints): which checkpoints a recipe averages, and the average itself."""
 import os
 
 import pytest
 
+from posnet_fairseq import checkpoint_averaging
 from posnet_fairseq.cli import average_checkpoints
 
 
@@ -23,25 +24,25 @@ def test_best_and_following_checkpoints(tmp_path):
     d = str(tmp_path / "c")
     _checkpoints(d, range(300, 3301, 300), best=1500)  # 11 update checkpoints, 300 apart
     name = lambda paths: [os.path.basename(p) for p in paths]  # noqa: E731
-    assert name(average_checkpoints.best_and_following(d, 3)) == [
+    assert name(checkpoint_averaging.best_and_following(d, 3)) == [
         "checkpoint_1_1500.pt", "checkpoint_1_1800.pt", "checkpoint_1_2100.pt"]
-    assert name(average_checkpoints.best_and_following(d, 7)) == [  # the best and all 6 after it
+    assert name(checkpoint_averaging.best_and_following(d, 7)) == [  # the best and all 6 after it
         f"checkpoint_1_{u}.pt" for u in range(1500, 3301, 300)]
     # only 6 checkpoints follow the best: not enough for 8, so the last 8
-    assert name(average_checkpoints.best_and_following(d, 8)) == [
+    assert name(checkpoint_averaging.best_and_following(d, 8)) == [
         f"checkpoint_1_{u}.pt" for u in range(1200, 3301, 300)]
     # a best saved between interval checkpoints (end of an epoch): checkpoint_best.pt itself and the next ones
-    assert name(average_checkpoints.best_and_following(d, 2, best_update=1650)) == [
+    assert name(checkpoint_averaging.best_and_following(d, 2, best_update=1650)) == [
         "checkpoint_best.pt", "checkpoint_1_1800.pt"]
     with pytest.raises(ValueError, match="only 11 update checkpoints"):
-        average_checkpoints.best_and_following(d, 12)
+        checkpoint_averaging.best_and_following(d, 12)
 
 
 def test_best_and_following_refuses_when_the_followers_were_deleted(tmp_path):
     d = str(tmp_path / "c")
     _checkpoints(d, range(2400, 3301, 300), best=600)  # --keep-interval-updates kept 2400..3300 only
     with pytest.raises(ValueError, match="older than the update checkpoints kept"):
-        average_checkpoints.best_and_following(d, 2)
+        checkpoint_averaging.best_and_following(d, 2)
 
 
 def test_averaging_keeps_tied_embeddings_tied(tmp_path):
@@ -54,7 +55,7 @@ def test_averaging_keeps_tied_embeddings_tied(tmp_path):
                            "w": torch.full((2,), value)}, "optimizer_history": [{"num_updates": i}]}
         paths.append(str(tmp_path / f"c{i}.pt"))
         torch.save(state, paths[-1])
-    out = average_checkpoints.average_checkpoints(paths)["model"]
+    out = checkpoint_averaging.average_checkpoints(paths)["model"]
     assert out["encoder.embed_tokens.weight"] is out["decoder.output_projection.weight"]
     assert out["w"].tolist() == [2.0, 2.0] and out["encoder.embed_tokens.weight"].eq(2.0).all()
 
