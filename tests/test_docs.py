@@ -11,7 +11,7 @@ import pytest
 from fairseq.models import ARCH_MODEL_INV_REGISTRY, ARCH_MODEL_REGISTRY
 
 from posnet_fairseq import flags
-from posnet_fairseq.mixers.base import MIXERS
+from posnet_fairseq.mixers.registry import MIXERS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(REPO, "README.md")

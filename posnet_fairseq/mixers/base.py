@@ -37,8 +37,6 @@ from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor, nn
 
 from .attention import real_positions
-# The registry's names, where code written before the split imports them from.
-from .registry import MIXERS, MixerContext, mixers_for_site, register_mixer  # noqa: F401
 
 
 class Mixer(FairseqIncrementalState, nn.Module):

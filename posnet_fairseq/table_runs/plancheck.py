@@ -57,7 +57,7 @@ def check_command(argv):
     if user_dir is None:
         return ["no --user-dir: fairseq cannot find the plugin's architectures"]
     utils.import_user_module(argparse.Namespace(user_dir=user_dir))
-    from ..mixers.base import mixers_for_site
+    from ..mixers.registry import mixers_for_site
 
     problems = []
     arch = _value(argv, "--arch") or _value(argv, "-a")
