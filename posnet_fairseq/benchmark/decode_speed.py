@@ -13,7 +13,13 @@ reads like the wall clock only with one torch thread.
 phases of a shared machine hit every model alike; report medians over rounds.
 :func:`random_checkpoint` and :func:`synthetic_data_bin` give an untrained
 model and a corpus when only speed matters (speed does not depend on the
-weights). ``benchmarks/decode_speed.py`` and ``posnet-compare`` use these.
+weights). ``posnet-compare`` uses these; so does this module's command line
+(:func:`main`), which also prints each model's ceiling (:mod:`.flops`): the
+speed ratio its FLOPs per generated token allow against the first arch::
+
+    python -m posnet_fairseq.benchmark.decode_speed --threads 1 --sentences 32 --rounds 1 --lengths 30,80,200
+    python -m posnet_fairseq.benchmark.decode_speed --archs transformer,hc_gaussian --lengths 30,80
+    python -m posnet_fairseq.benchmark.decode_speed --quick         # smoke test: tiny models
 """
 import logging
 import os
