@@ -202,8 +202,9 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     p.add_argument("--workdir", default="/tmp/decode_speed", help="corpus, checkpoints and outputs")
-    p.add_argument("--profile", metavar="ARCH", help="after the timing rounds, torch.profiler of one run of ARCH "
-                   "at the last length: the operators by their own CPU time")
+    p.add_argument("--profile", metavar="ARCHS", default="", help="after the timing rounds, torch.profiler of one "
+                   "run of each of these comma-separated --archs at the last length: the operators by their own "
+                   "CPU time")
     p.add_argument("--quick", action="store_true", help="smoke test: tiny models, 32 sentences, length 8, one round")
     args, model_flags = p.parse_known_args(argv)
     if model_flags and model_flags[0] == "--":
@@ -216,8 +217,10 @@ def parse_args(argv=None):
         args.lengths = [int(n) for n in args.lengths.split(",")]
     except ValueError:
         p.error(f"--lengths {args.lengths}: give whole numbers, comma-separated")
-    if args.profile and args.profile not in args.names:
-        p.error(f"--profile {args.profile} is not among --archs")
+    args.profile = [a.strip() for a in args.profile.split(",") if a.strip()]
+    for name in args.profile:
+        if name not in args.names:
+            p.error(f"--profile {name} is not among --archs")
     return args
 
 
@@ -228,7 +231,6 @@ def _load_average():
 
 def main(argv=None):
     import statistics
-    import sys
 
     import torch
 
@@ -320,13 +322,13 @@ def main(argv=None):
             print(f"| {arch} | {costs} | {growth} | {' | '.join(cells)} |")
     print(f"\n# load average at end: {_load_average()}; wall {time.time() - start:.0f}s")
 
-    if args.profile:
-        arch = archs[args.names.index(args.profile)]
+    for name in args.profile:
+        arch = archs[args.names.index(name)]
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
             generate_timed(data_bin, checkpoints[arch], args.lengths[-1], results_dir, beam=args.beam,
                            batch_size=args.batch_size)
         print(f"\n# torch.profiler of one run of {arch} (length {args.lengths[-1]}), operators by own CPU time")
-        print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=25), file=sys.stdout)
+        print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
 
 
 if __name__ == "__main__":
