@@ -61,8 +61,8 @@ def test_decoding_flops_differ_by_the_decoder_self_attention_alone():
     search, the difference is every layer's and beam row's scores and weighted sums (4 n d at step n)
     averaged over the steps."""
     source, steps, beam = 9, 12, 3
-    transformer = flops.decoding_flops(build_model(arch="posnet_transformer_tiny")[0], source, steps, beam)
-    aan = flops.decoding_flops(build_model(arch="aan_plus_avg_tiny")[0], source, steps, beam)
+    transformer = flops.decoding_flops(build_model(arch="posnet_transformer_tiny")[0], source, [steps], beam)[steps]
+    aan = flops.decoding_flops(build_model(arch="aan_plus_avg_tiny")[0], source, [steps], beam)[steps]
     attention = DECODER_LAYERS * beam * sum(4 * n * D for n in range(1, steps + 1)) / steps
     assert transformer - aan == pytest.approx(attention, rel=1e-12)
     assert flops.ceiling(aan, transformer) == transformer / aan > 1
@@ -73,7 +73,8 @@ def test_decoding_cost_per_step_is_constant_for_rposnet_and_grows_for_the_transf
     step cost the same (second difference 0); the Transformer's step n attends over n keys, so its second
     difference is 30 x 30 steps of 4 d per layer and beam row."""
     def totals(model):
-        return [steps * flops.decoding_flops(model, 9, steps, 2) for steps in (10, 40, 70)]
+        per_token = flops.decoding_flops(model, 9, [40, 70, 10], 2)
+        return [steps * per_token[steps] for steps in (10, 40, 70)]
 
     rposnet = totals(build_model(["--posnet-max-relative", str(K)], arch="rposnet_transformer_tiny")[0])
     transformer = totals(build_model(arch="posnet_transformer_tiny")[0])

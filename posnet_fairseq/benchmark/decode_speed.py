@@ -250,9 +250,10 @@ def main(argv=None):
         model, cfg = random_model(data_bin, arch, args.model_flags)
         params[arch] = save_checkpoint(model, cfg, checkpoints[arch])
         limit[arch] = model.max_positions()[1]
-        for length in args.lengths:  # L tokens + EOS: L + 1 decoder steps
-            if length + 1 <= limit[arch]:
-                arithmetic[arch, length] = flops.decoding_flops(model, source_length, length + 1, args.beam)
+        reachable = [length for length in args.lengths if length + 1 <= limit[arch]]  # L tokens + EOS
+        if reachable:
+            per_token = flops.decoding_flops(model, source_length, [length + 1 for length in reachable], args.beam)
+            arithmetic.update({(arch, length): per_token[length + 1] for length in reachable})
     # {length: the archs whose decoder takes L + 1 positions}
     runnable = {length: {arch: checkpoints[arch] for arch in archs if (arch, length) in arithmetic}
                 for length in args.lengths}

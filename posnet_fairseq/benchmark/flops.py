@@ -40,33 +40,33 @@ def count(fn, *args, **kwargs):
     return counter.get_total_flops(), result
 
 
-def decoding_flops(model, source_length, output_length, beam, bos=2, token=4):
-    """FLOPs per generated token: one sentence of ``source_length`` tokens (EOS included) decoded
-    with ``beam`` rows for ``output_length`` steps (EOS included).
+def decoding_flops(model, source_length, output_lengths, beam, bos=2, token=4):
+    """{L: FLOPs per generated token} for each output length L in ``output_lengths`` (EOS included): one
+    sentence of ``source_length`` tokens (EOS included) decoded with ``beam`` rows for L steps.
 
     ``model`` is made ready for generation as fairseq-generate does (eval mode,
     ``make_generation_fast_``). Beam search itself (top-k, reordering the
     state) does no products, so the decoder is fed a fixed token; the
-    arithmetic of a step does not depend on which token it is.
+    arithmetic of a step does not depend on which token it is, nor on how many
+    steps follow it, so one run to the longest length gives every shorter one.
     """
+    lengths = sorted(set(output_lengths))
     model.eval()
     model.make_generation_fast_(beamable_mm_beam_size=None, need_attn=False)
     src = torch.full((1, source_length), token, dtype=torch.long)
     src[0, -1] = bos
-    lengths = torch.tensor([source_length])
-    prev = torch.full((beam, output_length), token, dtype=torch.long)
+    prev = torch.full((beam, lengths[-1]), token, dtype=torch.long)
     prev[:, 0] = bos
-
-    def run():
-        encoder_out = model.encoder(src, lengths)
+    counter, totals = FlopCounterMode(display=False), {}
+    with torch.no_grad(), counter:
+        encoder_out = model.encoder(src, torch.tensor([source_length]))
         encoder_out = model.encoder.reorder_encoder_out(encoder_out, torch.zeros(beam, dtype=torch.long))
         state = {}
-        for t in range(output_length):
+        for t in range(lengths[-1]):
             model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
-
-    with torch.no_grad():
-        flops, _ = count(run)
-    return flops / output_length
+            if t + 1 in lengths:
+                totals[t + 1] = counter.get_total_flops()
+    return {length: totals[length] / length for length in lengths}
 
 
 def ceiling(flops, reference_flops):
