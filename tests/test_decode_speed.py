@@ -58,6 +58,9 @@ def test_tables_give_the_cpu_time_ratio_the_ceiling_and_the_share(tmp_path, monk
     # LinearNet's table has 128 positions: 130 tokens + EOS are beyond it, and it is said so.
     assert rows["glinearnet_transformer_tiny", "9"]["CPU-time ratio"] == f"{base / 2.5:.2f}x"
     assert ("glinearnet_transformer_tiny", "131") not in rows
+    for row in (row for row in per_length if row["GFLOP/s"]):  # MFLOP per ms = GFLOP per s
+        assert float(row["GFLOP/s"]) == pytest.approx(float(row["MFLOP per token"]) / float(row["CPU ms per token"]),
+                                                      rel=0.02)
     assert "beyond its 128 target positions" in out.getvalue()
     glinearnet = next(row for row in growth if row["arch"] == "glinearnet_transformer_tiny")
     assert glinearnet["130 / 8"] == "n/a"

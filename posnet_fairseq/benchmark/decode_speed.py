@@ -281,24 +281,27 @@ def main(argv=None):
     out_len = {key: rows[0]["tokens_per_hyp"] for key, rows in runs.items()}
     # Per-token cost: CPU seconds spent generating / (sentences x output tokens per hypothesis).
     per_token = {key: cpu[key] / (args.sentences * out_len[key]) for key in cpu}
-    print(f"\nSpeed ratio: {base}'s CPU time / the arch's. Ceiling: {base}'s FLOPs per generated token / the "
-          "arch's (what the arithmetic allows). Share: speed ratio / ceiling.")
+    print(f"\nSpeed ratio: {base}'s CPU time / the arch's. GFLOP/s: the arithmetic done per CPU second. Ceiling: "
+          f"{base}'s FLOPs per generated token / the arch's (what the arithmetic allows). Share: speed ratio / "
+          f"ceiling, i.e. the arch's GFLOP/s over {base}'s.")
     print(f"| arch | params | output tokens (incl. EOS) | sentences/s (median) | all rounds | ratio vs {base} "
-          "| CPU s (median) | CPU-time ratio | CPU ms per token | MFLOP per token | ceiling | share of ceiling |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| CPU s (median) | CPU-time ratio | CPU ms per token | MFLOP per token | GFLOP/s | ceiling "
+          "| share of ceiling |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for length in args.lengths:
         for arch in archs:
             key = arch, length
             if key not in runs:
                 print(f"| {arch} | {params[arch] / 1e6:.1f}M | beyond its {limit[arch]} target positions |"
-                      + " |" * 9)
+                      + " |" * 10)
                 continue
             speed = cpu[base, length] / cpu[key]
             ceiling = flops.ceiling(arithmetic[key], arithmetic[base, length])
             rounds = " ".join(f"{run['rate']:.2f}" for run in runs[key])
             print(f"| {arch} | {params[arch] / 1e6:.1f}M | {out_len[key]:.0f} | {rate[key]:.2f} | {rounds} "
                   f"| {rate[key] / rate[base, length]:.2f}x | {cpu[key]:.2f} | {speed:.2f}x "
-                  f"| {1000 * per_token[key]:.3f} | {arithmetic[key] / 1e6:.1f} | {ceiling:.2f}x "
+                  f"| {1000 * per_token[key]:.3f} | {arithmetic[key] / 1e6:.1f} "
+                  f"| {arithmetic[key] / per_token[key] / 1e9:.2f} | {ceiling:.2f}x "
                   f"| {100 * speed / ceiling:.0f}% |")
     if len(args.lengths) > 1:
         first, last = args.lengths[0], args.lengths[-1]
