@@ -4,7 +4,7 @@ import pytest
 import torch
 from fairseq_testing import TINY_DIMS, build_model
 
-from posnet_fairseq.benchmark import flops
+from posnet_fairseq.benchmark import flops, training_step
 
 D = int(TINY_DIMS[TINY_DIMS.index("--decoder-embed-dim") + 1])
 DECODER_LAYERS = int(TINY_DIMS[TINY_DIMS.index("--decoder-layers") + 1])
@@ -33,13 +33,14 @@ def _decoder_self_attention(arch, flags):
     return model.decoder.layers[0].self_attn
 
 
+@pytest.mark.parametrize("need_weights", [True, False], ids=["weights", "fused"])  # fused: torch's CPU kernel
 @pytest.mark.parametrize("name", sorted(HAND))
-def test_counter_equals_the_hand_count_teacher_forced(name):
+def test_counter_equals_the_hand_count_teacher_forced(name, need_weights):
     arch, flags, per_token, _ = HAND[name]
     mixer = _decoder_self_attention(arch, flags)
     x = torch.randn(T, B, D, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        counted, _ = flops.count(mixer, x, x, x)
+        counted, _ = flops.count(mixer, x, x, x, need_weights=need_weights)
     assert counted == T * B * per_token()
 
 
@@ -80,3 +81,17 @@ def test_decoding_cost_per_step_is_constant_for_rposnet_and_grows_for_the_transf
     transformer = totals(build_model(arch="posnet_transformer_tiny")[0])
     assert rposnet[2] - 2 * rposnet[1] + rposnet[0] == pytest.approx(0, abs=1e-6)
     assert transformer[2] - 2 * transformer[1] + transformer[0] == pytest.approx(30 * 30 * 4 * D * DECODER_LAYERS * 2)
+
+
+def test_training_flops_differ_by_the_decoder_self_attention_alone():
+    """A training step of the Transformer and of AAN+ AVG (the same model but for decoder self-attention,
+    whose gate costs what q, k, v and output projections cost): per target token of T-token sentences,
+    the Transformer's every decoder layer adds scores and weighted sums, 4 T d forward (2 products) and
+    10 T d backward in torch's CPU attention kernel (it recomputes the scores, then the gradients of both
+    operands of both products: 5 products)."""
+    length = 10
+    transformer, aan = (training_step.TrainingStep(arch, 2, length, 40) for arch in
+                        ("posnet_transformer_tiny", "aan_plus_avg_tiny"))
+    layers, dim = len(transformer.model.decoder.layers), transformer.model.decoder.embed_dim
+    difference = transformer.first_step()["flops_per_token"] - aan.first_step()["flops_per_token"]
+    assert difference == 14 * length * dim * layers

@@ -73,14 +73,15 @@ def test_quick_cpu_table_reads_the_clock_and_the_arithmetic(fake_clock):
 
 
 def test_the_step_counts_forward_and_backward_flops_per_target_token():
-    """Every product of the backward pass costs what its forward product costs, twice (the gradients of
-    both operands) for a product of two tensors that need them: the step is about 3x its forward."""
+    """The backward pass of a product costs twice its forward (the gradients of both operands; one where
+    only one needs it), torch's CPU attention kernel 2.5 times (it recomputes the scores): a step costs
+    between 2.5 and 3.5 times its forward."""
     step = training_step.TrainingStep("posnet_transformer_tiny", 4, 8, 64)
     src, lengths, prev, _ = step.batch
     forward, _ = count(step.model, src, lengths, prev)
     measured = training_step.measure("posnet_transformer_tiny", 4, 8, 64)
     assert measured["tokens"] == 32 and measured["params"] == step.params
-    assert 2.5 * forward < measured["flops_per_token"] * 32 <= 3 * forward
+    assert 2.5 * forward < measured["flops_per_token"] * 32 <= 3.5 * forward
     assert measured["saved_bytes"] > 0 and "step_s" not in measured
 
 

@@ -9,7 +9,8 @@ each measured speed ratio, and the measured share of it.
 What is counted. torch's ``FlopCounterMode`` sees every operator the built
 model runs and counts, from its operand shapes, 2 FLOPs per multiply-add of
 each matrix product (``mm``, ``addmm``, ``bmm``, ``baddbmm``, convolutions,
-scaled-dot-product attention; ``einsum`` and ``matmul`` run as these).
+scaled-dot-product attention, here also torch's CPU kernel of it; ``einsum``
+and ``matmul`` run as these).
 Element-wise work (activations, LayerNorms, softmax, the gates' products,
 AAN+'s running sums and cumulative sums, SSRU's recurrence) is left out: it is
 O(d) per token against the O(d^2) of every projection, and every mechanism
@@ -29,15 +30,41 @@ equals the mechanism's arithmetic, with nothing computed twice.
   (:mod:`.training_step` counts its first, untimed step).
 """
 import torch
+from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
+
+
+def _cpu_attention(query, key, value, *args, out_shape=None, **kwargs):
+    return flop_counter.sdpa_flop_count(query, key, value)
+
+
+def _cpu_attention_backward(grad_out, query, key, value, *args, out_shape=None, **kwargs):
+    return flop_counter.sdpa_backward_flop_count(grad_out, query, key, value)
+
+
+# torch's counter knows the CUDA kernels of scaled-dot-product attention but not
+# the CPU one, which fairseq's MultiheadAttention runs whenever it is not
+# decoding incrementally (training, the encoder): without these, the
+# Transformer's attention scores and weighted sums would go uncounted.
+_CPU_ATTENTION = {
+    getattr(torch.ops.aten, name): formula
+    for name, formula in (("_scaled_dot_product_flash_attention_for_cpu", _cpu_attention),
+                          ("_scaled_dot_product_flash_attention_for_cpu_backward", _cpu_attention_backward))
+    if hasattr(torch.ops.aten, name)
+}
+
+
+def counter():
+    """A FlopCounterMode that also counts CPU scaled-dot-product attention."""
+    return FlopCounterMode(display=False, custom_mapping=_CPU_ATTENTION)
 
 
 def count(fn, *args, **kwargs):
     """(FLOPs of ``fn(*args, **kwargs)``, its result)."""
-    counter = FlopCounterMode(display=False)
-    with counter:
+    counting = counter()
+    with counting:
         result = fn(*args, **kwargs)
-    return counter.get_total_flops(), result
+    return counting.get_total_flops(), result
 
 
 def decoding_flops(model, source_length, output_lengths, beam, bos=2, token=4):
@@ -57,15 +84,15 @@ def decoding_flops(model, source_length, output_lengths, beam, bos=2, token=4):
     src[0, -1] = bos
     prev = torch.full((beam, lengths[-1]), token, dtype=torch.long)
     prev[:, 0] = bos
-    counter, totals = FlopCounterMode(display=False), {}
-    with torch.no_grad(), counter:
+    counting, totals = counter(), {}
+    with torch.no_grad(), counting:
         encoder_out = model.encoder(src, torch.tensor([source_length]))
         encoder_out = model.encoder.reorder_encoder_out(encoder_out, torch.zeros(beam, dtype=torch.long))
         state = {}
         for t in range(lengths[-1]):
             model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
             if t + 1 in lengths:
-                totals[t + 1] = counter.get_total_flops()
+                totals[t + 1] = counting.get_total_flops()
     return {length: totals[length] / length for length in lengths}
 
 
