@@ -10,12 +10,14 @@ machine shared with other jobs the CPU time is the steadier figure, and it
 reads like the wall clock only with one torch thread.
 
 :func:`time_rounds` alternates the checkpoints within each round, so slow
-phases of a shared machine hit every model alike; report medians over rounds.
-:func:`random_checkpoint` and :func:`synthetic_data_bin` give an untrained
-model and a corpus when only speed matters (speed does not depend on the
-weights). ``posnet-compare`` uses these; so does this module's command line
-(:func:`main`), which also prints each model's ceiling (:mod:`.flops`): the
-speed ratio its FLOPs per generated token allow against the first arch::
+phases of a shared machine hit every model alike; report medians over rounds
+(``posnet-compare`` times its trained checkpoints with it).
+:func:`random_model` (saved by :func:`save_checkpoint`) and
+:func:`synthetic_data_bin` give an untrained model and a corpus when only
+speed matters (speed does not depend on the weights): this module's command
+line (:func:`main`) times those, and prints each model's ceiling
+(:mod:`.flops`), the speed ratio its FLOPs per generated token allow against
+the first arch::
 
     python -m posnet_fairseq.benchmark.decode_speed --threads 1 --sentences 32 --rounds 1 --lengths 30,80,200
     python -m posnet_fairseq.benchmark.decode_speed --archs transformer,hc_gaussian --lengths 30,80
@@ -87,12 +89,6 @@ def save_checkpoint(model, cfg, path):
     }
     torch.save(state, path)
     return sum(p.numel() for p in model.parameters())
-
-
-def random_checkpoint(data_bin, arch, model_flags, path, source_lang="src", target_lang="tgt"):
-    """Saves a freshly initialised ``arch`` as a fairseq checkpoint; returns its parameter count."""
-    model, cfg = random_model(data_bin, arch, model_flags, source_lang, target_lang)
-    return save_checkpoint(model, cfg, path)
 
 
 class _Capture(logging.Handler):
