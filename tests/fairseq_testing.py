@@ -11,11 +11,13 @@ import os
 
 import torch
 from fairseq import options
-from fairseq.data import Dictionary
-from fairseq.tasks.translation import TranslationTask
 
 import posnet_fairseq  # noqa: F401  (registers the plugin)
-from posnet_fairseq.plugin import PLUGIN_DIR  # noqa: F401  (the tests import it from here)
+# A model is built, and fairseq-train's arguments parsed, as the benchmarks' training step does;
+# the tests import these names from here.
+from posnet_fairseq.benchmark.training_step import build_model as build_task_model
+from posnet_fairseq.benchmark.training_step import dictionary, parse_train_args  # noqa: F401
+from posnet_fairseq.plugin import PLUGIN_DIR  # noqa: F401
 
 VOCAB = 24
 
@@ -28,25 +30,14 @@ TINY_DIMS = [
 
 
 def dummy_dictionary(size=VOCAB):
-    d = Dictionary()
-    for i in range(size):
-        d.add_symbol(f"w{i}")
-    d.finalize(padding_factor=1)
-    return d
-
-
-def parse_train_args(argv):
-    parser = options.get_training_parser()
-    return options.parse_args_and_arch(parser, ["/nonexistent-data", "--user-dir", PLUGIN_DIR] + list(argv))
+    return dictionary(size, padding_factor=1)
 
 
 def build_model(flags=(), arch="posnet_transformer_tiny", seed=1, dims=TINY_DIMS):
     """A model in eval mode (dropout off) built from fairseq flags, with a dummy task."""
-    args = parse_train_args(["--arch", arch, "--dropout", "0", "--attention-dropout", "0", *dims, *flags])
-    dictionary = dummy_dictionary()
-    task = TranslationTask(args, dictionary, dictionary)
-    torch.manual_seed(seed)
-    return task.build_model(args).eval(), task
+    model, task = build_task_model(["--arch", arch, "--dropout", "0", "--attention-dropout", "0", *dims, *flags],
+                                   dummy_dictionary(), seed)
+    return model.eval(), task
 
 
 def src_batch(sentences, pad, eos):

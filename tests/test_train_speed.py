@@ -1,21 +1,26 @@
-"""benchmarks/train_speed.py: its --quick mode on CPU prints one row per arch with
-ratios against the Transformer and the -SA ceiling measured in the same run."""
+"""posnet_fairseq.benchmark.train_speed and its training step (posnet_fairseq.benchmark.training_step).
+
+The timed columns are checked with a clock that advances a known time per step, so a wrong tokens/s, ratio,
+ceiling or share fails; the rest on real CPU runs of tiny models."""
 import contextlib
 import io
-import os
-import sys
+import types
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
-import train_speed  # noqa: E402
+from posnet_fairseq.benchmark import FAMILIES, resolve, train_speed, training_step
+from posnet_fairseq.benchmark.flops import count
+
+# Seconds per step (wall and CPU alike) that the fake clock charges each arch.
+STEP_SECONDS = {"posnet_transformer_tiny": 0.2, "transformer_nosa_tiny": 0.1, "hc_gaussian_shx_tiny": 0.125,
+                "aan_plus_avg_tiny": 0.25}
+ARCHS = "transformer,transformer_nosa,hc_gaussian_shx,aan_plus_avg"
 
 
 @pytest.mark.parametrize("size", ["tiny", "base"])
-def test_every_default_arch_is_a_registered_preset(size):
-    names = train_speed.DEFAULT_ARCHS.split(",")
-    archs = [train_speed.resolve(name, size) for name in names]
-    assert len(set(archs)) == len(names)
+def test_every_family_is_a_registered_preset(size):
+    archs = [resolve(name, size) for name in FAMILIES]
+    assert len(set(archs)) == len(FAMILIES)
     assert archs[0] == f"posnet_transformer_{size}"
 
 
@@ -25,20 +30,64 @@ def _rows(output):
     return [dict(zip((h.strip() for h in header), (c.strip() for c in row))) for row in body]
 
 
-def test_quick_cpu_table_has_a_row_per_arch_and_the_baseline_at_one():
+@pytest.fixture
+def fake_clock(monkeypatch):
+    """training_step's clock advances STEP_SECONDS[arch] per step, and only then."""
+    now = [0.0]
+    monkeypatch.setattr(training_step, "time", types.SimpleNamespace(perf_counter=lambda: now[0],
+                                                                     process_time=lambda: now[0]))
+    step = training_step.TrainingStep.__call__
+
+    def charged(self, batch=None):
+        step(self, batch)
+        now[0] += STEP_SECONDS[self.arch]
+
+    monkeypatch.setattr(training_step.TrainingStep, "__call__", charged)
+
+
+def _quick_table(archs=ARCHS):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        train_speed.main(["--quick", "--threads", "1", "--archs", "transformer,transformer_nosa,hc_gaussian_shx,aan_plus_avg"])
-    text = out.getvalue()
+        train_speed.main(["--quick", "--threads", "1", "--archs", archs])
+    return out.getvalue()
+
+
+def test_quick_cpu_table_reads_the_clock_and_the_arithmetic(fake_clock):
+    text = _quick_table()
     assert text.startswith("device: CPU")
-    rows = _rows(text)
-    assert [r["arch"] for r in rows] == ["posnet_transformer_tiny", "transformer_nosa_tiny", "hc_gaussian_shx_tiny",
-                                         "aan_plus_avg_tiny"]
-    assert rows[0]["speed/Transformer"] == "1.00x"
-    assert rows[1]["speed/-SA"] == "1.00x"
-    for row in rows:
-        assert float(row["tgt tok/s"]) > 0
+    rows = {row["arch"]: row for row in _rows(text)}
+    assert list(rows) == list(STEP_SECONDS)
+    tokens = 4 * 8  # --quick: 4 sentences of 8 tokens
+    transformer = STEP_SECONDS["posnet_transformer_tiny"]
+    for arch, seconds in STEP_SECONDS.items():
+        row = rows[arch]
+        assert float(row["tgt tok/s"]) == pytest.approx(tokens / seconds, abs=0.5)
+        assert row["speed/Transformer"] == f"{transformer / seconds:.2f}x"
+        assert row["speed/-SA"] == f"{STEP_SECONDS['transformer_nosa_tiny'] / seconds:.2f}x"
+        ceiling = float(rows["posnet_transformer_tiny"]["MFLOP/token"]) / float(row["MFLOP/token"])
+        assert float(row["ceiling"].rstrip("x")) == pytest.approx(ceiling, abs=0.02)
+        assert float(row["share"].rstrip("%")) == pytest.approx(100 * transformer / seconds / ceiling, abs=2)
         assert row["peak MiB"] == "n/a" and row["max tokens"] == "n/a"  # CUDA only
+    # No self-attention sub-layers: less arithmetic than the Transformer, by the attention's share.
+    assert float(rows["transformer_nosa_tiny"]["ceiling"].rstrip("x")) > 1.2
+
+
+def test_the_step_counts_forward_and_backward_flops_per_target_token():
+    """The backward pass of a product costs twice its forward (the gradients of both operands; one where
+    only one needs it), torch's CPU attention kernel 2.5 times (it recomputes the scores): a step costs
+    between 2.5 and 3.5 times its forward."""
+    step = training_step.TrainingStep("posnet_transformer_tiny", 4, 8, 64)
+    src, lengths, prev, _ = step.batch
+    forward, _ = count(step.model, src, lengths, prev)
+    measured = training_step.measure("posnet_transformer_tiny", 4, 8, 64)
+    assert measured["tokens"] == 32 and measured["params"] == step.params
+    assert 2.5 * forward < measured["flops_per_token"] * 32 <= 3.5 * forward
+    assert measured["saved_bytes"] > 0 and "step_s" not in measured
+
+
+def test_timed_steps_are_medians_of_the_clock(fake_clock):
+    result = training_step.measure("aan_plus_avg_tiny", 4, 8, 64, timed_steps=3, warmup=1)
+    assert result["step_s"] == result["step_cpu_s"] == STEP_SECONDS["aan_plus_avg_tiny"]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -53,4 +102,4 @@ def test_bad_options_are_refused_naming_the_flag(argv, message, capsys):
 
 def test_an_unknown_arch_names_the_flag():
     with pytest.raises(SystemExit, match="--archs no_such_mixer: no preset no_such_mixer_tiny"):
-        train_speed.resolve("no_such_mixer", "tiny")
+        resolve("no_such_mixer", "tiny")

@@ -10,10 +10,18 @@ machine shared with other jobs the CPU time is the steadier figure, and it
 reads like the wall clock only with one torch thread.
 
 :func:`time_rounds` alternates the checkpoints within each round, so slow
-phases of a shared machine hit every model alike; report medians over rounds.
-:func:`random_checkpoint` and :func:`synthetic_data_bin` give an untrained
-model and a corpus when only speed matters (speed does not depend on the
-weights). ``benchmarks/decode_speed.py`` and ``posnet-compare`` use these.
+phases of a shared machine hit every model alike; report medians over rounds
+(``posnet-compare`` times its trained checkpoints with it).
+:func:`random_model` (saved by :func:`save_checkpoint`) and
+:func:`synthetic_data_bin` give an untrained model and a corpus when only
+speed matters (speed does not depend on the weights): this module's command
+line (:func:`main`) times those, and prints each model's ceiling
+(:mod:`.flops`), the speed ratio its FLOPs per generated token allow against
+the first arch::
+
+    python -m posnet_fairseq.benchmark.decode_speed --threads 1 --sentences 32 --rounds 1 --lengths 30,80,200
+    python -m posnet_fairseq.benchmark.decode_speed --archs transformer,hc_gaussian --lengths 30,80
+    python -m posnet_fairseq.benchmark.decode_speed --quick         # smoke test: tiny models
 """
 import logging
 import os
@@ -49,13 +57,11 @@ def synthetic_data_bin(workdir, sentences, train=2000):
     return bin_dir
 
 
-def random_checkpoint(data_bin, arch, model_flags, path, source_lang="src", target_lang="tgt"):
-    """Saves a freshly initialised ``arch`` the way fairseq-train saves checkpoints; returns its
-    parameter count."""
+def random_model(data_bin, arch, model_flags, source_lang="src", target_lang="tgt"):
+    """A freshly initialised ``arch`` (seed 1) for ``data_bin``'s dictionaries, and fairseq's config."""
     import torch
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-    from omegaconf import OmegaConf
 
     args = options.parse_args_and_arch(options.get_training_parser(), [
         data_bin, "--user-dir", PLUGIN_DIR, "--arch", arch, "--source-lang", source_lang,
@@ -64,7 +70,14 @@ def random_checkpoint(data_bin, arch, model_flags, path, source_lang="src", targ
     cfg = convert_namespace_to_omegaconf(args)
     task = tasks.setup_task(cfg.task)
     torch.manual_seed(1)
-    model = task.build_model(cfg.model)
+    return task.build_model(cfg.model), cfg
+
+
+def save_checkpoint(model, cfg, path):
+    """Saves ``model`` the way fairseq-train saves checkpoints; returns its parameter count."""
+    import torch
+    from omegaconf import OmegaConf
+
     state = {
         "args": None,
         "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
@@ -158,3 +171,165 @@ def time_rounds(checkpoints, data_bin, lengths, rounds, results_dir, on_round=No
         if on_round is not None:
             on_round(r)
     return runs
+
+
+def mean_source_length(workdir, sentences):
+    """Mean source tokens per test sentence of :func:`synthetic_data_bin`'s corpus, EOS included."""
+    with open(os.path.join(workdir, f"raw-{sentences}", "test.src")) as f:
+        lengths = [len(line.split()) + 1 for line in f]
+    return sum(lengths) / len(lengths)
+
+
+def parse_args(argv=None):
+    import argparse
+
+    from . import FAMILIES
+
+    p = argparse.ArgumentParser(prog="python -m posnet_fairseq.benchmark.decode_speed",
+                                description=__doc__.split("\n\n")[0] + " Ratios against the first --archs.")
+    p.add_argument("--archs", default=",".join(FAMILIES),
+                   help="comma-separated presets, without the size for those that have one (--size adds it); the "
+                   "first is the baseline (default: the Transformer, the -SA ceiling and every family)")
+    p.add_argument("--size", default="base", choices=["tiny", "small", "base", "big"])
+    p.add_argument("--lengths", default="30", help="forced output lengths in tokens, comma-separated (default: 30)")
+    p.add_argument("--sentences", type=int, default=128, help="source sentences decoded per run (default: 128)")
+    p.add_argument("--rounds", type=int, default=5, help="rounds; the models alternate in each (default: 5)")
+    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument("--workdir", default="/tmp/decode_speed", help="corpus, checkpoints and outputs")
+    p.add_argument("--profile", metavar="ARCHS", default="", help="after the timing rounds, torch.profiler of one "
+                   "run of each of these comma-separated --archs at the last length: the operators by their own "
+                   "CPU time")
+    p.add_argument("--quick", action="store_true", help="smoke test: tiny models, 32 sentences, length 8, one round")
+    args, model_flags = p.parse_known_args(argv)
+    if model_flags and model_flags[0] == "--":
+        model_flags = model_flags[1:]
+    args.model_flags = model_flags
+    if args.quick:
+        args.size, args.sentences, args.lengths, args.rounds = "tiny", 32, "8", 1
+    args.names = [a.strip() for a in args.archs.split(",") if a.strip()]
+    try:
+        args.lengths = [int(n) for n in args.lengths.split(",")]
+    except ValueError:
+        p.error(f"--lengths {args.lengths}: give whole numbers, comma-separated")
+    args.profile = [a.strip() for a in args.profile.split(",") if a.strip()]
+    for name in args.profile:
+        if name not in args.names:
+            p.error(f"--profile {name} is not among --archs")
+    return args
+
+
+def _load_average():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
+def main(argv=None):
+    import statistics
+
+    import torch
+
+    from . import flops, resolve
+
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    os.makedirs(args.workdir, exist_ok=True)
+    archs = [resolve(name, args.size) for name in args.names]
+    quiet()
+    data_bin = synthetic_data_bin(args.workdir, args.sentences)
+    source_length = round(mean_source_length(args.workdir, args.sentences))
+    checkpoints, params, arithmetic, limit = {}, {}, {}, {}
+    for arch in archs:
+        checkpoints[arch] = os.path.join(args.workdir, f"{arch}.pt")
+        model, cfg = random_model(data_bin, arch, args.model_flags)
+        params[arch] = save_checkpoint(model, cfg, checkpoints[arch])
+        limit[arch] = model.max_positions()[1]
+        reachable = [length for length in args.lengths if length + 1 <= limit[arch]]  # L tokens + EOS
+        if reachable:
+            per_token = flops.decoding_flops(model, source_length, [length + 1 for length in reachable], args.beam)
+            arithmetic.update({(arch, length): per_token[length + 1] for length in reachable})
+    # {length: the archs whose decoder takes L + 1 positions}
+    runnable = {length: {arch: checkpoints[arch] for arch in archs if (arch, length) in arithmetic}
+                for length in args.lengths}
+    if any(archs[0] not in runnable[length] for length in args.lengths):
+        raise SystemExit(f"--lengths: {archs[0]} (the baseline) takes at most {limit[archs[0]]} target positions")
+
+    print(f"# decode speed: {args.sentences} sentences (mean source length {source_length} with EOS), "
+          f"beam {args.beam}, batch {args.batch_size}, CPU, torch threads {torch.get_num_threads()}, "
+          f"{os.cpu_count()} cores, {args.rounds} rounds")
+    print(f"# load average at start: {_load_average()}")
+    start = time.time()
+    results_dir = os.path.join(args.workdir, "out")
+    runs = {}
+    for r in range(args.rounds):
+        for length in args.lengths:
+            for key, rows in time_rounds(runnable[length], data_bin, [length], 1, results_dir, beam=args.beam,
+                                         batch_size=args.batch_size).items():
+                runs.setdefault(key, []).extend(rows)
+        print(f"# round {r + 1}/{args.rounds} done after {time.time() - start:.0f}s, load {_load_average()}",
+              flush=True)
+
+    base = archs[0]
+    rate = {key: statistics.median(run["rate"] for run in rows) for key, rows in runs.items()}
+    cpu = {key: statistics.median(run["cpu_s"] for run in rows) for key, rows in runs.items()}
+    out_len = {key: rows[0]["tokens_per_hyp"] for key, rows in runs.items()}
+    # Per-token cost: CPU seconds spent generating / (sentences x output tokens per hypothesis).
+    per_token = {key: cpu[key] / (args.sentences * out_len[key]) for key in cpu}
+    print(f"\nSpeed ratio: {base}'s CPU time / the arch's. GFLOP/s: the arithmetic done per CPU second. Ceiling: "
+          f"{base}'s FLOPs per generated token / the arch's (what the arithmetic allows). Share: speed ratio / "
+          f"ceiling, i.e. the arch's GFLOP/s over {base}'s.")
+    print(f"| arch | params | output tokens (incl. EOS) | sentences/s (median) | all rounds | ratio vs {base} "
+          "| CPU s (median) | CPU-time ratio | CPU ms per token | MFLOP per token | GFLOP/s | ceiling "
+          "| share of ceiling |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for length in args.lengths:
+        for arch in archs:
+            key = arch, length
+            if key not in runs:
+                print(f"| {arch} | {params[arch] / 1e6:.1f}M | beyond its {limit[arch]} target positions |"
+                      + " |" * 10)
+                continue
+            speed = cpu[base, length] / cpu[key]
+            ceiling = flops.ceiling(arithmetic[key], arithmetic[base, length])
+            rounds = " ".join(f"{run['rate']:.2f}" for run in runs[key])
+            print(f"| {arch} | {params[arch] / 1e6:.1f}M | {out_len[key]:.0f} | {rate[key]:.2f} | {rounds} "
+                  f"| {rate[key] / rate[base, length]:.2f}x | {cpu[key]:.2f} | {speed:.2f}x "
+                  f"| {1000 * per_token[key]:.3f} | {arithmetic[key] / 1e6:.1f} "
+                  f"| {arithmetic[key] / per_token[key] / 1e9:.2f} | {ceiling:.2f}x "
+                  f"| {100 * speed / ceiling:.0f}% |")
+    if len(args.lengths) > 1:
+        first, last = args.lengths[0], args.lengths[-1]
+        print(f"\nPer-token decoding cost (CPU ms per output token, median) and its growth: cost at {last} tokens "
+              f"/ cost at {first} (1.00 = constant cost per step). Speed ratio = {base}'s CPU time / the arch's; "
+              "ceiling and share as above.")
+        print("| arch | " + " | ".join(f"ms/token at {n}" for n in args.lengths) + f" | {last} / {first} | "
+              + " | ".join(f"speed ratio (ceiling, share) at {n}" for n in args.lengths) + " |")
+        print("|---|" + "---|" * (2 * len(args.lengths) + 1))
+        for arch in archs:
+            costs = " | ".join(f"{1000 * per_token[arch, n]:.3f}" if (arch, n) in runs else "n/a" for n in args.lengths)
+            cells = []
+            for n in args.lengths:
+                if (arch, n) not in runs:
+                    cells.append(f"beyond {limit[arch]} positions")
+                    continue
+                speed = per_token[base, n] / per_token[arch, n]
+                ceiling = flops.ceiling(arithmetic[arch, n], arithmetic[base, n])
+                cells.append(f"{speed:.2f}x ({ceiling:.2f}x, {100 * speed / ceiling:.0f}%)")
+            growth = f"{per_token[arch, last] / per_token[arch, first]:.2f}" \
+                if (arch, last) in runs and (arch, first) in runs else "n/a"
+            print(f"| {arch} | {costs} | {growth} | {' | '.join(cells)} |")
+    print(f"\n# load average at end: {_load_average()}; wall {time.time() - start:.0f}s")
+
+    for name in args.profile:
+        arch = archs[args.names.index(name)]
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+            generate_timed(data_bin, checkpoints[arch], args.lengths[-1], results_dir, beam=args.beam,
+                           batch_size=args.batch_size)
+        print(f"\n# torch.profiler of one run of {arch} (length {args.lengths[-1]}), operators by own CPU time")
+        print(profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
+
+
+if __name__ == "__main__":
+    main()

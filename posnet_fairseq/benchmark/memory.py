@@ -1,134 +1,70 @@
-"""Training-step cost of one architecture: memory and throughput, measured in a fresh process.
+"""Training memory of position-based models against the Transformer.
 
-One training step (forward, backward, Adam) at a fixed batch of random tokens,
-with a dictionary of ``vocab`` symbols:
+You et al. (2020) report that hard-coded self-attention fits more tokens in a
+training batch on a fixed GPU (HC-SA +17%, SH-X +26%). What grows with the
+batch is the activation memory autograd keeps for the backward pass; what does
+not is the weights, their gradients and Adam's two moments (16 bytes per
+parameter in fp32). This benchmark measures both, for one training step
+(forward, backward, Adam) at a fixed batch, each architecture in a fresh
+subprocess:
 
-* ``saved_bytes``: bytes of every tensor autograd saves for the backward pass
-  (parameters excluded, each storage once). It is what grows with the batch,
-  and it is deterministic.
-* ``step_kb``: the resident memory the step adds on top of the built model
-  (peak RSS reset after building, Linux >= 4.0; ``exact_peak`` says whether the
-  reset was permitted). It also counts allocator slack and temporaries.
-* with ``timed_steps`` > 0, that many further steps are timed: the median wall
-  and process-CPU seconds per step (``step_s``, ``step_cpu_s``); the target
-  tokens per second follow as ``tokens / step_s``. One torch thread.
+* ``act KiB/token``: bytes of every tensor saved for backward (parameters
+  excluded, each storage once), per target token. Deterministic.
+* ``tokens@budget``: the tokens that fit in ``--budget-gib`` once the fixed
+  16 bytes/parameter are paid, as a ratio to the reference.
+* ``step MiB``: the resident memory the step adds on top of the built model
+  (peak RSS reset after building). It also counts allocator slack and
+  temporaries, so it is noisier.
 
-:func:`measure_isolated` runs :func:`measure` in a fresh interpreter
-(``python -m posnet_fairseq.benchmark.memory ARCH ...`` prints it as JSON), so
-the peak RSS of one architecture never includes another's.
+    python -m posnet_fairseq.benchmark.memory --archs hc_gaussian,hc_gaussian_shx,transformer_nosa
+    python -m posnet_fairseq.benchmark.memory --archs hc_gaussian_tiny --reference posnet_transformer_tiny
+
+Every ratio is against ``--reference`` measured in the same run. The step is
+:mod:`.training_step`'s (shared with ``posnet-compare`` and the speed benchmark).
 """
 import argparse
-import json
-import resource
-import statistics
-import subprocess
 import sys
-import time
 
-from ..plugin import PLUGIN_DIR, subprocess_env
-
-
-def _rss_kb(field):
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
-def _reset_peak():
-    """Resets the peak RSS (Linux >= 4.0); returns False where not permitted."""
-    try:
-        with open("/proc/self/clear_refs", "w") as clear_refs:
-            clear_refs.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def measure(arch, batch, length, vocab, flags=(), timed_steps=0):
-    """One training step of ``arch`` on ``batch`` x ``length`` tokens (memory in KiB), then
-    ``timed_steps`` timed steps."""
-    import torch
-    from fairseq import options
-    from fairseq.data import Dictionary
-    from fairseq.tasks.translation import TranslationTask
-
-    torch.set_num_threads(1)  # memory does not depend on threads; the cores are shared
-    args = options.parse_args_and_arch(options.get_training_parser(),
-                                       ["/nonexistent", "--user-dir", PLUGIN_DIR, "--arch", arch, *flags])
-    dictionary = Dictionary()
-    for i in range(vocab):
-        dictionary.add_symbol(f"w{i}")
-    dictionary.finalize(padding_factor=8)
-    torch.manual_seed(0)
-    model = TranslationTask(args, dictionary, dictionary).build_model(args).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-    low = dictionary.nspecial
-    src = torch.randint(low, len(dictionary), (batch, length))
-    src[:, -1] = dictionary.eos()
-    tgt = torch.randint(low, len(dictionary), (batch, length))
-    prev = torch.cat([torch.full((batch, 1), dictionary.eos()), tgt[:, :-1]], dim=1)
-    lengths = torch.full((batch,), length)
-    params = sum(p.numel() for p in model.parameters())
-
-    def step():
-        optimizer.zero_grad()
-        logits = model(src, lengths, prev)[0]
-        loss = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), tgt.view(-1))
-        loss.backward()
-        optimizer.step()
-
-    param_storages = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    saved = {}
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in param_storages:
-            saved[storage.data_ptr()] = storage.nbytes()  # alive until backward: no address reuse
-        return tensor
-
-    before = _rss_kb("VmRSS")
-    exact = _reset_peak()
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        step()
-    peak = _rss_kb("VmHWM") if exact else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    result = {"arch": arch, "tokens": batch * length, "params": params, "saved_bytes": sum(saved.values()),
-              "step_kb": peak - before, "exact_peak": exact}
-    if timed_steps:
-        wall, cpu = [], []
-        for _ in range(timed_steps):
-            start_wall, start_cpu = time.perf_counter(), time.process_time()
-            step()
-            wall.append(time.perf_counter() - start_wall)
-            cpu.append(time.process_time() - start_cpu)
-        result.update(step_s=statistics.median(wall), step_cpu_s=statistics.median(cpu))
-    return result
-
-
-def measure_isolated(arch, batch, length, vocab, flags=(), timed_steps=0):
-    """:func:`measure` in a fresh interpreter; raises RuntimeError with its stderr if it fails."""
-    command = [sys.executable, "-m", "posnet_fairseq.benchmark.memory", arch, "--batch", str(batch),
-               "--length", str(length), "--vocab", str(vocab), "--timed-steps", str(timed_steps),
-               f"--flags={' '.join(flags)}"]
-    env = subprocess_env(OMP_NUM_THREADS="1")
-    done = subprocess.run(command, capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        raise RuntimeError(f"training step of {arch} failed:\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+from .training_step import measure_isolated
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="measure one training step of ARCH; prints JSON")
-    parser.add_argument("arch")
-    parser.add_argument("--batch", type=int, required=True, help="sentences per batch")
-    parser.add_argument("--length", type=int, required=True, help="tokens per sentence, source and target")
-    parser.add_argument("--vocab", type=int, required=True, help="joined vocabulary size")
-    parser.add_argument("--timed-steps", type=int, default=0, help="further steps to time (default 0)")
-    parser.add_argument("--flags", default="", help='extra model flags, given as --flags="..."')
-    args = parser.parse_args(argv)
-    print(json.dumps(measure(args.arch, args.batch, args.length, args.vocab, args.flags.split(),
-                             args.timed_steps)))
+    parser = argparse.ArgumentParser(prog="python -m posnet_fairseq.benchmark.memory", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--archs", default="hc_gaussian,hc_gaussian_shx,transformer_nosa",
+                        help="comma-separated architectures to compare with --reference")
+    parser.add_argument("--reference", default="posnet_transformer_base",
+                        help="the Transformer measured in the same run (default: posnet_transformer_base)")
+    parser.add_argument("--batch", type=int, default=32, help="sentences per batch (default: 32)")
+    parser.add_argument("--length", type=int, default=30, help="tokens per sentence, source and target (30)")
+    parser.add_argument("--vocab", type=int, default=8000, help="joined vocabulary size (default: 8000)")
+    parser.add_argument("--budget-gib", type=float, default=11.0,
+                        help="memory budget for the tokens-per-batch estimate (default: 11, a 1080 Ti)")
+    parser.add_argument("--flags", default="--length-ratio 1.0 --dropout 0.1",
+                        help="extra model flags for every architecture, given as --flags=\"...\" "
+                        "(default: a gamma for HC-ALL and dropout 0.1)")
+    opts = parser.parse_args(argv)
+
+    archs = [opts.reference] + [a for a in opts.archs.split(",") if a and a != opts.reference]
+    rows = {arch: measure_isolated(arch, opts.batch, opts.length, opts.vocab, opts.flags.split()) for arch in archs}
+    budget = opts.budget_gib * 2 ** 30
+    for row in rows.values():
+        row["per_token"] = row["saved_bytes"] / row["tokens"]
+        row["fit"] = (budget - 16 * row["params"]) / row["per_token"]
+        if not row["exact_peak"]:
+            print(f"# {row['arch']}: peak RSS could not be reset; step MiB includes model construction",
+                  file=sys.stderr)
+
+    ref = rows[opts.reference]
+    print(f"training step, {opts.batch} x {opts.length} tokens, vocab {opts.vocab}, budget {opts.budget_gib:g} GiB; "
+          f"ratios against {opts.reference} measured in this run")
+    print(f"{'arch':28s} {'params':>11s} {'act KiB/token':>13s} {'ratio':>6s} {'tokens@budget':>14s} "
+          f"{'step MiB':>9s} {'ratio':>6s}")
+    for arch in archs:
+        row = rows[arch]
+        print(f"{arch:28s} {row['params']:11,d} {row['per_token'] / 1024:13.1f} "
+              f"{row['per_token'] / ref['per_token']:6.2f} {row['fit'] / ref['fit']:13.2f}x "
+              f"{row['step_kb'] / 1024:9.1f} {row['step_kb'] / ref['step_kb']:6.2f}")
 
 
 if __name__ == "__main__":

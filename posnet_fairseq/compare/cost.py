@@ -3,7 +3,7 @@
 * parameters of the trained checkpoint (shared tensors once), and for
   aPosNet/rPosNet after precomputation (``posnet_fairseq.precompute``: energies
   folded into tables of ``PRECOMPUTE_LENGTH`` positions);
-* one training step at a fixed batch (:mod:`posnet_fairseq.benchmark.memory`,
+* one training step at a fixed batch (:mod:`posnet_fairseq.benchmark.training_step`,
   a fresh process per model and round): activation memory, peak resident
   memory, target tokens/s;
 * decoding speed at forced output lengths
@@ -16,9 +16,9 @@ the same run. Output lengths a model cannot reach are recorded as
 """
 import statistics
 
-from ..benchmark import decode_speed, memory
-from ..precompute import DEFAULT_LENGTH as PRECOMPUTE_LENGTH
+from ..benchmark import decode_speed, training_step
 from ..evaluation.evaluate import count_parameters, train_speed
+from ..precompute import DEFAULT_LENGTH as PRECOMPUTE_LENGTH
 
 
 def parameters(checkpoint, data_bin):
@@ -36,11 +36,11 @@ def parameters(checkpoint, data_bin):
 
 
 def training_steps(archs, flags, vocab, batch, length, rounds, timed_steps, log):
-    """{arch: medians of memory.measure_isolated over ``rounds`` (archs alternating)}."""
+    """{arch: medians of training_step.measure_isolated over ``rounds`` (archs alternating)}."""
     runs = {arch: [] for arch in archs}
     for r in range(rounds):
         for arch in archs:
-            runs[arch].append(memory.measure_isolated(arch, batch, length, vocab, flags[arch], timed_steps))
+            runs[arch].append(training_step.measure_isolated(arch, batch, length, vocab, flags[arch], timed_steps))
         log(f"cost: training-step round {r + 1}/{rounds} done")
     result = {}
     for arch, rows in runs.items():

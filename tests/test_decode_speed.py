@@ -1,0 +1,77 @@
+"""python -m posnet_fairseq.benchmark.decode_speed: its tables against fake generation times (so a wrong
+ratio, ceiling or share fails) on real tiny checkpoints and FLOP counts, and a length a model cannot reach."""
+import contextlib
+import io
+
+import pytest
+
+from posnet_fairseq.benchmark import decode_speed
+
+# CPU seconds a fake fairseq-generate run takes, per arch, at any length.
+CPU_SECONDS = {"posnet_transformer_tiny": 2.0, "aan_plus_avg_tiny": 1.6, "glinearnet_transformer_tiny": 2.5}
+SENTENCES = 8
+
+
+def _tables(output):
+    """{table index: [{column: cell}]} of the markdown tables in ``output``."""
+    tables, header = [], None
+    for line in output.splitlines():
+        if not line.startswith("|"):
+            header = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if header is None:
+            header = cells
+            tables.append([])
+        elif not set(line) <= set("|-"):
+            tables[-1].append(dict(zip(header, cells)))
+    return tables
+
+
+def test_tables_give_the_cpu_time_ratio_the_ceiling_and_the_share(tmp_path, monkeypatch):
+    def fake_generate(data_bin, checkpoint, length, results_dir, **kw):
+        arch = checkpoint.rsplit("/", 1)[1][:-len(".pt")]
+        return {"rate": SENTENCES / CPU_SECONDS[arch], "tokens_per_hyp": length + 1, "cpu_s": CPU_SECONDS[arch]}
+
+    monkeypatch.setattr(decode_speed, "generate_timed", fake_generate)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        decode_speed.main(["--size", "tiny", "--sentences", str(SENTENCES), "--rounds", "2", "--lengths", "8,130",
+                           "--archs", "transformer,aan_plus_avg,glinearnet_transformer", "--workdir", str(tmp_path)])
+    per_length, growth = _tables(out.getvalue())
+    rows = {(row["arch"], row["output tokens (incl. EOS)"]): row for row in per_length}
+    base = CPU_SECONDS["posnet_transformer_tiny"]
+    for length in (8, 130):
+        transformer = float(rows["posnet_transformer_tiny", str(length + 1)]["MFLOP per token"])
+        for arch in ("posnet_transformer_tiny", "aan_plus_avg_tiny"):
+            row = rows[arch, str(length + 1)]
+            assert row["CPU-time ratio"] == f"{base / CPU_SECONDS[arch]:.2f}x"
+            assert float(row["CPU ms per token"]) == pytest.approx(
+                1000 * CPU_SECONDS[arch] / (SENTENCES * (length + 1)), abs=1e-3)
+            ceiling = transformer / float(row["MFLOP per token"])
+            assert float(row["ceiling"].rstrip("x")) == pytest.approx(ceiling, abs=0.02)
+            assert float(row["share of ceiling"].rstrip("%")) == pytest.approx(
+                100 * base / CPU_SECONDS[arch] / ceiling, abs=2)
+    # The Transformer's attention grows with the step; AAN+ AVG's running average does not.
+    assert float(rows["aan_plus_avg_tiny", "131"]["ceiling"].rstrip("x")) > \
+        float(rows["aan_plus_avg_tiny", "9"]["ceiling"].rstrip("x"))
+    # LinearNet's table has 128 positions: 130 tokens + EOS are beyond it, and it is said so.
+    assert rows["glinearnet_transformer_tiny", "9"]["CPU-time ratio"] == f"{base / 2.5:.2f}x"
+    assert ("glinearnet_transformer_tiny", "131") not in rows
+    for row in (row for row in per_length if row["GFLOP/s"]):  # MFLOP per ms = GFLOP per s
+        assert float(row["GFLOP/s"]) == pytest.approx(float(row["MFLOP per token"]) / float(row["CPU ms per token"]),
+                                                      rel=0.02)
+    assert "beyond its 128 target positions" in out.getvalue()
+    glinearnet = next(row for row in growth if row["arch"] == "glinearnet_transformer_tiny")
+    assert glinearnet["130 / 8"] == "n/a"
+    assert glinearnet["speed ratio (ceiling, share) at 130"] == "beyond 128 positions"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--lengths", "30,eighty"], "--lengths 30,eighty: give whole numbers"),
+    (["--archs", "transformer,aan_plus_avg", "--profile", "ssru"], "--profile ssru is not among --archs"),
+])
+def test_bad_options_are_refused_naming_the_flag(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        decode_speed.parse_args(argv)
+    assert message in capsys.readouterr().err
