@@ -2,7 +2,8 @@
 declarations generate, no hand-written table lists a declared flag again,
 relative links and their anchors resolve, every architecture or mixer the docs
 name is registered and every registered architecture is documented, and the
-README stays short."""
+README stays short; tests/README.md maps every test file."""
+import fnmatch
 import glob
 import os
 import re
@@ -147,3 +148,14 @@ def test_every_registered_architecture_is_documented():
         documented |= set(re.findall(r"`([^`\s]+)", read(path)))
     missing = sorted(set(ARCH_MODEL_INV_REGISTRY["posnet_transformer"]) - documented)
     assert not missing, f"registered architectures that no docs page names (in backticks): {missing}"
+
+
+def test_tests_readme_maps_every_test_file_and_no_other():
+    """tests/README.md names each test file (or a ``prefix_*.py`` pattern covering it) and only files that exist."""
+    text = read(os.path.join(REPO, "tests", "README.md"))
+    named = set(re.findall(r"`(test_[\w*]+\.py)`", text))
+    files = {os.path.basename(p) for p in glob.glob(os.path.join(REPO, "tests", "test_*.py"))}
+    unmapped = {f for f in files if not any(fnmatch.fnmatch(f, name) for name in named)}
+    stale = {name for name in named if not any(fnmatch.fnmatch(f, name) for f in files)}
+    assert not unmapped, f"tests/README.md does not say what these test: {sorted(unmapped)}"
+    assert not stale, f"tests/README.md names test files that do not exist: {sorted(stale)}"
