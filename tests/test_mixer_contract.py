@@ -45,7 +45,7 @@ CASE_IDS = [f"{name}-{site}-{variant}" for name, site, variant, _ in CASES]
 
 
 @functools.lru_cache(maxsize=None)
-def _model(name, site, variant):
+def _case(name, site, variant):
     """The case's model and task, and the modules the mixer's registered ``build`` returned for it."""
     flags = next(f for n, s, v, f in CASES if (n, s, v) == (name, site, variant))
     if MIXERS[name].uses_length_ratio:
@@ -66,10 +66,15 @@ def _model(name, site, variant):
     return model, task, tuple(built)
 
 
+def _model(name, site, variant):
+    """The case's model and task (tests/test_cuda.py runs the same cases)."""
+    return _case(name, site, variant)[:2]
+
+
 @pytest.fixture(params=CASES, ids=CASE_IDS)
 def case(request):
     name, site, variant, _ = request.param
-    model, task, _ = _model(name, site, variant)
+    model, task = _model(name, site, variant)
     return model, task.source_dictionary, site
 
 
@@ -85,7 +90,7 @@ def test_case_model_has_the_mixer_at_its_site_and_mha_elsewhere(name, site, vari
     """The checks below exercise the mixer they are named after, not mha: every layer's module at the
     site is the one the mixer's build returned for it (a mixer that builds nothing, ``none`` at the cross
     site, leaves the layers without that sub-layer)."""
-    model, _, built = _model(name, site, variant)
+    model, _, built = _case(name, site, variant)
     modules = _site_modules(model, SITE[site])
     if built:
         assert len(modules) == len(built) and all(m is b for m, b in zip(modules, built)), (modules, built)
