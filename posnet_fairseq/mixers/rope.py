@@ -57,11 +57,12 @@ class Rotary(nn.Module):
 
     def forward(self, x: Tensor, positions: Tensor) -> Tensor:
         angles = positions.float()[:, None, :, None] * self.frequencies(x.device)  # B x 1 x T x d/2
-        cos, sin = torch.cos(angles), torch.sin(angles)
-        pairs = x.float().unflatten(-1, (-1, 2))  # B x H x T x d/2 x 2: (x_{2i-1}, x_{2i})
-        first, second = pairs[..., 0], pairs[..., 1]
-        rotated = torch.stack((first * cos - second * sin, first * sin + second * cos), dim=-1)
-        return rotated.flatten(-2).to(x.dtype)
+        # Pair i as the complex number x_{2i-1} + i x_{2i}: the rotation is one
+        # product with e^{i m theta_i} (the paper's Eq. 12 form of Eq. 34), with no
+        # interleaving copy of the two halves.
+        pairs = torch.view_as_complex(x.float().contiguous().unflatten(-1, (-1, 2)))  # B x H x T x d/2
+        rotated = pairs * torch.polar(torch.ones_like(angles), angles)
+        return torch.view_as_real(rotated).flatten(-2).to(x.dtype)
 
     def extra_repr(self):
         return f"head_dim={self.head_dim}, base={self.base:g}"
