@@ -275,12 +275,23 @@ def test_interrupted_run_resumes_without_redoing_finished_work(synthetic_run, tm
     assert (out / "checkpoints" / f"{archs[1]}.train.log").read_text().count(training.START_MARK) == 2
     assert list(read_csv(out / "results.csv")) == archs
 
-    # A third run redoes nothing but the report.
+    # A third run redoes nothing but the report, and the decoding FLOPs a cost.json from before the ceilings
+    # lacks (counted again without timing anything: the timings stay as they were).
     outputs = {p: p.stat().st_mtime_ns for p in (out / "gen").glob("*.out")}
+    with open(out / "cost.json") as f:
+        measured = json.load(f)
+    counted = measured.pop("decoding_flops")
+    with open(out / "cost.json", "w") as f:
+        json.dump(measured, f)
     stdout = run_compare(argv)
     for arch in archs:
         assert f"train: skipped {arch}" in stdout and f"translate: skipped {arch}" in stdout
     assert "cost: skipped, measured earlier" in stdout
+    with open(out / "cost.json") as f:
+        again = json.load(f)
+    assert again.pop("decoding_flops") == counted and again == measured
+    assert float(read_csv(out / "results.csv")[archs[1]]["decode_8_ceiling"]) == pytest.approx(
+        counted[archs[0]]["8"] / counted[archs[1]]["8"], rel=1e-5)
     assert {p: p.stat().st_mtime_ns for p in (out / "gen").glob("*.out")} == outputs
 
 
