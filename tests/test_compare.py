@@ -91,6 +91,59 @@ def test_micro_run_writes_the_table(synthetic_run):
     assert "DEBUG" not in stdout and "tensorboardX" not in stdout
 
 
+def test_cost_columns_give_each_ceiling_from_the_flop_counter(synthetic_run):
+    """The ceiling cells are the first arch's FLOPs per token over the arch's as flops.py counts them for the
+    models the run measured (the training step's shapes, each trained checkpoint decoding the speed set); the
+    share cells are the measured ratio over that ceiling."""
+    from fairseq.data import Dictionary, data_utils
+
+    from posnet_fairseq import precompute
+    from posnet_fairseq.benchmark import flops, training_step
+
+    out, _, results = synthetic_run
+    with open(out / "cost.json") as f:
+        settings = json.load(f)["settings"]
+    with open(out / "compare.json") as f:
+        model_flags = json.load(f)["flags"]
+    vocab = len(Dictionary.load(str(out / "data-bin" / "dict.tgt.txt")))
+    train = {arch: training_step.measure(arch, settings["step_batch"], settings["step_length"], vocab,
+                                         model_flags[arch])["flops_per_token"] for arch in ARCHS}
+    speed_bin = out / data.SPEED_DIR
+    sources = data_utils.load_indexed_dataset(str(speed_bin / "test.src-tgt.src"), None)  # its sizes: memory-mapped
+    source_length = round(float(sources.sizes.mean()))  # EOS included
+
+    def decoding(arch, lengths):  # L tokens + EOS
+        model = precompute.load_checkpoint_model(str(out / "checkpoints" / arch / "checkpoint_avg.pt"),
+                                                 str(speed_bin))[2]
+        return flops.decoding_flops(model, source_length, lengths, settings["decode_beam"])
+
+    base = ARCHS[0]
+    decode = {base: decoding(base, [9]), LINEAR: decoding(LINEAR, [9])}  # 30 is beyond LinearNet's 16
+    table = {row["arch"]: row for row in results["table"]}
+    rows = read_csv(out / "results.csv")
+    text = (out / "results.md").read_text()
+    assert "train ceiling (share)" in text and "decode L=8 ceiling (share)" in text
+    for arch in ARCHS:
+        row = table[arch]
+        ceiling = train[base] / train[arch]
+        assert row["train_ceiling"] == pytest.approx(ceiling, rel=1e-9)
+        assert row["train_share"] == pytest.approx(row["train_speed_ratio"] / ceiling, rel=1e-9)
+        assert float(rows[arch]["train_ceiling"]) == pytest.approx(ceiling, rel=1e-5)
+        cells = [c.strip() for c in next(line for line in text.splitlines() if line.startswith(f"| `{arch}`"))
+                 .split("|")[1:-1]]
+        assert f"{ceiling:.2f}x ({row['train_share']:.0%})" in cells
+        ceiling = decode[base][9] / decode[arch][9]
+        assert row["decode_8_ceiling"] == pytest.approx(ceiling, rel=1e-9)
+        assert row["decode_8_share"] == pytest.approx(row["decode_8_ratio"] / ceiling, rel=1e-9)
+        assert float(rows[arch]["decode_8_share"]) == pytest.approx(row["decode_8_ratio"] / ceiling, rel=1e-5)
+        assert f"{ceiling:.2f}x ({row['decode_8_share']:.0%})" in cells
+    assert table[base]["decode_30_ceiling"] == 1.0 and table[base]["train_ceiling"] == 1.0
+    assert "decode_30_ceiling" not in table[LINEAR]  # beyond its positions: no ceiling either
+    # LinearNet's arithmetic differs from the Transformer's, so a ceiling of 1 everywhere would fail
+    assert table[LINEAR]["train_ceiling"] != pytest.approx(1.0, abs=1e-3)
+    assert table[LINEAR]["decode_8_ceiling"] != pytest.approx(1.0, abs=1e-3)
+
+
 def _hypotheses(path):
     hyps = {}
     for line in open(path, encoding="utf-8"):
@@ -222,12 +275,23 @@ def test_interrupted_run_resumes_without_redoing_finished_work(synthetic_run, tm
     assert (out / "checkpoints" / f"{archs[1]}.train.log").read_text().count(training.START_MARK) == 2
     assert list(read_csv(out / "results.csv")) == archs
 
-    # A third run redoes nothing but the report.
+    # A third run redoes nothing but the report, and the decoding FLOPs a cost.json from before the ceilings
+    # lacks (counted again without timing anything: the timings stay as they were).
     outputs = {p: p.stat().st_mtime_ns for p in (out / "gen").glob("*.out")}
+    with open(out / "cost.json") as f:
+        measured = json.load(f)
+    counted = measured.pop("decoding_flops")
+    with open(out / "cost.json", "w") as f:
+        json.dump(measured, f)
     stdout = run_compare(argv)
     for arch in archs:
         assert f"train: skipped {arch}" in stdout and f"translate: skipped {arch}" in stdout
     assert "cost: skipped, measured earlier" in stdout
+    with open(out / "cost.json") as f:
+        again = json.load(f)
+    assert again.pop("decoding_flops") == counted and again == measured
+    assert float(read_csv(out / "results.csv")[archs[1]]["decode_8_ceiling"]) == pytest.approx(
+        counted[archs[0]]["8"] / counted[archs[1]]["8"], rel=1e-5)
     assert {p: p.stat().st_mtime_ns for p in (out / "gen").glob("*.out")} == outputs
 
 

@@ -8,7 +8,11 @@
   memory, target tokens/s;
 * decoding speed at forced output lengths
   (:mod:`posnet_fairseq.benchmark.decode_speed`), the models alternating
-  within each round.
+  within each round;
+* the arithmetic behind both (:mod:`posnet_fairseq.benchmark.flops`): FLOPs
+  per training token (counted by the training step) and per generated token
+  of each trained checkpoint at each output length, from which the report
+  gives each model's ceiling against the first.
 
 Medians over rounds; the report divides by the first model's figures from
 the same run. Output lengths a model cannot reach are recorded as
@@ -55,6 +59,25 @@ def training_steps(archs, flags, vocab, batch, length, rounds, timed_steps, log)
 def logged_training_speed(log_path):
     """Target tokens/s of a model's own training: the median of fairseq-train's logged wps."""
     return train_speed(log_path)["wps"]
+
+
+def decoding_flops(checkpoints, limits, speed_bin, lengths, langs, beam):
+    """{arch: {length: FLOPs per generated token}} of each trained checkpoint decoding the speed set's mean
+    source sentence (EOS included, rounded as the decoding benchmark does) with ``beam`` rows to each output
+    length it can reach (L tokens + EOS)."""
+    from .. import precompute
+    from ..benchmark import flops
+    from .data import split_lengths
+
+    source_length = round(statistics.mean(split_lengths(speed_bin, "test", *langs)) + 1)
+    result = {}
+    for arch, checkpoint in checkpoints.items():
+        reachable = [n for n in lengths if n + 1 <= limits[arch][1]]
+        if reachable:
+            _, _, model = precompute.load_checkpoint_model(checkpoint, speed_bin)
+            per_token = flops.decoding_flops(model, source_length, [n + 1 for n in reachable], beam)
+            result[arch] = {n: per_token[n + 1] for n in reachable}
+    return result
 
 
 def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs, beam, batch_size, log, cpu=True):

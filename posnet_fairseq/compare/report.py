@@ -2,13 +2,27 @@
 
 Every ratio divides by the first model's figure from the same run: speeds as
 model / first (above 1 = faster), memory as model / first (below 1 = less).
+Beside each speed ratio, the ceiling (the first model's FLOPs per token over
+this model's, :func:`posnet_fairseq.benchmark.flops.ceiling`) and the share of
+it measured (speed ratio / ceiling).
 """
 import csv
 import os
 
+from ..benchmark import flops
+
 
 def _ratio(value, base):
     return value / base if value is not None and base else None
+
+
+def _ceiling(prefix, speed_ratio, model_flops, base_flops):
+    """{PREFIX_flops_per_token, PREFIX_ceiling, PREFIX_share}; empty without both FLOP counts."""
+    if not model_flops or not base_flops:
+        return {}
+    ceiling = flops.ceiling(model_flops, base_flops)
+    return {f"{prefix}_flops_per_token": model_flops, f"{prefix}_ceiling": ceiling,
+            f"{prefix}_share": _ratio(speed_ratio, ceiling)}
 
 
 def rows(archs, training, quality, cost, analysis):
@@ -16,6 +30,7 @@ def rows(archs, training, quality, cost, analysis):
     base = archs[0]
     out = []
     steps, decode, params = cost["training_steps"], cost["decoding"], cost["parameters"]
+    arithmetic = cost.get("decoding_flops", {})
     for arch in archs:
         row = {"arch": arch}
         outcome = training.get(arch, {})
@@ -52,6 +67,7 @@ def rows(archs, training, quality, cost, analysis):
                        step_memory_mib=s["step_kb"] / 1024, step_memory_ratio=_ratio(s["step_kb"], b["step_kb"]),
                        activation_kib_per_token=s["saved_bytes"] / s["tokens"] / 1024,
                        activation_ratio=_ratio(s["saved_bytes"], b["saved_bytes"]))
+            row.update(_ceiling("train", row["train_speed_ratio"], s.get("flops_per_token"), b.get("flops_per_token")))
         for length, entry in decode.get(arch, {}).items():
             if "beyond" in entry:
                 row[f"decode_{length}_sentences_per_s"] = f"beyond its {entry['beyond']} positions"
@@ -60,6 +76,8 @@ def rows(archs, training, quality, cost, analysis):
             row[f"decode_{length}_sentences_per_s"] = entry["rate"]
             row[f"decode_{length}_ratio"] = _ratio(entry["rate"], base_entry.get("rate"))
             row[f"decode_{length}_cpu_ratio"] = _ratio(base_entry.get("cpu_s"), entry["cpu_s"])
+            row.update(_ceiling(f"decode_{length}", row[f"decode_{length}_ratio"],
+                                arithmetic.get(arch, {}).get(length), arithmetic.get(base, {}).get(length)))
         for name, r2 in analysis.get(arch, {}).items():
             row[f"toeplitz_r2_{name}"] = r2
         out.append(row)
@@ -95,6 +113,13 @@ def _with_ratio(value, ratio, fmt):
     return f"{format(value, fmt)} ({_num(ratio, '.2f')})"
 
 
+def _ceiling_cell(row, prefix):
+    ceiling, share = row.get(f"{prefix}_ceiling"), row.get(f"{prefix}_share")
+    if ceiling is None:
+        return "-"
+    return f"{ceiling:.2f}x ({'-' if share is None else format(share, '.0%')})"
+
+
 def markdown(table, quality, cost, context):
     """results.md: the run's settings, the table, what the columns mean, signatures and figures."""
     base = table[0]["arch"]
@@ -104,8 +129,9 @@ def markdown(table, quality, cost, context):
     header = ["model", "params", "params, precomputed", "BLEU", "chrF", f"p (BLEU) vs {base}"]
     header += [f"BLEU {b['lo']}-{b['hi']}{' *' if b['beyond_training'] else ''} (n={b['sentences']})"
                for b in buckets]
-    header += ["train tokens/s (ratio)", "step memory MiB (ratio)"]
-    header += [f"decode L={n} sent/s (ratio)" for n in lengths]
+    header += ["train tokens/s (ratio)", "train ceiling (share)", "step memory MiB (ratio)"]
+    for n in lengths:
+        header += [f"decode L={n} sent/s (ratio)", f"decode L={n} ceiling (share)"]
     lines = [f"# posnet-compare: {len(table)} model{'s' if len(table) != 1 else ''}", ""]
     lines += [f"- {key}: {value}" for key, value in context.items()]
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -123,9 +149,11 @@ def markdown(table, quality, cost, context):
         for b in buckets:
             cells.append(_num(row.get(f"bleu_len_{b['lo']}_{b['hi']}"), ".1f"))
         cells.append(_with_ratio(row.get("train_tokens_per_s"), row.get("train_speed_ratio"), ",.0f"))
+        cells.append(_ceiling_cell(row, "train"))
         cells.append(_with_ratio(row.get("step_memory_mib"), row.get("step_memory_ratio"), ".1f"))
         for n in lengths:
             cells.append(_with_ratio(row.get(f"decode_{n}_sentences_per_s"), row.get(f"decode_{n}_ratio"), ".1f"))
+            cells.append(_ceiling_cell(row, f"decode_{n}"))
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -148,6 +176,11 @@ def markdown(table, quality, cost, context):
         f"batches of {cost['decode_batch']}, every hypothesis forced to L tokens (+ EOS), one thread, median of "
         f"{cost['decode_rounds']} rounds with the models alternating; ratio against `{base}`. CPU timings on a "
         "machine shared with other jobs are noisy; `results.csv` also has the CPU-time ratios.",
+        f"- ceiling (share): the speed ratio the model's arithmetic allows against `{base}`, i.e. `{base}`'s "
+        "FLOPs per token over the model's (per training token: the step above, forward and backward; per generated "
+        "token: beam search to L tokens on the speed sentences' mean source length; matrix products only, "
+        "posnet_fairseq.benchmark.flops), and in brackets the share of it the measured ratio reaches (ratio / "
+        "ceiling: below 100% the model loses time its arithmetic does not explain).",
         "",
         "Signatures:",
         "",

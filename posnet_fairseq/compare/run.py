@@ -64,9 +64,20 @@ def measure_cost(args, info, trained, limits, train_logs, log):
     gpu = args.plan.device == "cuda"
     if gpu:
         settings.update(device=args.plan.name, fp16=args.plan.fp16)
+    langs = (info["source_lang"], info["target_lang"])
+
+    def arithmetic(speed_bin):
+        log(f"cost: FLOPs per generated token at output lengths {args.lengths}")
+        counted = cost.decoding_flops(trained, limits, speed_bin, args.lengths, langs, args.decode_beam)
+        return {arch: {str(n): v for n, v in per.items()} for arch, per in counted.items()}
+
     previous = _load_json(path)
     if previous is not None and previous["settings"] == settings:
         log(f"cost: skipped, measured earlier ({path})")
+        if "decoding_flops" not in previous:  # measured before the ceilings were reported
+            previous["decoding_flops"] = arithmetic(data.write_speed_set(info["data_bin"], args.out,
+                                                                         args.decode_sentences, *langs))
+            _save_json(path, previous)
         return previous
     log("cost: parameters")
     parameters = {arch: cost.parameters(path_, info["data_bin"]) for arch, path_ in trained.items()}
@@ -78,14 +89,14 @@ def measure_cost(args, info, trained, limits, train_logs, log):
             if arch in steps:
                 steps[arch]["tokens_per_s"] = cost.logged_training_speed(log_path)
     log(f"cost: decoding speed at output lengths {args.lengths} ({args.decode_rounds} rounds)")
-    speed_bin = data.write_speed_set(info["data_bin"], args.out, args.decode_sentences, info["source_lang"],
-                                     info["target_lang"])
+    speed_bin = data.write_speed_set(info["data_bin"], args.out, args.decode_sentences, *langs)
     decoding = cost.decoding(trained, limits, speed_bin, args.lengths, args.decode_rounds,
-                             os.path.join(args.out, "gen", "speed"), (info["source_lang"], info["target_lang"]),
-                             args.decode_beam, args.decode_batch, log, cpu=not gpu)
+                             os.path.join(args.out, "gen", "speed"), langs, args.decode_beam, args.decode_batch,
+                             log, cpu=not gpu)
     precompute_lengths = {p["precompute_length"] for p in parameters.values() if p.get("precompute_length")}
     result = {"settings": settings, "parameters": parameters, "training_steps": steps,
               "decoding": {arch: {str(n): v for n, v in per.items()} for arch, per in decoding.items()},
+              "decoding_flops": arithmetic(speed_bin),
               "decode_lengths": args.lengths, "decode_sentences": args.decode_sentences,
               "decode_beam": args.decode_beam, "decode_batch": args.decode_batch,
               "decode_rounds": args.decode_rounds, "step_rounds": args.step_rounds, "timed_steps": args.timed_steps,
