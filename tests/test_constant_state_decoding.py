@@ -326,3 +326,27 @@ def test_beam_reordering_in_the_middle_of_a_sentence(name):
     stepped = torch.cat(stepped[last:])
     assert stepped.size(1) == 2
     torch.testing.assert_close(stepped, reference[last:], atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["rposnet", "lightconv"])
+def test_interleaved_searches_reordered_at_every_step(name):
+    """A beam reorder copies the window into the one the previous reorder released (Mixer.REUSED_STATE):
+    two searches with one mixer, reordered at every step and run step for step in turn, each give
+    exactly what it gives alone."""
+    mixer = decoder_mixer(BEAM_MIXERS[name][0])
+    length = 40
+    xs = [inputs(length, 4, 16, seed=s) for s in (0, 1)]
+    orders = [{t: torch.randint(0, 4, (4,), generator=torch.Generator().manual_seed(100 * s + t))
+               for t in range(1, length)} for s in (0, 1)]
+    with torch.no_grad():
+        alone = [decode(mixer, x, reorders=o)[0] for x, o in zip(xs, orders)]
+        states, outs = [{}, {}], [[], []]
+        for t in range(length):
+            for s in (0, 1):
+                if t in orders[s]:
+                    mixer.reorder_incremental_state(states[s], orders[s][t])
+                    xs[s] = xs[s][:, orders[s][t]]
+                step = xs[s][t: t + 1]
+                outs[s].append(mixer(step, step, step, incremental_state=states[s])[0])
+    for s in (0, 1):
+        torch.testing.assert_close(torch.cat(outs[s]), alone[s], atol=0, rtol=0)

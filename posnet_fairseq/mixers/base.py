@@ -30,7 +30,7 @@ Mixers know nothing of fairseq's layers: the model hands them a
 conventions in ``norms.py`` and the constant-state decoding of clipped
 relative energies in ``clipped_decoding.py``.
 """
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import torch
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
@@ -48,6 +48,9 @@ class Mixer(FairseqIncrementalState, nn.Module):
     """
 
     STATE_KEY = "mixer_state"
+    # State tensors that the mixer creates itself, never views of or aliases to another tensor, and
+    # that every beam reorder replaces: the reorder may reuse the released one (_reorder_state).
+    REUSED_STATE: Tuple[str, ...] = ()
 
     def __init__(self, embed_dim: int, num_heads: int):
         super().__init__()
@@ -56,6 +59,7 @@ class Mixer(FairseqIncrementalState, nn.Module):
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
+        self._released_state: Dict[str, Tensor] = {}  # by _reorder_state, not saved
 
     def max_positions(self) -> Optional[int]:
         """Longest sequence this mixer accepts (None: no limit)."""
@@ -70,9 +74,24 @@ class Mixer(FairseqIncrementalState, nn.Module):
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
         buffer = self._get_input_buffer(incremental_state)
         if buffer:
-            reordered = {k: None if v is None else v.index_select(0, new_order) for k, v in buffer.items()}
+            reordered = {k: None if v is None else self._reorder_state(k, v, new_order) for k, v in buffer.items()}
             self._set_input_buffer(incremental_state, reordered)
         return incremental_state
+
+    def _reorder_state(self, name: str, state: Tensor, new_order: Tensor) -> Tensor:
+        """``state`` in beam order ``new_order``. A tensor named in ``REUSED_STATE`` is copied into the
+        one of its name that the previous reorder released instead of into a fresh allocation: for a
+        large state reordered at every step (rPosNet's K-value window) the allocation costs more than
+        the copy. The released tensor is referenced by no state: nothing else reads it."""
+        if name not in self.REUSED_STATE or state.requires_grad:
+            return state.index_select(0, new_order)
+        spare = self._released_state.get(name)
+        shape = (new_order.numel(),) + state.shape[1:]
+        if (spare is None or spare.shape != shape or spare.dtype != state.dtype or spare.device != state.device
+                or spare.data_ptr() == state.data_ptr()):
+            spare = state.new_empty(shape)
+        self._released_state[name] = state
+        return torch.index_select(state, 0, new_order, out=spare)
 
     def decoding_steps(self, buffer: Dict[str, Optional[Tensor]], batch: int, length: int, device) -> Tensor:
         """Absolute 0-based target positions (B x length) of the current query block.

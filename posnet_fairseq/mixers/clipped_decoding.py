@@ -5,11 +5,28 @@ the query only up to a clipping distance K (rPosNet, AppTek's LightConv):
 the keys beyond K share one energy, so their running sum and count replace
 the prefix cache.
 """
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+
+def _slot_order(k: int, slot: int, device) -> Tensor:
+    """Energy entry of the tail and of each ring slot, tail first: slot i holds distance (slot - i) mod K,
+    whose energy is entry K - that. Built once per (K, ring position, device), not at every step."""
+    key = (k, slot, device)
+    order = _SLOT_ORDERS.get(key)
+    if order is None:
+        order = _SLOT_ORDERS[key] = torch.tensor([0] + [k - (slot - i) % k for i in range(k)], device=device)
+    return order
+
+
+_SLOT_ORDERS: Dict[Tuple[int, int, torch.device], Tensor] = {}
+
+# The window (the largest state) is created here and only written in place: a mixer that decodes with
+# clipped_decoding_step lets the beam reorder reuse it (Mixer.REUSED_STATE).
+REUSED_STATE = ("window",)
 
 
 def clipped_decoding_step(buffer: Dict[str, Optional[Tensor]], step: int, v: Tensor, pad: Optional[Tensor],
@@ -31,10 +48,12 @@ def clipped_decoding_step(buffer: Dict[str, Optional[Tensor]], step: int, v: Ten
     whether it is a pad key. ``buffer`` holds the state, batch first so
     that ``Mixer.reorder_incremental_state`` follows beam search, and of a
     size that does not depend on the step: ``window`` (B x H x K x D_h, a
-    ring: position m in slot m mod K, written in place), ``window_pad``
-    (B x K, True where that position is a pad or before the start),
-    ``tail`` (B x H x 1 x D_h, fp32: the sum of the tail's valid values)
-    and ``tail_count`` (B x 1, fp32). Returns the B x H x 1 x D_h output
+    ring: position m in slot m mod K, written in place), ``tail``
+    (B x H x 1 x D_h, fp32: the sum of the tail's valid values) and
+    ``counts`` (B x (K+1), fp32: the tail's count of valid keys, then 1 for
+    each slot that holds a valid key, 0 for a pad or before the start; one
+    tensor, so that a beam reorder copies one tensor less, and its log is
+    the softmax bias). Returns the B x H x 1 x D_h output
     before ``merge_heads``; attention dropout (``training`` only) drops
     the tail as one term.
     """
@@ -43,34 +62,33 @@ def clipped_decoding_step(buffer: Dict[str, Optional[Tensor]], step: int, v: Ten
     k = energy.size(-1) - 1
     if "window" not in buffer:
         buffer["window"] = v.new_zeros(batch, heads, k, head_dim)
-        buffer["window_pad"] = torch.ones(batch, k, dtype=torch.bool, device=v.device)
         buffer["tail"] = torch.zeros(batch, heads, 1, head_dim, dtype=acc, device=v.device)
-        buffer["tail_count"] = torch.zeros(batch, 1, dtype=acc, device=v.device)
-    if pad is None:
-        pad = torch.zeros(batch, 1, dtype=torch.bool, device=v.device)
-    window, window_pad = buffer["window"], buffer["window_pad"]
+        buffer["counts"] = torch.zeros(batch, k + 1, dtype=acc, device=v.device)
+    window, tail, counts = buffer["window"], buffer["tail"], buffer["counts"]
     # The key now at distance K joins the tail (or, unshared, is the tail):
     # position n-K, in the slot that this step's value overwrites.
     slot = step % k if k else 0
-    entering, entering_pad = (window[:, :, slot: slot + 1], window_pad[:, slot: slot + 1]) if k else (v, pad)
-    entering = entering.to(acc).masked_fill(entering_pad[:, :, None, None], 0.0)
-    valid = (~entering_pad).to(acc)
-    count = buffer["tail_count"] + valid if shared_tail else valid
-    buffer["tail"] = buffer["tail"] + entering if shared_tail else entering
-    buffer["tail_count"] = count
+    if k:
+        entering, valid = window[:, :, slot: slot + 1].to(acc), counts[:, slot + 1: slot + 2].clone()
+    else:
+        entering, valid = v.to(acc), (1.0 - pad.to(acc)) if pad is not None else counts.new_ones(batch, 1)
+    entering = entering.masked_fill(valid[:, :, None, None] == 0, 0.0)
+    if shared_tail:
+        counts[:, :1] += valid
+        tail += entering
+    else:
+        counts[:, :1] = valid
+        tail.copy_(entering)
     if k:
         window[:, :, slot: slot + 1] = v
-        window_pad[:, slot: slot + 1] = pad
+        counts[:, slot + 1: slot + 2] = 1.0 if pad is None else (~pad).to(acc)
 
-    # Slot i holds distance (slot - i) mod K: its energy is entry K - that.
-    order = torch.tensor([0] + [k - (slot - i) % k for i in range(k)], device=v.device)  # tail, then slots
     # log(count) on the tail's energy; -inf (log 0) where the tail or a slot holds no key.
-    no_key = torch.zeros(batch, k, dtype=acc, device=v.device).masked_fill_(window_pad, float("-inf"))
-    bias = torch.cat([torch.log(count), no_key], dim=1).unsqueeze(1)  # B x 1 x (K+1)
-    probs = torch.softmax(energy[:, :, order] + bias, dim=-1)
+    bias = torch.log(counts).unsqueeze(1)  # B x 1 x (K+1)
+    probs = torch.softmax(energy[:, :, _slot_order(k, slot, v.device)] + bias, dim=-1)
     # Before any real key (pads only) the row is 0, not NaN, as masked_softmax makes it.
-    probs = probs.masked_fill(((count == 0) & window_pad.all(dim=1, keepdim=True)).unsqueeze(-1), 0.0)
+    probs = probs.masked_fill((counts == 0).all(dim=1, keepdim=True).unsqueeze(-1), 0.0)
     probs = F.dropout(probs, p=dropout, training=training)
-    mean = buffer["tail"] / count.clamp(min=1.0).view(batch, 1, 1, 1)
+    mean = tail / counts[:, :1].clamp(min=1.0).view(batch, 1, 1, 1)
     recent = torch.matmul(probs[:, :, None, 1:].to(v.dtype), window)
     return (probs[:, :, None, :1] * mean + recent.to(acc)).to(v.dtype)

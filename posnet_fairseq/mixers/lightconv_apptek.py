@@ -33,7 +33,7 @@ from torch import nn
 from .. import flags
 from .attention import masked_softmax
 from .base import Mixer
-from .clipped_decoding import clipped_decoding_step
+from .clipped_decoding import REUSED_STATE as CLIPPED_STATE, clipped_decoding_step
 from .registry import register_mixer
 
 # Option sets the contract tests run besides the defaults: global context, and
@@ -65,6 +65,8 @@ class AppTekLightConv(Mixer):
     keeps the last K values and, with global context, the sum of the older
     ones: constant cost per step (:meth:`_decode`).
     """
+
+    REUSED_STATE = CLIPPED_STATE
 
     def __init__(self, embed_dim, num_heads, max_relative=16, global_context=False, dropout=0.0, causal=False):
         super().__init__(embed_dim, num_heads)

@@ -63,7 +63,7 @@ from .. import flags
 from ..sites import SITES
 from .attention import autocast_off, masked_softmax, real_positions
 from .base import Mixer
-from .clipped_decoding import clipped_decoding_step
+from .clipped_decoding import REUSED_STATE as CLIPPED_STATE, clipped_decoding_step
 from .norms import LAYER_NORMS, layer_norm, layer_norm_fp32
 from .registry import register_mixer
 
@@ -120,6 +120,7 @@ class PositionAttention(Mixer):
     """Position-only energies (Eq. 8-10) over content values; subclasses pick the energy kinds."""
 
     ENERGIES = ()  # "a" (aPosNet, Eq. 8) and/or "r" (rPosNet, Eq. 9-10)
+    REUSED_STATE = CLIPPED_STATE
 
     def __init__(self, embed_dim, num_heads, kdim, site, max_relative=16, length_ratio=1.0, dropout=0.0,
                  position_dropout=0.0, positions=None, position_norm=None, precomputed=0,
@@ -407,8 +408,9 @@ class PositionAttention(Mixer):
         Eq. 10, so the last K values, the sum of the older ones and their count replace the cache."""
         v = self.split_heads(self.v_proj(value))
         steps = self.decoding_steps(buffer, v.size(0), length, v.device)
-        # A causal query sees the slots m - n = -K..0, i.e. 0..K.
-        energy = self._step_energies(steps)[..., : self.max_relative + 1]
+        # A causal query sees the slots m - n = -K..0, i.e. 0..K. Every row is at the same step
+        # (clipped_decoding_step takes one), so row 0's energies serve the whole batch.
+        energy = self._step_energies(steps[:1])[..., : self.max_relative + 1]
         return torch.cat([
             clipped_decoding_step(buffer, int(steps[0, t]), v[:, :, t: t + 1],
                                   None if pad is None else pad[:, t: t + 1], energy[:, t], shared_tail=True,
