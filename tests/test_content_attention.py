@@ -112,9 +112,9 @@ def test_parameter_counts_at_base_size():
 
 def test_t5_table_is_shared_by_the_layers_and_saved_once():
     model, _ = build_model(["--encoder-self-mixer", "t5_bias", "--decoder-self-mixer", "t5_bias"])
-    tables = {id(layer.self_attn.bias_module) for layer in model.encoder.layers}
+    tables = {id(layer.self_attn.position_bias) for layer in model.encoder.layers}
     assert len(tables) == 1
-    assert model.encoder.layers[0].self_attn.bias_module is not model.decoder.layers[0].self_attn.bias_module
+    assert model.encoder.layers[0].self_attn.position_bias is not model.decoder.layers[0].self_attn.position_bias
     keys = [k for k in model.state_dict() if "t5_bias" in k]
     assert keys == ["encoder.mixer_shared.t5_bias_encoder_self.table.weight",
                     "decoder.mixer_shared.t5_bias_decoder_self.table.weight"]

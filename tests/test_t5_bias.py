@@ -75,8 +75,8 @@ def test_bias_is_the_table_entry_of_each_bucket():
 
 def test_encoder_is_bidirectional_and_decoder_causal():
     model, _ = build_model(arch="t5bias_transformer_tiny")
-    assert model.encoder.layers[0].self_attn.bias_module.bidirectional
-    assert not model.decoder.layers[0].self_attn.bias_module.bidirectional
+    assert model.encoder.layers[0].self_attn.position_bias.bidirectional
+    assert not model.decoder.layers[0].self_attn.position_bias.bidirectional
 
 
 @pytest.mark.parametrize("flags,message", [

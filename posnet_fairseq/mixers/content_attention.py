@@ -88,9 +88,10 @@ class ContentAttention(Mixer):
         self.k_proj = nn.Linear(embed_dim, embed_dim)
         self.v_proj = nn.Linear(embed_dim, embed_dim)
         self.out_proj = nn.Linear(embed_dim, embed_dim)
-        # A list hides a shared module from this layer's submodules.
-        self._shared_bias = [bias] if shared_bias else None
-        self.position_bias = None if shared_bias else bias
+        if shared_bias:  # owned (and registered) by the encoder/decoder: referred to, not registered again
+            object.__setattr__(self, "position_bias", bias)
+        else:
+            self.position_bias = bias
         self.transform = transform
         self.reset_parameters()
 
@@ -101,10 +102,6 @@ class ContentAttention(Mixer):
             nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
         nn.init.xavier_uniform_(self.out_proj.weight)
         nn.init.constant_(self.out_proj.bias, 0.0)
-
-    @property
-    def bias_module(self) -> Optional[nn.Module]:
-        return self._shared_bias[0] if self._shared_bias else self.position_bias
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
@@ -142,12 +139,12 @@ class ContentAttention(Mixer):
         if self.causal and (incremental_state is None or length > 1):  # one decoding step sees only its past
             future = (key_cols.unsqueeze(1) > query_cols.unsqueeze(2)).unsqueeze(1)  # 1 x 1 x T x S
             invalid = future if invalid is None else invalid | future
-        bias_module = self.bias_module
         bias = None
-        if bias_module is not None:
+        if self.position_bias is not None:
             # A distance-only bias is the same for every sentence: computed once (1 x H x T x S).
-            shift_invariant = isinstance(bias_module, DistanceBias)
-            bias = bias_module(query_cols, key_cols) if shift_invariant else bias_module(query_pos, key_pos)
+            shift_invariant = isinstance(self.position_bias, DistanceBias)
+            bias = (self.position_bias(query_cols, key_cols) if shift_invariant
+                    else self.position_bias(query_pos, key_pos))
         # Decoding (one query per step) runs the explicit matrix products: for a
         # single query torch's fused CPU kernel took 1.4-2.6x their time (S = 30-200).
         if need_weights or need_head_weights or incremental_state is not None:
