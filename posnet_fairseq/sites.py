@@ -65,8 +65,9 @@ def dest(flag: str) -> str:
 
 
 def spec_items(spec, sep: str = ",") -> List[str]:
-    """The stripped items of a comma-separated spec."""
-    return [item.strip() for item in str(spec).split(sep)]
+    """The stripped items of a comma-separated spec, or of a spec already split (a list or tuple)."""
+    items = spec if isinstance(spec, (list, tuple)) else str(spec).split(sep)
+    return [str(item).strip() for item in items]
 
 
 def per_layer(flag: str, spec, num_layers: int, parse: Optional[Callable[[str], object]] = None,
@@ -78,6 +79,7 @@ def per_layer(flag: str, spec, num_layers: int, parse: Optional[Callable[[str], 
     the spec.
     """
     items = spec_items(spec, sep)
+    spec = sep.join(items) if isinstance(spec, (list, tuple)) else spec  # as the user wrote it, in errors
     if len(items) == 1:
         items = items * num_layers
     if len(items) != num_layers:

@@ -98,7 +98,7 @@ def layer_gating(ctx):
     """Whether the layer of ``ctx`` is gated at its site, from the site's on/off spec (parsed once)."""
     flag = ctx.site.gating_flag
     switches = getattr(ctx.options(FLAGS), dest(flag))
-    return per_layer(flag, ",".join(switches), ctx.num_layers)[ctx.layer_idx] == "on"
+    return per_layer(flag, switches, ctx.num_layers)[ctx.layer_idx] == "on"
 
 
 ACTIVATIONS = {"none": nn.Identity, "gelu": nn.GELU, "sigmoid": nn.Sigmoid, "glu": lambda: nn.GLU(dim=-1)}
