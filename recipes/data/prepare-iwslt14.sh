@@ -10,15 +10,7 @@
 #        [--workers N] [--bpe-merges 10000]
 source "$(dirname "$0")/../lib/data.sh"
 data_init iwslt14_de_en "$@"
-MERGES=10000
-set -- "${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --bpe-merges) MERGES="$2"; shift ;;
-    *) die "unknown option $1" ;;
-  esac
-  shift
-done
+merges_only 10000
 src=de; tgt=en
 
 fetch http://dl.fbaipublicfiles.com/fairseq/data/iwslt14/de-en.tgz

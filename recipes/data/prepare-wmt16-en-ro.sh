@@ -19,15 +19,7 @@
 # (SETimes2 from OPUS), wmt16/dev.tgz, wmt16/test.tgz.
 source "$(dirname "$0")/../lib/data.sh"
 data_init wmt16_en_ro "$@"
-MERGES=40000
-set -- "${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --bpe-merges) MERGES="$2"; shift ;;
-    *) die "unknown option $1" ;;
-  esac
-  shift
-done
+merges_only 40000
 src=en; tgt=ro
 
 fetch http://data.statmt.org/wmt16/translation-task/training-parallel-ep-v8.tgz

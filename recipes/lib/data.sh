@@ -49,6 +49,20 @@ data_init() {
   ORIG="$OUT/orig"; RAW="$OUT/raw"; TOK="$OUT/tok"; BPE="$OUT/bpe"; TMP="$OUT/tmp"
 }
 
+# merges_only DEFAULT: for a preparation whose one own flag is --bpe-merges N: MERGES from
+# EXTRA_ARGS (DEFAULT when not given); any other flag is refused.
+merges_only() {
+  MERGES="$1"
+  set -- "${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}"
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --bpe-merges) MERGES="$2"; shift ;;
+      *) die "unknown option $1" ;;
+    esac
+    shift
+  done
+}
+
 # fetch URL [LOCAL_NAME]: the archive at ORIG/LOCAL_NAME (default: the URL's file name), taken
 # from --archives when it is there, otherwise downloaded with resume (curl -C -). Its
 # sha256 is checked against recipes/data/SHA256SUMS when that file lists it, and recorded
