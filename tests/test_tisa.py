@@ -1,14 +1,17 @@
 """TISA (Wennberg & Henter, 2021) beyond the shared mixer contract."""
 import math
+import os
 
 import pytest
 import torch
+from fairseq import checkpoint_utils
 from fairseq.modules import MultiheadAttention
 
 from fairseq_testing import build_model, decode_incrementally, random_batch, src_batch, step_mixer
 from posnet_fairseq.mixers.shaw import ShawRelativeAttention
 from posnet_fairseq.mixers.tisa import TisaAttention, TisaScorer
 
+REGRESSION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "regression")
 TISA = ["--encoder-self-mixer", "tisa", "--decoder-self-mixer", "tisa"]
 
 
@@ -93,11 +96,9 @@ def _batch(task):
 
 
 def _load_plain_weights(tisa_model, plain_model):
-    """Copies a plain Transformer's weights into a TISA model (MHA sits at ``self_attn.attention``)."""
-    tisa_state = tisa_model.state_dict()
-    for name, value in plain_model.state_dict().items():
-        target = name.replace(".self_attn.", ".self_attn.attention.")
-        tisa_state[target if target in tisa_state else name].copy_(value)
+    """Copies a plain Transformer's weights into a TISA model (the same projection names) and zeroes F."""
+    missing, unexpected = tisa_model.load_state_dict(plain_model.state_dict(), strict=False)
+    assert not unexpected and missing and all(".position_bias." in name for name in missing)
     for module in tisa_model.modules():
         if isinstance(module, TisaScorer):
             module.amplitudes.data.zero_()
@@ -216,3 +217,47 @@ def test_shaw_host_takes_the_scorer_as_its_logit_bias():
 def test_shaw_host_with_zero_kernels_has_no_bias():
     model, _ = build_model(["--encoder-self-mixer", "tisa_shaw", "--tisa-kernels", "0"])
     assert model.encoder.layers[0].self_attn.logit_bias is None
+
+
+def _old_layout(model):
+    """The model's state dict as TISA wrote it when it wrapped fairseq's MultiheadAttention."""
+    hosts = [f"{name}." for name, module in model.named_modules() if isinstance(module, TisaAttention)]
+    old = {}
+    for name, value in model.state_dict().items():
+        host = next((h for h in hosts if name.startswith(h)), None)
+        if host is not None:
+            rest = name[len(host):]
+            inner = f"tisa.{rest[len('position_bias.'):]}" if rest.startswith("position_bias.") else f"attention.{rest}"
+            name = host + inner
+        old[name] = value
+    return old
+
+
+def test_checkpoints_of_the_multihead_attention_wrapper_still_load():
+    """Keys ``self_attn.attention.*_proj`` and ``self_attn.tisa.*`` load into content attention, same outputs."""
+    flags = ["--encoder-self-mixer", "tisa", "--decoder-self-mixer", "tisa,mha"]
+    model, task = build_model(flags, seed=8)
+    state = _old_layout(model)
+    assert "decoder.layers.0.self_attn.attention.q_proj.weight" in state
+    assert "decoder.layers.0.self_attn.tisa.offsets" in state
+    assert "decoder.layers.1.self_attn.q_proj.weight" in state  # the mha layer keeps its names
+    loaded, _ = build_model(flags, seed=9)
+    loaded.load_state_dict(state)  # strict: no key left over or missing
+    for name, value in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], value), name
+    src, lengths, tgt = _batch(task)
+    with torch.no_grad():
+        assert torch.equal(loaded(src, lengths, tgt)[0], model(src, lengths, tgt)[0])
+
+
+def test_the_committed_fixture_has_the_old_layout_and_loads_unchanged():
+    """The regression fixture (written by the MultiheadAttention wrapper) holds exactly the old keys."""
+    checkpoint = os.path.join(REGRESSION, "tisa", "checkpoint.pt")
+    saved = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)["model"]
+    [model], _ = checkpoint_utils.load_model_ensemble([checkpoint],
+                                                      arg_overrides={"data": os.path.join(REGRESSION, "data-bin")})
+    assert isinstance(model.encoder.layers[0].self_attn, TisaAttention)
+    old = _old_layout(model)
+    assert old.keys() == saved.keys()
+    for name, value in saved.items():
+        assert torch.equal(old[name], value), name

@@ -46,12 +46,12 @@ def test_learned_table_drops_the_padding_rows():
 def test_kernel_profiles_read_every_scorer_of_a_model():
     model, _ = build_model(["--encoder-self-mixer", "tisa", "--decoder-self-mixer", "tisa,mha"])
     profiles = ti.kernel_profiles(model.state_dict(), max_distance=4)
-    assert list(profiles) == [
-        "encoder.layers.0.self_attn.tisa", "encoder.layers.1.self_attn.tisa", "decoder.layers.0.self_attn.tisa"
-    ]
-    scorer = model.decoder.layers[0].self_attn.tisa
+    assert list(profiles) == ["encoder.layers.0.self_attn.position_bias", "encoder.layers.1.self_attn.position_bias",
+                              "decoder.layers.0.self_attn.position_bias"]
+    scorer = model.decoder.layers[0].self_attn.position_bias
     with torch.no_grad():
-        torch.testing.assert_close(profiles["decoder.layers.0.self_attn.tisa"], scorer.profile(torch.arange(-4, 5)))
+        torch.testing.assert_close(profiles["decoder.layers.0.self_attn.position_bias"],
+                                   scorer.profile(torch.arange(-4, 5)))
 
 
 def test_plots_are_written(tmp_path):
@@ -91,7 +91,7 @@ def test_cli_reports_toeplitzness_and_plots_kernels(checkpoint, tmp_path, capsys
     # An untrained learned table is random, so far from Toeplitz; the sinusoidal one is exact.
     assert float(lines["encoder.embed_positions"].rsplit("= ", 1)[1]) < 0.5
     assert lines["decoder.embed_positions"].endswith("(sinusoidal, 64 x 16): Toeplitz R^2 = 1.0000")
-    assert "decoder.layers.1.self_attn.tisa: 2 heads" in out
+    assert "decoder.layers.1.self_attn.position_bias: 2 heads" in out
     for name in ("encoder_position_gram.png", "decoder_position_gram.png", "tisa_kernels.png"):
         assert (tmp_path / name).read_bytes()[:8] == PNG
 

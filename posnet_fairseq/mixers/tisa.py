@@ -15,13 +15,16 @@ Used (a) beside the model's position embeddings or (b) instead of them
 baseline. 3 S H parameters per layer, F is computed for the actual length, so
 there is no maximum length.
 
-TISA is a bias, not an attention: :class:`TisaScorer` computes F and a host
-attention adds it to its logits. Hosts:
+TISA is a distance-only logit bias: :class:`TisaScorer` is a
+:class:`~.content_attention.DistanceBias` (its profile is f_h) and a host
+attention adds F to its logits. Hosts:
 
-* ``tisa`` -- fairseq's MultiheadAttention (:class:`TisaAttention` wraps it and
-  hands F over as a float ``attn_mask``);
+* ``tisa`` -- content attention (``content_attention.py``), as ALiBi, T5
+  and KERPLE; with S = 0 it is fairseq's MultiheadAttention itself (``mha``);
 * ``tisa_shaw`` -- Shaw et al.'s relative attention (``shaw.py``), whose
-  ``logit_bias`` hook takes the scorer directly.
+  ``logit_bias`` hook takes the scorer directly. Shaw stays a host of its own:
+  its relative term depends on the query (q_i . a_{j-i}) and may add a value
+  term, so it is no logit bias that content attention could take.
 
 Cross attention has no relative distance between a target and a source
 position, so neither mixer serves the cross site.
@@ -36,8 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import flags
-from .attention import real_positions
-from .base import Mixer
+from .content_attention import ContentAttention, DistanceBias
 from .registry import register_mixer
 from .shaw import ShawRelativeAttention
 
@@ -55,14 +57,14 @@ FLAGS = flags.declare(
 )
 
 
-class TisaScorer(nn.Module):
+class TisaScorer(DistanceBias):
     """The per-head positional scores F[b, h, i, j] = f_h(pos_j - pos_i), in fp32.
 
     Called as ``scorer(query_positions B x T, key_positions B x S)`` (either
     batch may be 1; 0-based positions below max(T, S)), it returns
-    B x H x T x S. f is evaluated once per distinct distance and gathered into
-    the Toeplitz pattern, so the cost is that of indexing, not of S kernels
-    per logit.
+    B x H x T x S: :class:`DistanceBias` evaluates f once per distinct
+    distance and gathers the Toeplitz pattern, so the cost is that of
+    indexing, not of S kernels per logit.
     """
 
     def __init__(self, num_heads: int, num_kernels: int, init: str = "random"):
@@ -102,16 +104,6 @@ class TisaScorer(nn.Module):
         b = self.sharpness.float().abs().unsqueeze(-1)
         return (a * torch.exp(-b * (k - c) ** 2)).sum(dim=1)
 
-    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
-        # Self-attention positions are 0-based and below max(T, S) (an incremental
-        # step has T = 1 query at position S - 1), so the distances lie within
-        # +-max(T, S): the table's range is known without a device sync.
-        lowest = -max(query_positions.size(-1), key_positions.size(-1))
-        highest = -lowest
-        distances = key_positions.unsqueeze(1) - query_positions.unsqueeze(2)  # B x T x S
-        table = self.profile(torch.arange(lowest, highest + 1, device=distances.device))
-        return table[:, distances - lowest].transpose(0, 1)  # H x B x T x S -> B x H x T x S
-
     def load_reference_parameters(self, kernel_offsets: Tensor, kernel_amplitudes: Tensor,
                                   kernel_sharpness: Tensor):
         """Loads S x H parameters of the reference ``Tisa`` module (F[i, j] = f(i - j - 1))."""
@@ -130,99 +122,28 @@ def build_scorer(ctx):
     return TisaScorer(ctx.num_heads, opts.tisa_kernels, opts.tisa_init) if opts.tisa_kernels else None
 
 
-def _causal(bias: Tensor, past: int) -> Tensor:
-    """-inf above the diagonal, by column: query column t is key column past + t."""
-    tgt_len, src_len = bias.shape[-2:]
-    future = torch.ones(tgt_len, src_len, dtype=torch.bool, device=bias.device).triu_(past + 1)
-    return bias.masked_fill(future, float("-inf"))
-
-
-def _add_mask(bias: Tensor, attn_mask) -> Tensor:
-    if attn_mask is None:
-        return bias
-    if attn_mask.dtype == torch.bool:
-        return bias.masked_fill(attn_mask, float("-inf"))
-    return bias + attn_mask.float()
-
-
 VARIANTS = {"s0": {"tisa_kernels": 0}, "s1": {"tisa_kernels": 1}, "local": {"tisa_init": "local"}}
 
 
 @register_mixer("tisa", sites=("encoder_self", "decoder_self"), variants=VARIANTS)
-class TisaAttention(Mixer):
-    """fairseq's MultiheadAttention plus TISA's positional scores F on its logits (Eq. 4)."""
-
-    def __init__(self, attention: nn.Module, scorer: TisaScorer, causal: bool):
-        super().__init__(attention.embed_dim, attention.num_heads)
-        self.attention, self.tisa, self.causal = attention, scorer, causal
+class TisaAttention(ContentAttention):
+    """Content attention with TISA's positional scores F on its logits (Eq. 4)."""
 
     @classmethod
     def build(cls, ctx):
         scorer = build_scorer(ctx)
-        attention = ctx.build_fairseq_attention()
-        if scorer is None:
-            return attention
-        return cls(attention, scorer, ctx.causal)
+        if scorer is None:  # F = 0: fairseq's attention, with its state-dict keys (those of mha)
+            return ctx.build_fairseq_attention()
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=scorer)
 
-    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
-                static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
-        if incremental_state is None:
-            return self._forward_full(query, key, value, key_padding_mask, need_weights, attn_mask,
-                                      before_softmax, need_head_weights)
-        return self._forward_step(query, key, value, key_padding_mask, incremental_state, need_weights,
-                                  attn_mask, before_softmax, need_head_weights)
-
-    def _forward_full(self, query, key, value, key_padding_mask, need_weights, attn_mask, before_softmax,
-                      need_head_weights):
-        # Self-attention: queries and keys are the same tokens. Positions come
-        # from the padding mask (sources are left-padded); for real tokens the
-        # distance equals the column distance, pad rows are never read.
-        tgt_len, bsz, _ = query.shape
-        positions = real_positions(key_padding_mask, bsz, tgt_len, query.device)
-        bias = self.tisa(positions, positions)
-        if self.causal:
-            bias = _causal(bias, 0)
-        bias = _add_mask(bias, attn_mask)
-        if key_padding_mask is not None:
-            # One float mask instead of a float and a bool one (torch deprecates mixing them).
-            bias = bias.masked_fill(key_padding_mask[:, None, None, :].bool(), float("-inf"))
-        # fairseq's MHA adds a 3-D (B*H) x T x S float mask to its scaled logits
-        # on this (non-incremental) path.
-        bias = bias.reshape(bsz * self.num_heads, tgt_len, -1).to(query.dtype)
-        return self.attention(query, key, value, need_weights=need_weights, attn_mask=bias,
-                              before_softmax=before_softmax, need_head_weights=need_head_weights)
-
-    def _forward_step(self, query, key, value, key_padding_mask, incremental_state, need_weights, attn_mask,
-                      before_softmax, need_head_weights):
-        # MHA's incremental path only broadcasts a 2-D T x S mask over heads, so
-        # it returns its masked logits (before_softmax) and the softmax, dropout
-        # and output projection are finished here. MHA keeps its own key/value
-        # cache (and reorders it for beam search); its length is the number of
-        # tokens already decoded, i.e. the absolute step of this query block.
-        tgt_len, bsz, _ = query.shape
-        cache = self.attention._get_input_buffer(incremental_state).get("prev_key")
-        past = 0 if cache is None else cache.size(2)
-        logits, v = self.attention(query, key, value, key_padding_mask=key_padding_mask,
-                                   incremental_state=incremental_state, before_softmax=True)
-        src_len = logits.size(-1)
-        positions = torch.arange(src_len, device=query.device).unsqueeze(0)
-        bias = self.tisa(positions[:, past:past + tgt_len], positions)
-        if self.causal:
-            bias = _causal(bias, past)
-        bias = _add_mask(bias, attn_mask)
-        logits = logits.view(bsz, self.num_heads, tgt_len, src_len) + bias.to(logits.dtype)
-        if before_softmax:
-            return logits.view(bsz * self.num_heads, tgt_len, src_len), v
-        probs_float = torch.softmax(logits.float(), dim=-1)
-        probs = self.attention.dropout_module(probs_float.type_as(logits))
-        out = torch.bmm(probs.view(bsz * self.num_heads, tgt_len, src_len), v)
-        out = self.attention.out_proj(out.transpose(0, 1).reshape(tgt_len, bsz, self.embed_dim))
-        weights = None
-        if need_weights or need_head_weights:
-            weights = probs_float.transpose(0, 1)  # H x B x T x S, as fairseq returns them
-            if not need_head_weights:
-                weights = weights.mean(dim=0)
-        return out, weights
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # Checkpoints from before TISA moved onto content attention: it wrapped
+        # fairseq's MultiheadAttention (``attention.{q,k,v,out}_proj``, the same
+        # Linear layers) beside the scorer (``tisa``).
+        for old, new in ((f"{prefix}attention.", prefix), (f"{prefix}tisa.", f"{prefix}position_bias.")):
+            for key in [key for key in state_dict if key.startswith(old)]:
+                state_dict[new + key[len(old):]] = state_dict.pop(key)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 
 @register_mixer("tisa_shaw", sites=("encoder_self", "decoder_self"))
