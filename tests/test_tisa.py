@@ -227,8 +227,8 @@ def _old_layout(model):
         host = next((h for h in hosts if name.startswith(h)), None)
         if host is not None:
             rest = name[len(host):]
-            inner = f"tisa.{rest[len('position_bias.'):]}" if rest.startswith("position_bias.") else f"attention.{rest}"
-            name = host + inner
+            scorer = rest.removeprefix("position_bias.")
+            name = host + (f"tisa.{scorer}" if scorer != rest else f"attention.{rest}")
         old[name] = value
     return old
 

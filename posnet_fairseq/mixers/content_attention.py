@@ -6,9 +6,10 @@ and 2), with two places where a position scheme plugs in:
 * a **logit bias** ``bias(query_positions, key_positions)`` added to the
   scaled logits before masking and softmax,
   ``softmax(Q K^T / sqrt(d_h) + B) V``: ALiBi (``alibi.py``), T5's bucketed
-  bias (``t5_bias.py``), KERPLE (``kerple.py``), TISA's kernels (``tisa.py``).
-  Every one of them depends on the key-query distance only; :class:`DistanceBias` evaluates such a scheme
-  once per distinct distance and gathers the Toeplitz pattern from that;
+  bias (``t5_bias.py``), KERPLE (``kerple.py``), TISA's kernels
+  (``tisa.py``). Every one of them depends on the key-query distance only;
+  :class:`DistanceBias` evaluates such a scheme once per distinct distance
+  and gathers the Toeplitz pattern from that;
 * a **q/k transform** ``transform(x, positions)`` applied to the queries and
   to the keys (B x H x T x d_h, with their positions) before the dot
   product: RoPE's rotation (``rope.py``).

@@ -141,7 +141,7 @@ class TisaAttention(ContentAttention):
         # fairseq's MultiheadAttention (``attention.{q,k,v,out}_proj``, the same
         # Linear layers) beside the scorer (``tisa``).
         for old, new in ((f"{prefix}attention.", prefix), (f"{prefix}tisa.", f"{prefix}position_bias.")):
-            for key in [key for key in state_dict if key.startswith(old)]:
+            for key in [k for k in state_dict if k.startswith(old)]:
                 state_dict[new + key[len(old):]] = state_dict.pop(key)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
