@@ -30,12 +30,13 @@ Mixers know nothing of fairseq's layers: the model hands them a
 conventions in ``norms.py`` and the constant-state decoding of clipped
 relative energies in ``clipped_decoding.py``.
 """
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Set, Tuple
 
 import torch
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor, nn
 
+from . import growing_cache
 from .attention import real_positions
 
 
@@ -60,6 +61,7 @@ class Mixer(FairseqIncrementalState, nn.Module):
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
         self._released_state: Dict[str, Tensor] = {}  # by _reorder_state, not saved
+        self._growing_state: Set[str] = set()  # buffer keys that cache_self_attention grows in place
 
     def max_positions(self) -> Optional[int]:
         """Longest sequence this mixer accepts (None: no limit)."""
@@ -79,19 +81,28 @@ class Mixer(FairseqIncrementalState, nn.Module):
         return incremental_state
 
     def _reorder_state(self, name: str, state: Tensor, new_order: Tensor) -> Tensor:
-        """``state`` in beam order ``new_order``. A tensor named in ``REUSED_STATE`` is copied into the
-        one of its name that the previous reorder released instead of into a fresh allocation: for a
-        large state reordered at every step (rPosNet's K-value window) the allocation costs more than
-        the copy. The released tensor is referenced by no state: nothing else reads it."""
-        if name not in self.REUSED_STATE or state.requires_grad:
+        """``state`` in beam order ``new_order``.
+
+        A tensor named in ``REUSED_STATE``, and a cache that
+        :meth:`cache_self_attention` grows (``growing_cache``), is copied into
+        the allocation of its name that the previous reorder released instead
+        of into a fresh one: for a large state reordered at every step (the
+        key/value cache, rPosNet's K-value window) the allocation costs more
+        than the copy. The released allocation is referenced by no state:
+        nothing else reads it.
+        """
+        growing = name in self._growing_state
+        if state.requires_grad or not (growing or name in self.REUSED_STATE):
             return state.index_select(0, new_order)
+        whole = growing_cache.allocation(state) if growing else state
+        shape = (new_order.numel(),) + whole.shape[1:]
         spare = self._released_state.get(name)
-        shape = (new_order.numel(),) + state.shape[1:]
         if (spare is None or spare.shape != shape or spare.dtype != state.dtype or spare.device != state.device
                 or spare.data_ptr() == state.data_ptr()):
             spare = state.new_empty(shape)
-        self._released_state[name] = state
-        return torch.index_select(state, 0, new_order, out=spare)
+        self._released_state[name] = whole
+        out = spare[:, :, :state.size(2)] if growing else spare
+        return torch.index_select(state, 0, new_order, out=out)
 
     def decoding_steps(self, buffer: Dict[str, Optional[Tensor]], batch: int, length: int, device) -> Tensor:
         """Absolute 0-based target positions (B x length) of the current query block.
@@ -114,7 +125,7 @@ class Mixer(FairseqIncrementalState, nn.Module):
 
         Batch first, so a decoding cache of these tensors follows beam search
         through :meth:`reorder_incremental_state`, and time on dim 2, so steps
-        append with one ``cat``.
+        append in one copy (``growing_cache``).
         """
         length, batch, _ = x.shape
         return x.view(length, batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3)
@@ -130,7 +141,8 @@ class Mixer(FairseqIncrementalState, nn.Module):
 
         ``tensors`` (B x H x T x D_h, from :meth:`split_heads`) are keyed by
         their buffer key (e.g. ``prev_value=v``); each is appended on the time
-        dim to what ``buffer`` holds under that key. A None tensor is neither
+        dim to what ``buffer`` holds under that key, in place where the cache
+        has spare steps (``growing_cache``). A None tensor is neither
         cached nor returned changed (``relattn`` has no keys). Unless
         ``pad_key`` is None, the B x T padding mask ``pad`` (all False when
         None) is appended under ``pad_key`` too, so past pad steps stay masked.
@@ -144,9 +156,9 @@ class Mixer(FairseqIncrementalState, nn.Module):
         cached = []
         for name, tensor in tensors.items():
             if tensor is not None:
-                if name in buffer:
-                    tensor = torch.cat([buffer[name], tensor], dim=2)
+                tensor = growing_cache.append(buffer.get(name), tensor)
                 buffer[name] = tensor
+                self._growing_state.add(name)
             cached.append(tensor)
         if pad_key is not None:
             if pad is None:

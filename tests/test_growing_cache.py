@@ -1,0 +1,118 @@
+"""Decoding caches that grow in place (posnet_fairseq/mixers/growing_cache.py).
+
+The cache is an allocation with spare steps: appends write into it, the beam
+reorder copies into the allocation the previous reorder released. The values
+must be those of the ``torch.cat`` / ``index_select`` cache it replaced, bit
+for bit, for every mixer that caches through ``Mixer.cache_self_attention``.
+"""
+import pytest
+import torch
+
+from fairseq_testing import build_model
+from posnet_fairseq.mixers import growing_cache
+from posnet_fairseq.mixers.base import Mixer
+from posnet_fairseq.mixers.growing_cache import GROWTH
+from posnet_fairseq.mixers.registry import MIXERS
+from posnet_fairseq.sites import SITE
+
+STEPS = 2 * GROWTH + 8  # two reallocations, and steps written into spare capacity after each
+CACHING = ("rope", "alibi", "t5_bias", "kerple", "tisa", "shaw")  # mixers known to cache keys/values
+
+
+def test_append_writes_into_spare_steps_and_equals_cat():
+    cache, reference, allocations = None, None, set()
+    blocks = [1, 3, 1, GROWTH, 1, 5, GROWTH + 7, 2]
+    for i, length in enumerate(blocks):
+        steps = torch.randn(2, 3, length, 4, generator=torch.Generator().manual_seed(i))
+        before = None if cache is None else (cache.data_ptr(), growing_cache.capacity(cache))
+        cache = growing_cache.append(cache, steps)
+        reference = steps if reference is None else torch.cat([reference, steps], dim=2)
+        assert torch.equal(cache, reference)
+        fits = before is not None and before[1] >= cache.size(2)
+        if before is not None:  # in place exactly when the spare steps suffice
+            assert (cache.data_ptr() == before[0]) == fits
+        if not fits:
+            assert growing_cache.capacity(cache) == cache.size(2) + GROWTH
+        allocations.add(cache.data_ptr())
+    assert 1 < len(allocations) < len(blocks)
+
+
+def test_a_tensor_not_made_by_append_has_no_spare_steps():
+    contiguous = torch.randn(2, 3, 5, 4)
+    assert growing_cache.capacity(contiguous) == 5 and growing_cache.allocation(contiguous) is contiguous
+    heads_last = torch.randn(2, 5, 3, 4).transpose(1, 2)  # split_heads' layout, before any append
+    assert growing_cache.capacity(heads_last) == 5
+    grown = growing_cache.append(None, heads_last)
+    assert growing_cache.allocation(grown).shape == (2, 3, 5 + GROWTH, 4)
+
+
+def decoder_self_mixer(name):
+    flags = ["--length-ratio", "1.5"] if MIXERS[name].uses_length_ratio else []
+    model = build_model([SITE["decoder_self"].mixer_flag, name, "--decoder-self-gating", "off", *flags])[0]
+    return model.eval().decoder.layers[0].self_attn
+
+
+def decode(mixer, x, orders):
+    """Step-by-step outputs, the state reordered before every step as beam search does (beams duplicated too)."""
+    state, outs = {}, []
+    with torch.no_grad():
+        for t in range(x.size(0)):
+            if t:
+                mixer.reorder_incremental_state(state, orders[t])
+                x = x[:, orders[t]]
+            outs.append(mixer(x[t: t + 1], x[t: t + 1], x[t: t + 1], incremental_state=state)[0])
+    return torch.cat(outs)
+
+
+def random_orders(batch, seed):
+    generator = torch.Generator().manual_seed(seed)
+    return {t: torch.randint(0, batch, (batch,), generator=generator) for t in range(1, STEPS)}
+
+
+def concatenating_cache(monkeypatch):
+    """The cache before growing_cache: torch.cat on every append, a fresh index_select on every reorder."""
+    monkeypatch.setattr(growing_cache, "append",
+                        lambda cache, steps: steps if cache is None else torch.cat([cache, steps], dim=2))
+    monkeypatch.setattr(Mixer, "_reorder_state", lambda self, name, state, order: state.index_select(0, order))
+
+
+DECODER_SELF_MIXERS = sorted(name for name, entry in MIXERS.items() if "decoder_self" in entry.sites)
+
+
+@pytest.mark.parametrize("name", DECODER_SELF_MIXERS)
+def test_decoding_equals_the_concatenating_cache(name, monkeypatch):
+    mixer = decoder_self_mixer(name)
+    x = torch.randn(STEPS, 3, mixer.embed_dim, generator=torch.Generator().manual_seed(0))
+    orders = random_orders(3, seed=1)
+    grown = decode(mixer, x, orders)
+    with monkeypatch.context() as patch:
+        concatenating_cache(patch)
+        concatenated = decode(mixer, x, orders)
+    torch.testing.assert_close(grown, concatenated, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("name", CACHING)
+def test_the_listed_mixers_grow_their_cache(name):
+    mixer = decoder_self_mixer(name)
+    decode(mixer, torch.randn(3, 2, mixer.embed_dim), random_orders(2, seed=0))
+    assert mixer._growing_state
+
+
+def test_interleaved_searches_each_give_what_they_give_alone():
+    """Two searches on one mixer, reordered at every step and run step for step in turn: a reorder
+    writes into the allocation released by the other search's reorder, never into a live cache."""
+    mixer = decoder_self_mixer("rope")
+    xs = [torch.randn(STEPS, 4, mixer.embed_dim, generator=torch.Generator().manual_seed(s)) for s in (0, 1)]
+    orders = [random_orders(4, seed=10 + s) for s in (0, 1)]
+    alone = [decode(mixer, x, o) for x, o in zip(xs, orders)]
+    states, outs = [{}, {}], [[], []]
+    with torch.no_grad():
+        for t in range(STEPS):
+            for s in (0, 1):
+                if t:
+                    mixer.reorder_incremental_state(states[s], orders[s][t])
+                    xs[s] = xs[s][:, orders[s][t]]
+                step = xs[s][t: t + 1]
+                outs[s].append(mixer(step, step, step, incremental_state=states[s])[0])
+    for s in (0, 1):
+        torch.testing.assert_close(torch.cat(outs[s]), alone[s], atol=0, rtol=0)
