@@ -1,10 +1,14 @@
 """Decoding caches that grow in place (posnet_fairseq/mixers/growing_cache.py).
 
 The cache is an allocation with spare steps: appends write into it, the beam
-reorder copies into the allocation the previous reorder released. The values
+reorder copies into the allocation the previous reorder released (kept in the
+search's incremental state). The values
 must be those of the ``torch.cat`` / ``index_select`` cache it replaced, bit
 for bit, for every mixer that caches through ``Mixer.cache_self_attention``.
 """
+import gc
+import weakref
+
 import pytest
 import torch
 
@@ -16,7 +20,8 @@ from posnet_fairseq.mixers.registry import MIXERS
 from posnet_fairseq.sites import SITE
 
 STEPS = 2 * GROWTH + 8  # two reallocations, and steps written into spare capacity after each
-CACHING = ("rope", "alibi", "t5_bias", "kerple", "tisa", "shaw")  # mixers known to cache keys/values
+CACHING = ("alibi", "aposnet", "arposnet", "kerple", "linearnet", "relattn", "rope", "shaw", "t5_bias", "tisa",
+           "tisa_shaw")  # the decoder mixers that cache through Mixer.cache_self_attention
 
 
 def test_append_writes_into_spare_steps_and_equals_cat():
@@ -73,7 +78,15 @@ def concatenating_cache(monkeypatch):
     """The cache before growing_cache: torch.cat on every append, a fresh index_select on every reorder."""
     monkeypatch.setattr(growing_cache, "append",
                         lambda cache, steps: steps if cache is None else torch.cat([cache, steps], dim=2))
-    monkeypatch.setattr(Mixer, "_reorder_state", lambda self, name, state, order: state.index_select(0, order))
+    monkeypatch.setattr(Mixer, "reorder_incremental_state", plain_reorder)
+
+
+def plain_reorder(self, incremental_state, new_order):
+    buffer = self._get_input_buffer(incremental_state)
+    if buffer:
+        self._set_input_buffer(incremental_state, {name: None if state is None else state.index_select(0, new_order)
+                                                   for name, state in buffer.items()})
+    return incremental_state
 
 
 DECODER_SELF_MIXERS = sorted(name for name, entry in MIXERS.items() if "decoder_self" in entry.sites)
@@ -98,9 +111,29 @@ def test_the_listed_mixers_grow_their_cache(name):
     assert mixer._growing_state
 
 
+def test_the_spare_allocation_lives_in_the_search_state():
+    """What a reorder released is the next reorder's spare, kept in the incremental state: it is
+    written into by that reorder, and freed with the search, not held by the mixer."""
+    mixer = decoder_self_mixer("rope")
+    state, x = {}, torch.randn(1, 4, mixer.embed_dim)
+    with torch.no_grad():
+        for t in range(3):
+            if t:
+                mixer.reorder_incremental_state(state, torch.tensor([1, 0, 3, 3]))
+            mixer(x, x, x, incremental_state=state)
+    buffer = mixer._get_input_buffer(state)
+    spare = buffer["prev_key" + Mixer.SPARE]
+    mixer.reorder_incremental_state(state, torch.tensor([0, 1, 2, 3]))
+    assert mixer._get_input_buffer(state)["prev_key"].data_ptr() == spare.data_ptr()
+    released = weakref.ref(mixer._get_input_buffer(state)["prev_key" + Mixer.SPARE])
+    del state, buffer, spare
+    gc.collect()
+    assert released() is None
+
+
 def test_interleaved_searches_each_give_what_they_give_alone():
-    """Two searches on one mixer, reordered at every step and run step for step in turn: a reorder
-    writes into the allocation released by the other search's reorder, never into a live cache."""
+    """Two searches on one mixer, reordered at every step and run step for step in turn: each keeps
+    its own spare allocations (in its incremental state), so neither writes into the other's cache."""
     mixer = decoder_self_mixer("rope")
     xs = [torch.randn(STEPS, 4, mixer.embed_dim, generator=torch.Generator().manual_seed(s)) for s in (0, 1)]
     orders = [random_orders(4, seed=10 + s) for s in (0, 1)]

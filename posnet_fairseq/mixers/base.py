@@ -50,8 +50,10 @@ class Mixer(FairseqIncrementalState, nn.Module):
 
     STATE_KEY = "mixer_state"
     # State tensors that the mixer creates itself, never views of or aliases to another tensor, and
-    # that every beam reorder replaces: the reorder may reuse the released one (_reorder_state).
+    # that every beam reorder replaces: the reorder may reuse the released one (reorder_incremental_state).
     REUSED_STATE: Tuple[str, ...] = ()
+    # Suffix of the buffer key under which a reorder keeps the allocation it released, the next one's spare.
+    SPARE = ".spare"
 
     def __init__(self, embed_dim: int, num_heads: int):
         super().__init__()
@@ -60,7 +62,6 @@ class Mixer(FairseqIncrementalState, nn.Module):
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
-        self._released_state: Dict[str, Tensor] = {}  # by _reorder_state, not saved
         self._growing_state: Set[str] = set()  # buffer keys that cache_self_attention grows in place
 
     def max_positions(self) -> Optional[int]:
@@ -74,35 +75,37 @@ class Mixer(FairseqIncrementalState, nn.Module):
         return self.set_incremental_state(incremental_state, self.STATE_KEY, buffer)
 
     def reorder_incremental_state(self, incremental_state, new_order: Tensor):
-        buffer = self._get_input_buffer(incremental_state)
-        if buffer:
-            reordered = {k: None if v is None else self._reorder_state(k, v, new_order) for k, v in buffer.items()}
-            self._set_input_buffer(incremental_state, reordered)
-        return incremental_state
-
-    def _reorder_state(self, name: str, state: Tensor, new_order: Tensor) -> Tensor:
-        """``state`` in beam order ``new_order``.
+        """Every state tensor in beam order ``new_order``.
 
         A tensor named in ``REUSED_STATE``, and a cache that
         :meth:`cache_self_attention` grows (``growing_cache``), is copied into
-        the allocation of its name that the previous reorder released instead
-        of into a fresh one: for a large state reordered at every step (the
-        key/value cache, rPosNet's K-value window) the allocation costs more
-        than the copy. The released allocation is referenced by no state:
-        nothing else reads it.
+        the allocation of its name that the previous reorder released (kept in
+        the buffer under ``name + SPARE``, so that it lives as long as the
+        search) instead of into a fresh one: for a large state reordered at
+        every step (the key/value cache, rPosNet's K-value window) the
+        allocation costs more than the copy.
         """
-        growing = name in self._growing_state
-        if state.requires_grad or not (growing or name in self.REUSED_STATE):
-            return state.index_select(0, new_order)
-        whole = growing_cache.allocation(state) if growing else state
-        shape = (new_order.numel(),) + whole.shape[1:]
-        spare = self._released_state.get(name)
-        if (spare is None or spare.shape != shape or spare.dtype != state.dtype or spare.device != state.device
-                or spare.data_ptr() == state.data_ptr()):
-            spare = state.new_empty(shape)
-        self._released_state[name] = whole
-        out = spare[:, :, :state.size(2)] if growing else spare
-        return torch.index_select(state, 0, new_order, out=out)
+        buffer = self._get_input_buffer(incremental_state)
+        if not buffer:
+            return incremental_state
+        reordered: Dict[str, Optional[Tensor]] = {}
+        for name, state in buffer.items():
+            growing = name in self._growing_state
+            if name.endswith(self.SPARE):
+                continue
+            if state is None or state.requires_grad or not (growing or name in self.REUSED_STATE):
+                reordered[name] = None if state is None else state.index_select(0, new_order)
+                continue
+            whole = growing_cache.allocation(state) if growing else state
+            spare = buffer.get(name + self.SPARE)
+            shape = (new_order.numel(),) + whole.shape[1:]
+            if spare is None or spare.shape != shape or spare.dtype != state.dtype or spare.device != state.device:
+                spare = state.new_empty(shape)
+            reordered[name + self.SPARE] = whole  # no longer read by the search: the next reorder's spare
+            out = spare[:, :, :state.size(2)] if growing else spare
+            reordered[name] = torch.index_select(state, 0, new_order, out=out)
+        self._set_input_buffer(incremental_state, reordered)
+        return incremental_state
 
     def decoding_steps(self, buffer: Dict[str, Optional[Tensor]], batch: int, length: int, device) -> Tensor:
         """Absolute 0-based target positions (B x length) of the current query block.

@@ -13,8 +13,10 @@ decoder's step, fairseq's MultiheadAttention included.
 A growing cache allocates spare steps instead: the buffer holds the valid
 view (the first S steps) of a B x H x C x D_h allocation, C >= S, an append
 writes into the spare steps (a new allocation, with ``GROWTH`` spare steps,
-only when they run out), and the beam reorder (``Mixer._reorder_state``)
-copies into the allocation that the previous reorder released. The numbers
+only when they run out), and the beam reorder
+(``Mixer.reorder_incremental_state``) copies into the allocation that the
+previous reorder released, which the search's incremental state keeps until
+then (so it is freed with the search). The numbers
 are those of ``cat``/``index_select``: the same values, copied.
 
 An append writes past the end of the view it is given, so a cache must have
