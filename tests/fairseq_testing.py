@@ -139,6 +139,22 @@ def step_mixer(mixer, x, block=1, incremental_state=None):
     return torch.cat(outputs), state
 
 
+def decode_interleaved(mixer, xs, orders):
+    """Searches on one mixer (self-attention inputs ``xs``, each T x B x C) run step for step in turn,
+    each with its own incremental state, reordered before step t by ``orders[s][t]`` where given, as
+    beam search does. Returns each search's T x B x C outputs."""
+    xs, states, outs = list(xs), [{} for _ in xs], [[] for _ in xs]
+    with torch.no_grad():
+        for t in range(xs[0].size(0)):
+            for s, order in enumerate(orders):
+                if t in order:
+                    mixer.reorder_incremental_state(states[s], order[t])
+                    xs[s] = xs[s][:, order[t]]
+                step = xs[s][t: t + 1]
+                outs[s].append(mixer(step, step, step, incremental_state=states[s])[0])
+    return [torch.cat(out) for out in outs]
+
+
 def run_cli(main_fn, argv, parser_fn):
     """Runs a fairseq_cli main in-process with argv, quietly; returns its stdout."""
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf

@@ -15,7 +15,7 @@ import math
 import pytest
 import torch
 
-from fairseq_testing import build_model
+from fairseq_testing import build_model, decode_interleaved
 from posnet_fairseq import precompute
 from posnet_fairseq.mixers.hc_gaussian import HardCodedSelfAttention
 
@@ -340,13 +340,6 @@ def test_interleaved_searches_reordered_at_every_step(name):
                for t in range(1, length)} for s in (0, 1)]
     with torch.no_grad():
         alone = [decode(mixer, x, reorders=o)[0] for x, o in zip(xs, orders)]
-        states, outs = [{}, {}], [[], []]
-        for t in range(length):
-            for s in (0, 1):
-                if t in orders[s]:
-                    mixer.reorder_incremental_state(states[s], orders[s][t])
-                    xs[s] = xs[s][:, orders[s][t]]
-                step = xs[s][t: t + 1]
-                outs[s].append(mixer(step, step, step, incremental_state=states[s])[0])
+    interleaved = decode_interleaved(mixer, xs, orders)
     for s in (0, 1):
-        torch.testing.assert_close(torch.cat(outs[s]), alone[s], atol=0, rtol=0)
+        torch.testing.assert_close(interleaved[s], alone[s], atol=0, rtol=0)

@@ -12,7 +12,7 @@ import weakref
 import pytest
 import torch
 
-from fairseq_testing import build_model
+from fairseq_testing import build_model, decode_interleaved
 from posnet_fairseq.mixers import growing_cache
 from posnet_fairseq.mixers.base import Mixer
 from posnet_fairseq.mixers.growing_cache import GROWTH
@@ -138,14 +138,5 @@ def test_interleaved_searches_each_give_what_they_give_alone():
     xs = [torch.randn(STEPS, 4, mixer.embed_dim, generator=torch.Generator().manual_seed(s)) for s in (0, 1)]
     orders = [random_orders(4, seed=10 + s) for s in (0, 1)]
     alone = [decode(mixer, x, o) for x, o in zip(xs, orders)]
-    states, outs = [{}, {}], [[], []]
-    with torch.no_grad():
-        for t in range(STEPS):
-            for s in (0, 1):
-                if t:
-                    mixer.reorder_incremental_state(states[s], orders[s][t])
-                    xs[s] = xs[s][:, orders[s][t]]
-                step = xs[s][t: t + 1]
-                outs[s].append(mixer(step, step, step, incremental_state=states[s])[0])
-    for s in (0, 1):
-        torch.testing.assert_close(torch.cat(outs[s]), alone[s], atol=0, rtol=0)
+    for interleaved, single in zip(decode_interleaved(mixer, xs, orders), alone):
+        torch.testing.assert_close(interleaved, single, atol=0, rtol=0)
