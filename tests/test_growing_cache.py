@@ -42,13 +42,30 @@ def test_append_writes_into_spare_steps_and_equals_cat():
     assert 1 < len(allocations) < len(blocks)
 
 
-def test_a_tensor_not_made_by_append_has_no_spare_steps():
+def test_a_tensor_not_made_here_has_no_spare_steps():
     contiguous = torch.randn(2, 3, 5, 4)
-    assert growing_cache.capacity(contiguous) == 5 and growing_cache.allocation(contiguous) is contiguous
+    assert growing_cache.capacity(contiguous) == 5
     heads_last = torch.randn(2, 5, 3, 4).transpose(1, 2)  # split_heads' layout, before any append
     assert growing_cache.capacity(heads_last) == 5
-    grown = growing_cache.append(None, heads_last)
-    assert growing_cache.allocation(grown).shape == (2, 3, 5 + GROWTH, 4)
+    assert growing_cache.capacity(growing_cache.append(None, heads_last)) == 5 + GROWTH
+
+
+def test_a_reorder_leaves_room_for_the_next_step_in_the_released_memory():
+    """One copy per step: the reorder writes into the spare with one step of room, the append fills
+    it in place and the cache is contiguous again; the next reorder writes into the memory this one
+    released."""
+    cache = growing_cache.append(None, torch.randn(4, 2, 3, 5))
+    order = torch.tensor([2, 2, 0, 1])
+    reordered, released = growing_cache.reorder(cache, order, spare=None)
+    assert torch.equal(reordered, cache.index_select(0, order)) and growing_cache.capacity(reordered) == 4
+    assert released.data_ptr() == cache.data_ptr() and released.dim() == 1
+    step = torch.randn(4, 2, 1, 5)
+    appended = growing_cache.append(reordered, step)
+    assert appended.data_ptr() == reordered.data_ptr() and appended.is_contiguous()
+    assert torch.equal(appended, torch.cat([cache.index_select(0, order), step], dim=2))
+    again, _ = growing_cache.reorder(appended, order, spare=released)
+    assert again.data_ptr() == released.data_ptr()
+    assert torch.equal(again, appended.index_select(0, order))
 
 
 def decoder_self_mixer(name):

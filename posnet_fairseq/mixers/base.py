@@ -78,32 +78,33 @@ class Mixer(FairseqIncrementalState, nn.Module):
         """Every state tensor in beam order ``new_order``.
 
         A tensor named in ``REUSED_STATE``, and a cache that
-        :meth:`cache_self_attention` grows (``growing_cache``), is copied into
-        the allocation of its name that the previous reorder released (kept in
-        the buffer under ``name + SPARE``, so that it lives as long as the
-        search) instead of into a fresh one: for a large state reordered at
-        every step (the key/value cache, rPosNet's K-value window) the
-        allocation costs more than the copy.
+        :meth:`cache_self_attention` grows (``growing_cache.reorder``), is
+        copied into the memory of its name that the previous reorder released
+        (kept in the buffer under ``name + SPARE``, so that it lives as long as
+        the search) instead of into a fresh allocation: for a large state
+        reordered at every step (the key/value cache, rPosNet's K-value window)
+        the allocation costs more than the copy.
         """
         buffer = self._get_input_buffer(incremental_state)
         if not buffer:
             return incremental_state
         reordered: Dict[str, Optional[Tensor]] = {}
         for name, state in buffer.items():
-            growing = name in self._growing_state
             if name.endswith(self.SPARE):
                 continue
-            if state is None or state.requires_grad or not (growing or name in self.REUSED_STATE):
-                reordered[name] = None if state is None else state.index_select(0, new_order)
-                continue
-            whole = growing_cache.allocation(state) if growing else state
             spare = buffer.get(name + self.SPARE)
-            shape = (new_order.numel(),) + whole.shape[1:]
-            if spare is None or spare.shape != shape or spare.dtype != state.dtype or spare.device != state.device:
-                spare = state.new_empty(shape)
-            reordered[name + self.SPARE] = whole  # no longer read by the search: the next reorder's spare
-            out = spare[:, :, :state.size(2)] if growing else spare
-            reordered[name] = torch.index_select(state, 0, new_order, out=out)
+            if state is None or state.requires_grad:
+                reordered[name] = None if state is None else state.index_select(0, new_order)
+            elif name in self._growing_state:
+                reordered[name], reordered[name + self.SPARE] = growing_cache.reorder(state, new_order, spare)
+            elif name in self.REUSED_STATE:
+                shape = (new_order.numel(),) + state.shape[1:]
+                if spare is None or spare.shape != shape or spare.dtype != state.dtype or spare.device != state.device:
+                    spare = state.new_empty(shape)
+                reordered[name] = torch.index_select(state, 0, new_order, out=spare)
+                reordered[name + self.SPARE] = state  # no longer read by the search: the next reorder's spare
+            else:
+                reordered[name] = state.index_select(0, new_order)
         self._set_input_buffer(incremental_state, reordered)
         return incremental_state
 

@@ -65,6 +65,10 @@ class DistanceBias(nn.Module):
         # step has T = 1 query at position S - 1), so the distances lie in
         # +-max(T, S): the table's range is known without a device sync.
         reach = max(query_positions.size(-1), key_positions.size(-1))
+        if query_positions.size(-1) == 1 and query_positions.size(0) == 1:
+            # One query for the whole batch (a decoding step): at position S - 1,
+            # so its row is the profile at distances 1 - S .. 0, with no gather.
+            return self.profile(torch.arange(1 - reach, 1, device=query_positions.device))[None, :, None, :]
         distances = key_positions.unsqueeze(1) - query_positions.unsqueeze(2)  # B x T x S, j - i
         table = self.profile(torch.arange(-reach, reach + 1, device=distances.device))  # H x (2 reach + 1)
         return table[:, distances + reach].transpose(0, 1)  # H x B x T x S -> B x H x T x S

@@ -1,30 +1,35 @@
-"""Self-attention decoding caches that grow in place.
+"""Self-attention decoding caches without an allocation per step.
 
 Decoding, a self-attention mixer caches its keys and values (B x H x S x D_h,
 ``Mixer.split_heads`` layout): every decoder call appends its steps, and beam
-search reorders the batch at every step. Appending with ``torch.cat`` and
-reordering with ``index_select`` each allocate a new cache; on the CPU a
-tensor of this size (52 MB at base size for 128 hypotheses at S = 200) is
-allocated from fresh pages every time, and the page faults cost about five
-times the copy (40-46 ms against 8 ms for one such tensor on this project's
-machine). At 200 output tokens these allocations took 80% of a base
-decoder's step, fairseq's MultiheadAttention included.
+search reorders the batch before every step. fairseq's MultiheadAttention
+appends with ``torch.cat`` and reorders with ``index_select``, two copies of
+the cache and two new allocations per step; on the CPU a tensor of this size
+(52 MB at base size for 128 hypotheses at S = 200) comes from fresh pages at
+every allocation, and the page faults cost about five times the copy (40-46 ms
+against 8 ms for one such tensor on this project's machine). At 200 output
+tokens these allocations took 80% of a base decoder's step.
 
-A growing cache allocates spare steps instead: the buffer holds the valid
-view (the first S steps) of a B x H x C x D_h allocation, C >= S, an append
-writes into the spare steps (a new allocation, with ``GROWTH`` spare steps,
-only when they run out), and the beam reorder
-(``Mixer.reorder_incremental_state``) copies into the allocation that the
-previous reorder released, which the search's incremental state keeps until
-then (so it is freed with the search). The numbers
-are those of ``cat``/``index_select``: the same values, copied.
+Here the beam reorder is the one copy per step, and it writes into memory
+the search already holds:
 
-An append writes past the end of the view it is given, so a cache must have
-one owner: fairseq's search uses an incremental state linearly, never
-continuing two copies of one.
+* :func:`reorder` copies the cache, in the new beam order, into the spare
+  memory that the previous reorder released (a flat buffer kept in the
+  search's incremental state, so it is freed with the search), laid out as
+  B x H x (S + 1) x D_h: the extra step is room for the next append;
+* :func:`append` writes the next steps into that room, so the cache is
+  contiguous again; where there is no room (the first step, a block of
+  several steps, decoding without reorders) it allocates anew with ``GROWTH``
+  spare steps.
+
+The cached values are those of ``cat``/``index_select``: the same numbers,
+copied. Both functions write past the end of the view they are given, so a
+cache has one owner: fairseq's search uses an incremental state linearly,
+never continuing two copies of one.
 """
-from typing import Optional
+from typing import Optional, Tuple
 
+import torch
 from torch import Tensor
 
 # Spare steps of a new allocation: a reallocation (one copy of the cache)
@@ -35,22 +40,13 @@ GROWTH = 32
 def capacity(cache: Tensor) -> int:
     """The steps C of the allocation whose first S steps ``cache`` (B x H x S x D_h) views.
 
-    C = S for a cache that is no such view (any tensor not made by :func:`append`).
+    C = S for a cache that is no such view (any tensor not made here).
     """
     _, heads, steps, dim = cache.shape
     capacity = cache.stride(1) // dim if dim else steps
     view_of_allocation = (cache.stride(3) == 1 and cache.stride(2) == dim and cache.stride(1) == capacity * dim
-                          and cache.stride(0) == heads * capacity * dim and cache.storage_offset() == 0)
+                          and cache.stride(0) == heads * capacity * dim)
     return capacity if view_of_allocation and capacity > steps else steps
-
-
-def allocation(cache: Tensor) -> Tensor:
-    """The whole B x H x C x D_h allocation behind ``cache`` (``cache`` itself when C = S)."""
-    spare_steps = capacity(cache)
-    if spare_steps == cache.size(2):
-        return cache
-    batch, heads, _, dim = cache.shape
-    return cache.as_strided((batch, heads, spare_steps, dim), cache.stride())
 
 
 def append(cache: Optional[Tensor], steps: Tensor) -> Tensor:
@@ -67,7 +63,27 @@ def append(cache: Optional[Tensor], steps: Tensor) -> Tensor:
         if past:
             whole[:, :, :past] = cache
     else:
-        whole = allocation(cache)
+        batch, heads, _, dim = cache.shape
+        whole = cache.as_strided((batch, heads, capacity(cache), dim), cache.stride())
     extended = whole[:, :, :total]
     extended[:, :, past:] = steps
     return extended
+
+
+def reorder(cache: Tensor, order: Tensor, spare: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
+    """``cache`` in beam order ``order``, copied into ``spare`` (a flat buffer, or None) with room for one step.
+
+    Returns the reordered cache and the flat buffer of the memory it was in,
+    the spare of the next reorder.
+    """
+    _, heads, steps, dim = cache.shape
+    batch = order.numel()
+    needed = batch * heads * (steps + 1) * dim
+    if spare is None or spare.numel() < needed or spare.dtype != cache.dtype or spare.device != cache.device:
+        # Room for the next GROWTH steps' reorders.
+        spare = cache.new_empty(needed + batch * heads * GROWTH * dim)
+    whole = spare[:needed].view(batch, heads, steps + 1, dim)
+    reordered = torch.index_select(cache, 0, order, out=whole[:, :, :steps])
+    memory = cache.untyped_storage()
+    released = cache.new_empty(0).set_(memory, 0, (memory.nbytes() // cache.element_size(),))
+    return reordered, released
