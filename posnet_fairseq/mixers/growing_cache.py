@@ -23,9 +23,10 @@ the search already holds:
   spare steps.
 
 The cached values are those of ``cat``/``index_select``: the same numbers,
-copied. Both functions write past the end of the view they are given, so a
-cache has one owner: fairseq's search uses an incremental state linearly,
-never continuing two copies of one.
+copied. :func:`append` writes past the end of the view it is given and
+:func:`reorder` into memory the cache no longer uses, so a cache has one
+owner: fairseq's search uses an incremental state linearly, never
+continuing two copies of one.
 """
 from typing import Optional, Tuple
 
