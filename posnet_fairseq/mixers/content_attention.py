@@ -10,9 +10,11 @@ and 2), with two places where a position scheme plugs in:
   (``tisa.py``). Every one of them depends on the key-query distance only;
   :class:`DistanceBias` evaluates such a scheme once per distinct distance
   and gathers the Toeplitz pattern from that;
-* a **q/k transform** ``transform(x, positions)`` applied to the queries and
-  to the keys (B x H x T x d_h, with their positions) before the dot
-  product: RoPE's rotation (``rope.py``).
+* a **q/k transform** applied to the queries and to the keys (B x H x T x
+  d_h, with their positions) before the dot product: RoPE's rotation
+  (``rope.py``). It is a module with ``rotation(positions, device)``, the
+  per-position transform, computed once per call for queries and keys, and
+  ``rotate(x, rotation)``.
 
 The transform takes 0-based real positions (B x T) from the padding mask
 (sources are left-padded), or, while decoding, the decoding step (targets
@@ -126,7 +128,8 @@ class ContentAttention(Mixer):
             query_pos = self.decoding_steps(buffer, batch, length, query.device)
         if self.transform is not None:
             # Self-attention: this call's keys are its queries' tokens, at the same positions.
-            q, k = self.transform(q, query_pos), self.transform(k, query_pos)
+            rotation = self.transform.rotation(query_pos, q.device)
+            q, k = self.transform.rotate(q, rotation), self.transform.rotate(k, rotation)
         if incremental_state is None:
             key_pos = query_pos
             # Column indices: they differ from the real positions by one shift per

@@ -58,15 +58,13 @@ def append(cache: Optional[Tensor], steps: Tensor) -> Tensor:
     """
     past = 0 if cache is None else cache.size(2)
     total = past + steps.size(2)
-    if cache is None or capacity(cache) < total:
-        batch, heads, _, dim = steps.shape
-        whole = steps.new_empty(batch, heads, total + GROWTH, dim)
-        if past:
-            whole[:, :, :past] = cache
+    batch, heads, _, dim = steps.shape
+    if cache is not None and capacity(cache) >= total:
+        extended = cache.as_strided((batch, heads, total, dim), cache.stride())
     else:
-        batch, heads, _, dim = cache.shape
-        whole = cache.as_strided((batch, heads, capacity(cache), dim), cache.stride())
-    extended = whole[:, :, :total]
+        extended = steps.new_empty(batch, heads, total + GROWTH, dim)[:, :, :total]
+        if past:
+            extended[:, :, :past] = cache
     extended[:, :, past:] = steps
     return extended
 

@@ -55,14 +55,21 @@ class Rotary(nn.Module):
         exponents = torch.arange(0, self.head_dim, 2, device=device, dtype=torch.float32) / self.head_dim
         return self.base ** -exponents
 
-    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
-        angles = positions.float()[:, None, :, None] * self.frequencies(x.device)  # B x 1 x T x d/2
+    def rotation(self, positions: Tensor, device) -> Tensor:
+        """e^{i m theta_i} at the B x T positions m: B x 1 x T x d/2 complex, computed once for queries and keys."""
+        angles = positions.float()[:, None, :, None] * self.frequencies(device)
+        return torch.polar(torch.ones_like(angles), angles)
+
+    def rotate(self, x: Tensor, rotation: Tensor) -> Tensor:
+        """R^d_{Theta,m} x (Eq. 34) for B x H x T x d_h vectors, given :meth:`rotation` of their positions."""
         # Pair i as the complex number x_{2i-1} + i x_{2i}: the rotation is one
         # product with e^{i m theta_i} (the paper's Eq. 12 form of Eq. 34), with no
         # interleaving copy of the two halves.
         pairs = torch.view_as_complex(x.float().contiguous().unflatten(-1, (-1, 2)))  # B x H x T x d/2
-        rotated = pairs * torch.polar(torch.ones_like(angles), angles)
-        return torch.view_as_real(rotated).flatten(-2).to(x.dtype)
+        return torch.view_as_real(pairs * rotation).flatten(-2).to(x.dtype)
+
+    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
+        return self.rotate(x, self.rotation(positions, x.device))
 
     def extra_repr(self):
         return f"head_dim={self.head_dim}, base={self.base:g}"
