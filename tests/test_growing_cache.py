@@ -75,15 +75,8 @@ def decoder_self_mixer(name):
 
 
 def decode(mixer, x, orders):
-    """Step-by-step outputs, the state reordered before every step as beam search does (beams duplicated too)."""
-    state, outs = {}, []
-    with torch.no_grad():
-        for t in range(x.size(0)):
-            if t:
-                mixer.reorder_incremental_state(state, orders[t])
-                x = x[:, orders[t]]
-            outs.append(mixer(x[t: t + 1], x[t: t + 1], x[t: t + 1], incremental_state=state)[0])
-    return torch.cat(outs)
+    """Step-by-step outputs of one search, reordered before every step as beam search does (beams duplicated too)."""
+    return decode_interleaved(mixer, [x], [orders])[0]
 
 
 def random_orders(batch, seed):
