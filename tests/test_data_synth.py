@@ -1,12 +1,13 @@
-"""posnet_fairseq/data/synth.py: the embedded synthetic corpus (grammar, lexicon, reordering, determinism, splits)."""
+"""posnet_fairseq/data/synth.py, synth_grammar.py, synth_lexicon.py: the embedded synthetic corpus (grammar, lexicon,
+reordering, determinism, splits)."""
 import random
 import runpy
 import sys
 
 import pytest
 
-from posnet_fairseq.data import synth
-from posnet_fairseq.data.synth import NP, PP, Clause, RelClause, Sentence, render
+from posnet_fairseq.data import synth, synth_lexicon
+from posnet_fairseq.data.synth_grammar import NP, PP, Clause, RelClause, Sentence, render, sample_sentence
 
 SPLITS = ("train", "valid", "test")
 
@@ -91,7 +92,7 @@ def test_translation_is_a_function_of_the_source():
     rng = random.Random(0)
     seen = {}
     for _ in range(5000):
-        src, tgt = render(synth.sample_sentence(rng))
+        src, tgt = render(sample_sentence(rng))
         assert seen.setdefault(src, tgt) == tgt
 
 
@@ -105,10 +106,10 @@ def test_length_buckets_cover_the_lengths_evenly():
 def test_sample_sentence_with_a_fixed_number_of_clauses():
     rng = random.Random(4)
     for clauses in (1, 4, 7):
-        sentence = synth.sample_sentence(rng, clauses)
+        sentence = sample_sentence(rng, clauses)
         assert len(sentence.clauses) == clauses and len(sentence.conjunctions) == clauses - 1
     with pytest.raises(ValueError):
-        synth.sample_sentence(rng, 0)
+        sample_sentence(rng, 0)
 
 
 def test_length_stratified_test_set(tmp_path):
@@ -152,7 +153,7 @@ def test_lexicon_and_determiner_agreement_follow_the_noun_class():
     assert one_clause(NP("hat", plural=True, definite=False), "sleep") == (
         "some hats sleep .", "mas nisuras gefni ras .")
     # same source determiner and adjectives, different noun class -> different target determiner
-    for noun, (stem, vowel) in synth.NOUNS.items():
+    for noun, (stem, vowel) in synth_lexicon.NOUNS.items():
         src, tgt = one_clause(NP(noun, definite=False, adjectives=("big", "red")), "run")
         assert src.split()[:4] == ["a", "big", "red", noun]
         assert tgt.split()[:2] == ["m" + vowel, stem]
@@ -161,7 +162,7 @@ def test_lexicon_and_determiner_agreement_follow_the_noun_class():
 def test_adjectives_follow_the_noun_in_mirror_order():
     src, tgt = one_clause(NP("dog", adjectives=("big", "red")), "sleep")
     assert src == "the big red dog sleeps ."
-    assert tgt.split()[:4] == ["ko", "nuzon", synth.ADJECTIVES["red"], synth.ADJECTIVES["big"]]
+    assert tgt.split()[:4] == ["ko", "nuzon", synth_lexicon.ADJECTIVES["red"], synth_lexicon.ADJECTIVES["big"]]
 
 
 def test_prepositions_become_postpositions():
@@ -176,10 +177,10 @@ def test_verb_moves_to_the_end_of_the_clause_with_object_particle():
     assert src.split()[2] == "sees"
     assert src == "the dog sees a old cat of the kings near the blue river ."
     tgt = tgt.split()
-    assert tgt[-3:] == [synth.TRANSITIVE_VERBS["see"], "ro", "."]
-    assert synth.TRANSITIVE_VERBS["see"] not in tgt[:-3]
+    assert tgt[-3:] == [synth_lexicon.TRANSITIVE_VERBS["see"], "ro", "."]
+    assert synth_lexicon.TRANSITIVE_VERBS["see"] not in tgt[:-3]
     # the object is marked by "nu" directly after the whole object NP
-    assert tgt[tgt.index("nu") - 1] == synth.NP_PREPOSITIONS["of"]
+    assert tgt[tgt.index("nu") - 1] == synth_lexicon.NP_PREPOSITIONS["of"]
 
 
 def test_main_verb_agrees_with_a_distant_subject():
@@ -187,11 +188,11 @@ def test_main_verb_agrees_with_a_distant_subject():
     subject = NP("frog", plural=True, rc=RelClause("help", NP("tiger", adjectives=("tired",)), subject_gap=True))
     src, tgt = one_clause(subject, "keep", NP("book"), PP("behind", NP("tower")))
     assert src == "the frogs that help the tired tiger keep the book behind the tower ."
-    assert synth.NOUNS["frog"][1] == "a" and synth.NOUNS["tiger"][1] == "o"
+    assert synth_lexicon.NOUNS["frog"][1] == "a" and synth_lexicon.NOUNS["tiger"][1] == "o"
     tgt = tgt.split()
-    assert tgt[-3:] == [synth.TRANSITIVE_VERBS["keep"], "ras", "."]
+    assert tgt[-3:] == [synth_lexicon.TRANSITIVE_VERBS["keep"], "ras", "."]
     # the relative clause is verb-final too and agrees with its head noun ("frogs")
-    rc_verb = tgt.index(synth.TRANSITIVE_VERBS["help"])
+    rc_verb = tgt.index(synth_lexicon.TRANSITIVE_VERBS["help"])
     assert tgt[rc_verb - 1] == "nu" and tgt[rc_verb + 1] == "ras"
     # with a singular o-class subject the same sentence gets "ro"
     _, tgt_sg = one_clause(NP("tiger"), "keep", NP("book"))
@@ -215,14 +216,14 @@ def test_coordinated_clauses_are_translated_one_by_one():
 
 def test_generated_single_clauses_agree_with_their_subject(sample):
     # data-level check of rule 6: the subject head is the first noun form in the source
-    forms = {noun: (noun, False) for noun in synth.NOUNS}
-    forms.update({noun + "s": (noun, True) for noun in synth.NOUNS})
+    forms = {noun: (noun, False) for noun in synth_lexicon.NOUNS}
+    forms.update({noun + "s": (noun, True) for noun in synth_lexicon.NOUNS})
     checked = 0
     for src, tgt in sample:
-        if any(conj in src.split() for conj in synth.CONJUNCTIONS):
+        if any(conj in src.split() for conj in synth_lexicon.CONJUNCTIONS):
             continue
         noun, plural = next(forms[w] for w in src.split() if w in forms)
-        assert tgt.split()[-2] == "r" + synth.NOUNS[noun][1] + ("s" if plural else "")
+        assert tgt.split()[-2] == "r" + synth_lexicon.NOUNS[noun][1] + ("s" if plural else "")
         checked += 1
     assert checked > 500
 

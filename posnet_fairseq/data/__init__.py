@@ -1,6 +1,7 @@
 """Corpus tools: the synthetic corpus, cleaning, tokenisation and corpus statistics.
 
-* :mod:`.synth` - the embedded synthetic parallel corpus (``posnet-synth``)
+* :mod:`.synth` - the embedded synthetic parallel corpus (``posnet-synth``), drawn from
+  :mod:`.synth_grammar` (sentence structures, sampling, transfer rules) over :mod:`.synth_lexicon` (the words)
 * :mod:`.clean_corpus` - length and length-ratio filter (clean-corpus-n.perl)
 * :mod:`.text` - raw-text extraction and Moses tokenisation with sacremoses
 * :mod:`.length_ratio` - gamma = mean source / mean target length of a binarized training set
