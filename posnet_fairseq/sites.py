@@ -14,6 +14,11 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
 
+def _named(template: str) -> property:
+    """A name that a :class:`Site` derives from its fields: ``template`` filled in with them."""
+    return property(lambda site: template.format(**vars(site)), doc=f"``{template}`` of the site's fields")
+
+
 @dataclass(frozen=True)
 class Site:
     """One attention site: ``name`` is the key mixers register for."""
@@ -25,29 +30,15 @@ class Site:
     causal: bool  # a query sees only the keys up to its own position (decoder self-attention)
     cross: bool  # queries are target positions, keys the encoder's source positions
 
-    @property
-    def mixer_flag(self) -> str:
-        return f"--{self.stem}-mixer"
-
-    @property
-    def gating_flag(self) -> str:
-        return f"--{self.stem}-gating"
-
-    @property
-    def hc_offsets_flag(self) -> str:
-        return f"--hc-{self.short}-offsets"
-
-    @property
-    def layers_attr(self) -> str:
-        return f"{self.side}_layers"
+    mixer_flag = _named("--{stem}-mixer")
+    gating_flag = _named("--{stem}-gating")
+    hc_offsets_flag = _named("--hc-{short}-offsets")
+    layers_attr = _named("{side}_layers")
+    learned_pos_flag = _named("--{side}-learned-pos")
 
     @property
     def max_positions_flag(self) -> str:
         return "--max-source-positions" if self.side == "encoder" else "--max-target-positions"
-
-    @property
-    def learned_pos_flag(self) -> str:
-        return f"--{self.side}-learned-pos"
 
 
 SITE_LIST = (
