@@ -1,8 +1,10 @@
 """The docs stay true to the code: the flag tables in docs/ are the ones the
 declarations generate, no hand-written table lists a declared flag again,
-relative links and their anchors resolve, every architecture or mixer the docs
-name is registered and every registered architecture is documented, and the
-README stays short; tests/README.md maps every test file."""
+relative links and their anchors resolve, the mixer and preset tables are the
+ones the mechanisms' declarations (families.py) generate and list every mixer,
+every architecture or mixer the docs name is registered and every registered
+architecture is documented, and the README stays short; tests/README.md maps
+every test file."""
 import fnmatch
 import glob
 import os
@@ -11,15 +13,16 @@ import re
 import pytest
 from fairseq.models import ARCH_MODEL_INV_REGISTRY, ARCH_MODEL_REGISTRY
 
-from posnet_fairseq import flags
+from posnet_fairseq import families, flags
 from posnet_fairseq.mixers.registry import MIXERS
+from posnet_fairseq.models.architectures import SIZES
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(REPO, "README.md")
 DOCS = sorted(glob.glob(os.path.join(REPO, "docs", "*.md")))
 PAGES = [README] + DOCS
 README_MAX_LINES = 250
-SIZE_SUFFIX = r"_(?:tiny|small|base|big|iwslt|deep)"
+SIZE_SUFFIX = "_(?:" + "|".join(SIZES) + ")"
 
 
 def read(path):
@@ -36,7 +39,9 @@ def without_code_blocks(text):
 
 
 def without_generated_tables(text):
-    return re.sub(re.escape(flags.BEGIN) + r".*?" + re.escape(flags.END), "", text, flags=re.S)
+    for begin, end in ((flags.BEGIN, flags.END), (families.BEGIN, families.END)):
+        text = re.sub(re.escape(begin) + r".*?" + re.escape(end), "", text, flags=re.S)
+    return text
 
 
 def github_anchors(text):
@@ -88,6 +93,33 @@ def test_flag_tables_only_on_pages_that_declare_flags():
             assert page in flags.pages(), f"{rel(path)} has flag table markers but no flags declare page {page!r}"
 
 
+@pytest.mark.parametrize("page", families.pages())
+def test_mixer_and_preset_tables_are_the_generated_ones(page):
+    path = os.path.join(REPO, "docs", f"{page}.md")
+    assert os.path.exists(path), f"mechanisms are declared for page {page!r} but docs/{page}.md does not exist"
+    text = read(path)
+    assert families.with_table(text, page, path, MIXERS) == text, (
+        f"docs/{page}.md: the mixer and preset tables are stale; run `python -m posnet_fairseq.flags --write-docs docs`")
+
+
+def test_preset_tables_only_on_pages_that_mechanisms_name():
+    for path in DOCS:
+        page = os.path.splitext(os.path.basename(path))[0]
+        if families.BEGIN in read(path):
+            assert page in families.pages(), f"{rel(path)} has preset table markers but no mechanism names {page!r}"
+
+
+def test_every_mixer_and_preset_is_in_a_generated_table():
+    """A mixer is listed on its mechanism's page, so its module must declare the mechanism."""
+    declared = {m.module for m in families.MECHANISMS}
+    undeclared = sorted(f"{e.name} ({e.module})" for e in MIXERS.values() if e.module not in declared)
+    assert not undeclared, f"mixers whose module declares no mechanism (families.declare): {undeclared}"
+    generated = "".join(families.markdown_table(page, MIXERS) for page in families.pages())
+    missing = sorted(n for n in set(MIXERS) | set(ARCH_MODEL_INV_REGISTRY["posnet_transformer"])
+                     if f"`{n}`" not in generated)
+    assert not missing, f"mixers or presets in no generated docs table: {missing}"
+
+
 def test_no_hand_written_table_lists_a_declared_flag():
     declared = {flag.name for group in flags.GROUPS for flag in group.flags}
     for path in PAGES:
@@ -131,15 +163,11 @@ def test_architecture_names_in_the_docs_are_registered():
     assert not unknown, f"architectures named in the docs but not registered: {unknown}"
 
 
-def test_mixer_tables_name_registered_mixers_and_model_md_names_them_all():
+def test_mixer_tables_name_registered_mixers():
     for path in PAGES:
         for line, cell in table_columns(read(path), lambda h: h == "mixer"):
             for name in re.findall(r"`([^`]+)`", cell):
                 assert name in MIXERS, f"{rel(path)}:{line}: mixer `{name}` is not registered"
-    model_md = os.path.join(REPO, "docs", "model.md")
-    listed = {name for _, cell in table_columns(read(model_md), lambda h: h == "mixer")
-              for name in re.findall(r"`([^`]+)`", cell)}
-    assert not set(MIXERS) - listed, f"docs/model.md's mixer table lacks {sorted(set(MIXERS) - listed)}"
 
 
 def test_every_registered_architecture_is_documented():

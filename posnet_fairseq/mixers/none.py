@@ -32,10 +32,10 @@ class NoMixer(Mixer):
 # al.'s BASE/-SA (Tables 3 and 7), the ceiling of what a self-attention
 # mechanism can save. SH-X/-SA lives in hc_gaussian.py (it adds learned_cross).
 families.declare(
-    __name__, "no sub-layer", "hc_gaussian",
+    __name__, "no sub-layer (the -SA ablation)", "model",
     families.Family(
         "transformer_nosa", "BASE -SA: the Transformer without self-attention sub-layers (encoder and decoder)",
         {"encoder_self_mixer": "none", "decoder_self_mixer": "none"},
         {"tiny": families.TESTS, "iwslt": "You et al. Table 7 (BASE/-SA)", "base": "You et al. Table 3 (BASE/-SA)"},
-        unsuffixed_base=True, benchmark="ceiling"),
+        unsuffixed_base=True, benchmark="ceiling", page="hc_gaussian"),
 )
