@@ -22,6 +22,7 @@ README = os.path.join(REPO, "README.md")
 DOCS = sorted(glob.glob(os.path.join(REPO, "docs", "*.md")))
 PAGES = [README] + DOCS
 README_MAX_LINES = 250
+EXAMPLE_PAGE = os.path.join(REPO, "docs", "adding-a-mixer.md")  # adds the mixer window_mean
 SIZE_SUFFIX = "_(?:" + "|".join(SIZES) + ")"
 
 
@@ -147,6 +148,9 @@ def test_relative_links_and_anchors_resolve():
 def test_architecture_names_in_the_docs_are_registered():
     named = []
     for path in PAGES:
+        if path == EXAMPLE_PAGE and "window_mean" not in MIXERS:
+            # Its presets exist once the page is followed: test_adding_a_mixer.py runs this test then.
+            continue
         text = read(path)
         spans = re.findall(r"`([^`\n]+)`", without_code_blocks(text))
         code = re.findall(r"^```.*?^```", text, flags=re.S | re.M)
@@ -179,11 +183,16 @@ def test_every_registered_architecture_is_documented():
 
 
 def test_tests_readme_maps_every_test_file_and_no_other():
-    """tests/README.md names each test file (or a ``prefix_*.py`` pattern covering it) and only files that exist."""
+    """tests/README.md names each test file (or a ``prefix_*.py`` pattern covering it) and only files that exist.
+
+    A mechanism's own test, ``test_<mechanism>.py`` beside ``mixers/<mechanism>.py``, is mapped by the naming
+    rule the README states, so a new mechanism needs no edit there."""
     text = read(os.path.join(REPO, "tests", "README.md"))
+    assert "`test_<module>.py` for a mixer" in text, "tests/README.md no longer states the mixer test naming rule"
     named = set(re.findall(r"`(test_[\w*]+\.py)`", text))
     files = {os.path.basename(p) for p in glob.glob(os.path.join(REPO, "tests", "test_*.py"))}
-    unmapped = {f for f in files if not any(fnmatch.fnmatch(f, name) for name in named)}
+    mixers = {f"test_{os.path.basename(p)}" for p in glob.glob(os.path.join(REPO, "posnet_fairseq", "mixers", "*.py"))}
+    unmapped = {f for f in files - mixers if not any(fnmatch.fnmatch(f, name) for name in named)}
     stale = {name for name in named if not any(fnmatch.fnmatch(f, name) for f in files)}
     assert not unmapped, f"tests/README.md does not say what these test: {sorted(unmapped)}"
     assert not stale, f"tests/README.md names test files that do not exist: {sorted(stale)}"
