@@ -564,22 +564,9 @@ class ARPosNet(PositionAttention):
 # of Table 6. The block imports what it needs itself, so that it stays one
 # piece at the end of the module.
 from .. import families  # noqa: E402
-from ..sites import SITE_LIST, dest, spec_items  # noqa: E402
-from .registry import MIXERS  # noqa: E402
+from .gating import gated_where_mixer_of  # noqa: E402
 
-
-def _gating_follows_mixer(site):
-    def gating(args):
-        posnet_mixers = {entry.name for entry in MIXERS.values() if entry.module == __name__}
-        names = spec_items(getattr(args, dest(site.mixer_flag)))
-        switches = ["on" if name in posnet_mixers else "off" for name in names]
-        # One value for a uniform site, so that the spec fits any layer count.
-        return switches[0] if len(set(switches)) == 1 else ",".join(switches)
-
-    return gating
-
-
-_GATING_FOLLOWS_MIXERS = {dest(site.gating_flag): _gating_follows_mixer(site) for site in SITE_LIST}
+_GATING_FOLLOWS_MIXERS = gated_where_mixer_of(__name__)
 _SIZES = {"tiny": families.TESTS, "small": "PosNet Table 3 (small De-En)"}
 families.declare(
     __name__, "PosNet position-based attention", "posnet",
