@@ -24,12 +24,14 @@ mixer of its own lives with fairseq's own attention (``mha.py``: the
 Transformer and NoPE); one that only removes sub-layers lives in ``none.py``
 (``transformer_nosa``).
 
-This module is a low layer: it imports nothing of the package, so mixers may
-declare families without knowing the model.
+This module is a low layer (it imports only ``sites``), so mixers may declare
+families without knowing the model.
 """
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterator, List, Mapping, NamedTuple, Optional
+
+from .sites import SITES
 
 TESTS = "no paper table: tests and the quick start"
 NO_TABLE = "no paper table: the position schemes beside the papers' mechanisms"
@@ -152,7 +154,7 @@ def markdown_table(page: str, mixers) -> str:
         lines = [f"**{mechanism.title}**", ""]
         if own:
             lines += ["| mixer | sites | what |", "|---|---|---|"]
-            lines += [f"| `{e.name}` | {', '.join(sorted(e.sites))} | {e.doc.replace('|', '/')} |" for e in own]
+            lines += [f"| `{e.name}` | {', '.join(s for s in SITES if s in e.sites)} | {e.doc.replace('|', '/')} |" for e in own]
             lines.append("")
         for family in listed:
             lines += [f"`{family.prefix}`: {family.what}.", "", "| architecture | size | reproduces |",
