@@ -7,7 +7,8 @@ defaults (:func:`set_defaults`), the typed, validated options a mixer reads
 every value converted and checked, an error naming the flag, the value and
 what is allowed) and the flag tables of the docs (:func:`markdown_table`,
 written into ``docs/<page>.md`` by ``python -m posnet_fairseq.flags
---write-docs docs``; a test fails when a table is stale).
+--write-docs docs``, which writes the mechanisms' mixer and preset tables
+(``families.py``) as well; a test fails when a table is stale).
 
 fairseq parses model flags with ``argument_default=SUPPRESS`` and applies the
 architecture function afterwards (also when a checkpoint is loaded), so the
@@ -249,18 +250,24 @@ def with_table(text: str, page: str, path: str) -> str:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description="Write the generated flag tables into docs/<page>.md.")
+    parser = argparse.ArgumentParser(description="Write the generated flag tables, and the mixer and preset tables "
+                                                 "of the mechanisms (families.py), into docs/<page>.md.")
     parser.add_argument("--write-docs", metavar="DIR", required=True, help="the docs directory")
     args = parser.parse_args(argv)
     # The package's own copy of this module holds the declarations (this file
     # may be running as __main__); importing the package registers them all.
+    from posnet_fairseq import families
     from posnet_fairseq import flags as declared
+    from posnet_fairseq.mixers.registry import MIXERS
 
-    for page in declared.pages():
+    tables = [(page, declared.with_table) for page in declared.pages()]
+    tables += [(page, lambda text, page, path: families.with_table(text, page, path, MIXERS))
+               for page in families.pages()]
+    for page, write in tables:
         path = os.path.join(args.write_docs, f"{page}.md")
         with open(path) as f:
             text = f.read()
-        new = declared.with_table(text, page, path)
+        new = write(text, page, path)
         if new != text:
             with open(path, "w") as f:
                 f.write(new)

@@ -1,115 +1,135 @@
-"""docs/adding-a-mixer.md, followed: its mixer file is written into the package and registered, its
-preset is registered and built, and the model passes the mixer contract checks; everything is
-unregistered afterwards, so the rest of the suite sees the package as it is."""
-import argparse
-import importlib.util
+"""docs/adding-a-mixer.md, followed in a copy of the repository: its files are written, its commands run,
+exactly the files its table lists change, and there the docs checks, the architecture tests, the mixer
+contract and the new mixer's own test pass. A missing or wrong step (a file, a declaration, a regeneration)
+fails one of them; the package under test is never touched."""
+import hashlib
 import os
 import re
+import shlex
+import shutil
+import subprocess
 import sys
 
 import pytest
-import torch
-from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_INV_REGISTRY, ARCH_MODEL_REGISTRY, \
-    register_model_architecture
 
-from fairseq_testing import (
-    build_model, check_beam_reordering, check_finite_at_longest_length, check_incremental_equals_teacher_forced,
-    check_padding_invariance,
-)
-from posnet_fairseq import flags
-from posnet_fairseq.evaluation.tables import TABLES
-from posnet_fairseq.mixers.gating import GatedMixer
-from posnet_fairseq.mixers.registry import MIXERS
-from posnet_fairseq.models import architectures
-
-DOC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "adding-a-mixer.md")
-ATOL = 1e-5
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOC = os.path.join(REPO, "docs", "adding-a-mixer.md")
+COPIED = ("README.md", "docs", "posnet_fairseq", "recipes", "tests")
+STEP = "# in the repository root"
 
 
-def code_block(first_line):
-    """The python code block of the page that starts with ``first_line`` (a path comment)."""
+def page():
     with open(DOC) as f:
-        blocks = re.findall(r"^```python\n(.*?)^```", f.read(), flags=re.S | re.M)
-    matching = [b for b in blocks if b.startswith(first_line + "\n")]
-    assert len(matching) == 1, f"docs/adding-a-mixer.md has {len(matching)} code blocks starting {first_line!r}"
-    return matching[0]
+        return f.read()
+
+
+def blocks(language):
+    return re.findall(rf"^```{language}\n(.*?)^```", page(), flags=re.S | re.M)
+
+
+def listed_files():
+    """The files of the page's table under "## The four files"."""
+    section = page().split("## The four files", 1)[1].split("\n## ", 1)[0]
+    return sorted(re.findall(r"^\| `([^`]+)` \|", section, flags=re.M))
+
+
+def tree_digest(root):
+    digests = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                digests[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
+    return digests
+
+
+def add_table_row(copy, block):
+    """A ``<!-- PATH: a row at the end of the table under "HEADING" -->`` block: its rows go there."""
+    header, *rows = block.strip("\n").split("\n")
+    match = re.fullmatch(r'<!-- (\S+): a row at the end of the table under "(.+)" -->', header)
+    assert match, f"docs/adding-a-mixer.md: a markdown block starts with {header!r}, not a row's place"
+    path, heading = os.path.join(copy, match.group(1)), match.group(2)
+    with open(path) as f:
+        lines = f.read().split("\n")
+    start = lines.index(heading)
+    first = next(i for i in range(start, len(lines)) if lines[i].startswith("|"))
+    end = next(i for i in range(first, len(lines)) if not lines[i].startswith("|"))
+    lines[end:end] = rows
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+
+
+def run(copy, command):
+    env = dict(os.environ, PYTHONPATH=copy, OMP_NUM_THREADS="1")
+    return subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")
-def example(tmp_path_factory):
-    """The page's mixer module (registered) and preset (registered with fairseq); both removed afterwards."""
-    path = tmp_path_factory.mktemp("mixer") / "window_mean.py"
-    path.write_text(code_block("# posnet_fairseq/mixers/window_mean.py"))
-    groups, name = list(flags.GROUPS), "posnet_fairseq.mixers.window_mean"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    namespace = dict(vars(architectures))
-    try:
-        spec.loader.exec_module(module)
-        exec(code_block("# posnet_fairseq/models/architectures.py"), namespace)
-        preset = namespace["PRESET"]
-        register_model_architecture("posnet_transformer", preset.name)(preset)
-        yield module, preset
-    finally:
-        MIXERS.pop("window_mean", None)
-        flags.GROUPS[:] = groups
-        sys.modules.pop(name, None)
-        if "PRESET" in namespace:
-            arch = namespace["PRESET"].name
-            ARCH_MODEL_REGISTRY.pop(arch, None)
-            ARCH_CONFIG_REGISTRY.pop(arch, None)
-            if arch in ARCH_MODEL_INV_REGISTRY["posnet_transformer"]:
-                ARCH_MODEL_INV_REGISTRY["posnet_transformer"].remove(arch)
+def followed(tmp_path_factory):
+    """The copy of the repository after every step of the page, and the files that changed."""
+    copy = str(tmp_path_factory.mktemp("repository"))
+    for name in COPIED:
+        source, target = os.path.join(REPO, name), os.path.join(copy, name)
+        if os.path.isdir(source):
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, target)
+    before = tree_digest(copy)
+    for block in blocks("python"):
+        path = block.split("\n", 1)[0].removeprefix("# ")
+        assert not os.path.exists(os.path.join(copy, path)), f"the page's {path} exists already"
+        with open(os.path.join(copy, path), "w") as f:
+            f.write(block)
+    for block in blocks("markdown"):
+        add_table_row(copy, block)
+    for block in (b for b in blocks("bash") if b.startswith(STEP + "\n")):
+        for line in block.splitlines()[1:]:
+            command = shlex.split(line)
+            assert command[0] == "python", f"docs/adding-a-mixer.md: a step runs {line!r}, not python"
+            done = run(copy, [sys.executable, *command[1:]])
+            assert done.returncode == 0, f"{line}:\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
+    after = tree_digest(copy)
+    changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+    return copy, changed
 
 
-def test_the_mixer_registers_at_its_sites_with_its_variant(example):
-    module, _ = example
-    entry = MIXERS["window_mean"]
-    assert entry.sites == {"encoder_self", "decoder_self"} and entry.variants == {"k0": {"window_mean_size": 0}}
-    assert entry.build == module.WindowMean.build
+def test_the_page_lists_exactly_the_files_its_steps_change(followed):
+    _, changed = followed
+    assert changed == listed_files()
+    assert len(changed) <= 4
 
 
-@pytest.mark.parametrize("extra", [[], ["--window-mean-size", "0"], ["--decoder-self-gating", "on"]],
-                         ids=["preset", "k0", "gated"])
-def test_the_preset_builds_the_mixer_and_passes_the_contract(example, extra):
-    module, preset = example
-    model, task = build_model(extra, arch=preset.name)
-    d = task.source_dictionary
-    for layers in (model.encoder.layers, model.decoder.layers):
-        mixers = [m.mixer if isinstance(m, GatedMixer) else m for m in (layer.self_attn for layer in layers)]
-        assert all(isinstance(m, module.WindowMean) for m in mixers)
-    assert mixers[0].window == (0 if extra[:1] == ["--window-mean-size"] else 2) and mixers[0].causal
-    assert isinstance(model.decoder.layers[0].self_attn, GatedMixer) == (extra[:1] == ["--decoder-self-gating"])
-    check_padding_invariance(model, d, ATOL)
-    check_incremental_equals_teacher_forced(model, d, ATOL)
-    check_beam_reordering(model, d, ATOL)
-    check_finite_at_longest_length(model, d, "decoder_self")
+def test_the_snapshot_gains_the_new_presets_and_keeps_every_other(followed):
+    import json
+
+    copy, _ = followed
+    with open(os.path.join(REPO, "tests", "architectures_resolved.json")) as f:
+        old = json.load(f)
+    with open(os.path.join(copy, "tests", "architectures_resolved.json")) as f:
+        new = json.load(f)
+    added = sorted(set(new["architectures"]) - set(old["architectures"]))
+    assert added == ["window_mean_transformer_base", "window_mean_transformer_tiny"]
+    assert new["architectures"]["window_mean_transformer_tiny"]["encoder_self_mixer"] == "window_mean"
+    assert {k: new["architectures"][k] for k in old["architectures"]} == old["architectures"]
+    assert {k: v for k, v in new.items() if k != "architectures"} == {k: v for k, v in old.items()
+                                                                       if k != "architectures"}
 
 
-def test_the_mixer_computes_the_windowed_mean(example):
-    module, _ = example
-    mixer = module.WindowMean(4, 2, window=1, causal=False).eval()
-    x = torch.randn(5, 1, 4, generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        out = mixer(x, x, x)[0]
-        v = mixer.v_proj(x)
-        expected = torch.stack([v[max(n - 1, 0): n + 2].mean(dim=0) for n in range(5)])
-        torch.testing.assert_close(out, mixer.out_proj(expected), atol=1e-6, rtol=0)
-
-
-def test_its_flag_is_typed_checked_in_the_help_and_in_a_generated_table(example):
-    module, _ = example
-    with pytest.raises(ValueError, match="--window-mean-size -1: must be an integer >= 0"):
-        build_model(["--window-mean-size", "-1"], arch=example[1].name)
-    assert module.FLAGS.options(argparse.Namespace()).window_mean_size == 2
-    table = flags.markdown_table("adding-a-mixer")
-    assert "| `--window-mean-size K` | 2 | window_mean: keys within K positions of the query are averaged |" in table
-
-
-def test_the_table_row_fits_the_paper_tables():
-    row = {}
-    exec(code_block("# posnet_fairseq/evaluation/tables.py"), row)
-    key, label = row["ROW"]
-    assert key == "window_mean" and label
-    assert "posnet-table2" in TABLES and all(len(r) == 2 for r in TABLES["posnet-table2"].rows)
+def test_the_docs_architecture_contract_and_own_tests_pass_on_the_result(followed):
+    copy, _ = followed
+    done = run(copy, [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider",
+                      "tests/test_docs.py", "tests/test_architectures.py", "tests/test_mixer_contract.py",
+                      "tests/test_window_mean.py",
+                      "-k", "(not test_mixer_contract or window_mean) and not presets_train_with_default_flags"])
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    passed = [line.split()[0] for line in done.stdout.splitlines() if line.endswith("PASSED") or " PASSED " in line]
+    new = [node for node in passed if "window_mean" in node]
+    # The contract at both of its sites, with and without its variant; its presets pinned; its own tests.
+    for case in ("encoder_self-default", "encoder_self-k0", "decoder_self-default", "decoder_self-k0"):
+        assert sum(f"[window_mean-{case}" in node for node in new) >= 5, (case, new)
+    for name in ("window_mean_transformer_tiny", "window_mean_transformer_base"):
+        assert f"tests/test_architectures.py::test_every_architecture_resolves_as_pinned[{name}]" in new
+    assert sum(node.startswith("tests/test_window_mean.py::") for node in new) == 3
+    assert any(node.startswith("tests/test_docs.py::test_mixer_and_preset_tables_are_the_generated_ones[position")
+               for node in passed)

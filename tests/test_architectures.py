@@ -1,8 +1,9 @@
 """The named architectures: the full list of names, and what each one resolves to.
 
-Users' commands and checkpoints name architectures, so the list is pinned
-literally: removing or renaming one must be a deliberate edit here. The
-resolved arguments are pinned by ``architectures_resolved.json``: for every
+The names come from the mechanisms' family declarations (families.py). Users'
+commands and checkpoints name architectures, so the list is pinned by the
+snapshot ``architectures_resolved.json``: removing or renaming one, or adding
+one, must be a deliberate rewrite of it. It pins, for every
 architecture (and a few with flags that interact with a preset) the plugin's
 flags that differ from their declared default and the size fields that differ
 from ``posnet_transformer_base``. After a deliberate change, rewrite it with
@@ -17,48 +18,13 @@ import torch
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_INV_REGISTRY
 
 from fairseq_testing import build_model, parse_train_args, train_and_generate, write_synthetic_data_bin
-from posnet_fairseq import flags
+from posnet_fairseq import families, flags
+from posnet_fairseq.models.architectures import SIZES
 
 FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "architectures_resolved.json")
 
-NAMES = [
-    "aan", "aan_big", "aan_deep", "aan_plus_avg", "aan_plus_avg_big", "aan_plus_avg_deep", "aan_plus_avg_tiny",
-    "aan_plus_far", "aan_plus_far_big", "aan_plus_far_deep", "aan_plus_far_tiny", "aan_plus_ner", "aan_plus_ner_big",
-    "aan_plus_ner_deep", "aan_plus_ner_tiny", "aan_plus_wet", "aan_plus_wet_big", "aan_plus_wet_deep",
-    "aan_plus_wet_tiny", "aan_tiny",
-    "alibi_transformer_base", "alibi_transformer_big", "alibi_transformer_small", "alibi_transformer_tiny",
-    "aposnet_transformer_base", "aposnet_transformer_big", "aposnet_transformer_small", "aposnet_transformer_tiny",
-    "fouriernet_transformer_base", "fouriernet_transformer_big", "fouriernet_transformer_small",
-    "fouriernet_transformer_tiny",
-    "glinearnet_transformer_base", "glinearnet_transformer_big", "glinearnet_transformer_small",
-    "glinearnet_transformer_tiny",
-    "hc_gaussian", "hc_gaussian_all", "hc_gaussian_all_iwslt", "hc_gaussian_all_tiny", "hc_gaussian_iwslt",
-    "hc_gaussian_shx", "hc_gaussian_shx_iwslt", "hc_gaussian_shx_nosa", "hc_gaussian_shx_nosa_iwslt",
-    "hc_gaussian_shx_nosa_tiny", "hc_gaussian_shx_tiny", "hc_gaussian_tiny",
-    "kerple_transformer_base", "kerple_transformer_big", "kerple_transformer_small", "kerple_transformer_tiny",
-    "lightconv_apptek_gated_transformer_base", "lightconv_apptek_gated_transformer_big",
-    "lightconv_apptek_gated_transformer_small", "lightconv_apptek_gated_transformer_tiny",
-    "lightconv_apptek_global_transformer_base", "lightconv_apptek_global_transformer_big",
-    "lightconv_apptek_global_transformer_small", "lightconv_apptek_global_transformer_tiny",
-    "lightconv_apptek_transformer_base", "lightconv_apptek_transformer_big", "lightconv_apptek_transformer_small",
-    "lightconv_apptek_transformer_tiny",
-    "linear_attention", "linear_attention_big", "linear_attention_deep", "linear_attention_tiny",
-    "linearnet_transformer_base", "linearnet_transformer_big", "linearnet_transformer_small",
-    "linearnet_transformer_tiny",
-    "nope_transformer_base", "nope_transformer_big", "nope_transformer_small", "nope_transformer_tiny",
-    "posnet_transformer", "posnet_transformer_base", "posnet_transformer_big", "posnet_transformer_small",
-    "posnet_transformer_tiny",
-    "relattn_transformer_base", "relattn_transformer_big", "relattn_transformer_small", "relattn_transformer_tiny",
-    "rope_transformer_base", "rope_transformer_big", "rope_transformer_small", "rope_transformer_tiny",
-    "rposnet_transformer_base", "rposnet_transformer_big", "rposnet_transformer_small", "rposnet_transformer_tiny",
-    "shaw_transformer_base", "shaw_transformer_big", "shaw_transformer_small", "shaw_transformer_tiny",
-    "ssru", "ssru_big", "ssru_deep", "ssru_tiny",
-    "t5bias_transformer_base", "t5bias_transformer_big", "t5bias_transformer_small", "t5bias_transformer_tiny",
-    "tisa_nope_transformer_base", "tisa_nope_transformer_big", "tisa_nope_transformer_small",
-    "tisa_nope_transformer_tiny",
-    "tisa_transformer_base", "tisa_transformer_big", "tisa_transformer_small", "tisa_transformer_tiny",
-    "transformer_nosa", "transformer_nosa_iwslt", "transformer_nosa_tiny",
-]
+# The names the mechanisms declare (posnet_fairseq/families.py), generated; the snapshot pins them.
+NAMES = sorted(preset.name for preset in families.presets())
 
 # Flags that a preset reads or derives from: each case pins the interaction.
 CASES = [
@@ -111,21 +77,23 @@ def current():
     }
 
 
-def test_the_registered_names_are_exactly_these():
-    assert sorted(ARCH_MODEL_INV_REGISTRY["posnet_transformer"]) == NAMES
-
-
-def test_a_name_ends_with_its_size():
-    sizes = {"tiny", "small", "base", "big", "deep", "iwslt"}
-    for name in NAMES:
-        suffix = name.rsplit("_", 1)[-1]
-        assert ARCH_CONFIG_REGISTRY[name].size.name == (suffix if suffix in sizes else "base"), name
-
-
 @pytest.fixture(scope="module")
 def pinned():
     with open(FIXTURE) as f:
         return json.load(f)
+
+
+def test_the_registered_names_are_the_declared_and_the_pinned_ones(pinned):
+    assert sorted(ARCH_MODEL_INV_REGISTRY["posnet_transformer"]) == NAMES
+    assert NAMES == sorted(pinned["architectures"]), (
+        "the declared names differ from the snapshot: after a deliberate change, "
+        "run python tests/test_architectures.py --write-fixture and review the diff")
+
+
+def test_a_name_ends_with_its_size():
+    for name in NAMES:
+        suffix = name.rsplit("_", 1)[-1]
+        assert ARCH_CONFIG_REGISTRY[name].size.name == (suffix if suffix in SIZES else "base"), name
 
 
 def test_base_sizes_are_unchanged(pinned):

@@ -17,17 +17,13 @@ Transformer in the same run and prints ratios against it):
 :mod:`.decode_speed`, :mod:`.train_speed`, :mod:`.memory`.
 """
 
+from ..families import benchmark_families
+
 # One preset per mechanism family, without the size suffix (:func:`resolve`
-# adds it): the Transformer first (the baseline), the -SA ceiling, then the
-# families of the four papers, then the position schemes of content attention.
-FAMILIES = (
-    "transformer", "transformer_nosa", "rposnet_transformer", "aposnet_transformer", "shaw_transformer",
-    "relattn_transformer", "glinearnet_transformer", "fouriernet_transformer", "lightconv_apptek_transformer",
-    "hc_gaussian", "hc_gaussian_shx", "aan_plus_avg", "aan_plus_ner", "aan_plus_far", "aan_plus_wet", "ssru",
-    "linear_attention", "tisa_transformer", "rope_transformer", "alibi_transformer", "t5bias_transformer",
-    "kerple_transformer", "nope_transformer",
-)
-ALIASES = {"transformer": "posnet_transformer"}
+# adds it), as the mechanisms declare them (families.py): the Transformer
+# first (the baseline), the -SA ceiling, then one family per mechanism.
+FAMILIES = tuple(family.short or family.prefix for family in benchmark_families())
+ALIASES = {family.short: family.prefix for family in benchmark_families() if family.short}
 
 
 def resolve(name, size):

@@ -55,7 +55,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .. import flags
+from .. import families, flags
 from .attention import autocast_off, real_positions
 from .base import Mixer
 from .registry import register_mixer
@@ -272,3 +272,41 @@ class AverageAttention(Mixer):
     def extra_repr(self):
         return (f"patterns={','.join(self.patterns)}, alpha={self.alpha}, beta={self.beta}, gamma={self.gamma}, "
                 f"activation={self.activation}, ffn={self.ffn is not None}")
+
+
+# The presets (families.py): the aan mixer in every decoder self-attention;
+# the base size has no suffix, as in the AAN+ paper. Pattern combinations
+# (Table 6) and activations (Table 5) are flags: --aan-patterns ner,far,
+# --aan-activation relu.
+def _aan_plus(pattern, formula, tables, benchmark="mechanism"):
+    return families.Family(
+        f"aan_plus_{pattern}", f"AAN+ with {pattern.upper()} ({formula}), gate, no FFN",
+        {"decoder_self_mixer": "aan", "aan_patterns": pattern, "aan_ffn": False},
+        {"tiny": families.TESTS, "base": tables, "deep": f"AAN+ Table 4 (deep, {pattern.upper()})",
+         "big": f"AAN+ Table 4 (big, {pattern.upper()})"},
+        unsuffixed_base=True, benchmark=benchmark)
+
+
+def baseline_family(prefix, mixer, label, what):
+    """The presets of a baseline of the AAN+ paper (SSRU, linear attention): ``mixer`` in every decoder
+    self-attention, at the paper's sizes."""
+    return families.Family(
+        prefix, what, {"decoder_self_mixer": mixer},
+        {"tiny": families.TESTS, "base": f"AAN+ Tables 2 and 7 ({label})", "deep": f"AAN+ Table 4 (deep, {label})",
+         "big": f"AAN+ Table 4 (big, {label})"},
+        unsuffixed_base=True, benchmark="mechanism")
+
+
+families.declare(
+    __name__, "AAN and AAN+ average attention", "aan",
+    families.Family(
+        "aan", "the 2018 AAN (AAN+ Eq. 2): AVG + FFN + gate",
+        {"decoder_self_mixer": "aan", "aan_patterns": "avg", "aan_ffn": True},
+        {"tiny": families.TESTS, "base": "the 2018 AAN (AAN+ Eq. 2): in no AAN+ table; a reference row of recipes/aan",
+         "deep": "the 2018 AAN at AAN+ Table 4's deep size", "big": "the 2018 AAN at AAN+ Table 4's big size"},
+        unsuffixed_base=True),
+    _aan_plus("avg", "the plain cumulative average", "AAN+ Tables 2, 6 (and its combinations) and 7 (AVG)"),
+    _aan_plus("ner", "exp(alpha k)", "AAN+ Tables 2, 6 and 7 (NER); Table 5 with --aan-activation"),
+    _aan_plus("far", "exp(-beta k)", "AAN+ Tables 2, 6 and 7 (FAR)"),
+    _aan_plus("wet", "exp(gamma U z_k)", "AAN+ Tables 2, 6 and 7 (WET); Table 5 with --aan-activation"),
+)

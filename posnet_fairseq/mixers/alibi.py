@@ -26,8 +26,13 @@ from typing import List
 import torch
 from torch import Tensor
 
+from .. import families
 from .registry import register_mixer
-from .content_attention import ContentAttention, DistanceBias
+from .content_attention import ContentAttention, DistanceBias, scheme_family
+
+# Its presets (families.py): the scheme in every self-attention, at every size.
+families.declare(__name__, "ALiBi", "position-schemes", scheme_family(
+    "alibi_transformer", "alibi", "ALiBi in every self-attention, no position embeddings"))
 
 
 def alibi_slopes(num_heads: int) -> List[float]:

@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .. import families
 from .attention import masked_softmax, real_positions
 from .base import Mixer
 
@@ -201,3 +202,14 @@ class ContentAttention(Mixer):
         probs = masked_softmax(logits, invalid)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
         return torch.matmul(dropped.to(v.dtype), v), probs
+
+
+def scheme_family(prefix, mixer, what):
+    """The presets of a position scheme on content attention (families.py): the scheme in every
+    self-attention instead of the token position embeddings, as in the schemes' papers; cross attention
+    stays MHA (no distance between a target and a source position; T5 uses no bias there)."""
+    return families.Family(
+        prefix, what,
+        {"encoder_self_mixer": mixer, "decoder_self_mixer": mixer, "no_token_positional_embeddings": True},
+        {"tiny": families.TESTS, "small": families.NO_TABLE, "base": families.NO_TABLE, "big": families.NO_TABLE},
+        benchmark="mechanism")

@@ -62,7 +62,7 @@ from .. import flags
 from ..sites import SITE_LIST, dest, per_layer, spec_items
 from .base import Mixer
 from .norms import LAYER_NORMS, layer_norm
-from .registry import register_site_wrapper
+from .registry import MIXERS, register_site_wrapper
 from .none import NoMixer
 
 VALUE_ACTS = ("none", "gelu", "glu", "sigmoid")
@@ -218,3 +218,20 @@ def gate_site(module, ctx):
     # A plugin mixer projects its value argument; at a self-attention site that is the query.
     fuse = isinstance(module, Mixer) and not ctx.site.cross
     return gate_module(module, ctx.args, ctx.site.gating_flag, fuse=fuse)
+
+
+def gated_where_mixer_of(module):
+    """Preset settings (families.py): unless ``--{site}-gating`` is given, a layer is gated exactly when
+    its mixer is one that ``module`` registers (PosNet's presets: the gating follows the mixers, so a
+    changed mixer flag changes its gating with it)."""
+
+    def follows(site):
+        def gating(args):
+            gated = {entry.name for entry in MIXERS.values() if entry.module == module}
+            switches = ["on" if name in gated else "off" for name in spec_items(getattr(args, dest(site.mixer_flag)))]
+            # One value for a uniform site, so that the spec fits any layer count.
+            return switches[0] if len(set(switches)) == 1 else ",".join(switches)
+
+        return gating
+
+    return {dest(site.gating_flag): follows(site) for site in SITE_LIST}

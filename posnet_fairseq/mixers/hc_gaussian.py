@@ -47,8 +47,8 @@ import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 from torch import Tensor, nn
 
-from .. import flags
-from ..sites import SITE_LIST, dest, per_layer, spec_items
+from .. import families, flags
+from ..sites import SITE_LIST, dest, layer_indices, per_layer, spec_items
 from .attention import real_positions
 from .base import Mixer
 from .registry import register_mixer
@@ -347,3 +347,43 @@ def learned_cross_heads(ctx):
                          f"embedding dimension {ctx.embed_dim}")
     return MultiheadAttention(ctx.embed_dim, heads, kdim=ctx.kdim, vdim=ctx.kdim, dropout=ctx.dropout,
                               encoder_decoder_attention=True)
+
+
+# The presets (families.py); the base size (the paper's WMT setting) has no
+# suffix. HC-SA: hard-coded self-attention; HC-ALL: hard-coded cross
+# attention as well; SH-X: HC-SA with one learned cross head (dim D) in the
+# last decoder layer only; -SA: no self-attention sub-layers. The conv /
+# index variants (Table 5) and -FF (Table 3) are flags: --hc-kernel
+# conv|index, --no-encoder-ffn --no-decoder-ffn.
+def _learned_cross_layers(args):
+    """SH-X's per-layer --cross-mixer: learned_cross in the layers that
+    --learned-cross-layers names (default: the last one), no cross attention elsewhere."""
+    chosen = layer_indices("--learned-cross-layers", args.learned_cross_layers, args.decoder_layers)
+    return ",".join("learned_cross" if i in chosen else "none" for i in range(args.decoder_layers))
+
+
+_HC_SA = {"encoder_self_mixer": "hc_gaussian", "decoder_self_mixer": "hc_gaussian"}
+families.declare(
+    __name__, "hard-coded Gaussian attention", "hc_gaussian",
+    families.Family(
+        "hc_gaussian", "HC-SA: hard-coded encoder and decoder self-attention, learned cross attention", _HC_SA,
+        {"tiny": families.TESTS, "iwslt": "You et al. Tables 2 (small datasets), 5 (En-De), 6 and 7 (HC-SA)",
+         "base": "You et al. Tables 2 (large datasets), 3 and 5 (En-Ro) (HC-SA)"},
+        unsuffixed_base=True, benchmark="mechanism"),
+    families.Family(
+        "hc_gaussian_all", "HC-ALL: hard-coded cross attention as well", {**_HC_SA, "cross_mixer": "hc_gaussian_cross"},
+        {"tiny": families.TESTS, "iwslt": "You et al. Table 2 (small datasets, HC-ALL)",
+         "base": "You et al. Table 2 (large datasets, HC-ALL)"},
+        unsuffixed_base=True),
+    families.Family(
+        "hc_gaussian_shx", "SH-X: HC-SA with a single learned cross head (dim D) in the last decoder layer and no "
+        "cross attention elsewhere", {**_HC_SA, "cross_mixer": _learned_cross_layers},
+        {"tiny": families.TESTS, "iwslt": "You et al. Table 2 (small datasets) and Table 7 (SH-X)",
+         "base": "You et al. Table 2 (large datasets) and Table 3 (SH-X)"},
+        unsuffixed_base=True, benchmark="mechanism"),
+    families.Family(
+        "hc_gaussian_shx_nosa", "SH-X -SA: SH-X's cross attention and no self-attention sub-layers",
+        {"encoder_self_mixer": "none", "decoder_self_mixer": "none", "cross_mixer": _learned_cross_layers},
+        {"tiny": families.TESTS, "iwslt": "You et al. Table 7 (SH-X/-SA)", "base": "You et al. Table 3 (SH-X/-SA)"},
+        unsuffixed_base=True),
+)

@@ -23,10 +23,15 @@ every query-key pair, with an MLP per layer.
 import torch
 from torch import Tensor, nn
 
+from .. import families
 from .registry import register_mixer
-from .content_attention import ContentAttention, DistanceBias
+from .content_attention import ContentAttention, DistanceBias, scheme_family
 
 FLOOR = 0.01  # the authors' eps: r_1, r_2 >= 0.01
+
+# Its presets (families.py): the scheme in every self-attention, at every size.
+families.declare(__name__, "KERPLE (log)", "position-schemes", scheme_family(
+    "kerple_transformer", "kerple", "KERPLE's log kernel in every self-attention, no position embeddings"))
 
 
 class KerpleLogBias(DistanceBias):

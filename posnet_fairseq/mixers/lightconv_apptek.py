@@ -143,3 +143,31 @@ class AppTekLightConv(Mixer):
             for t in range(v.size(2))], dim=2)
         self._set_input_buffer(incremental_state, buffer)
         return self.merge_heads(out), None
+
+
+# ----- the presets (families.py) -----
+# Table 5 one step at a time: window +-16 at every size (AppTek's
+# configurations), then + GeLU gating, then + global context. fairseq's
+# sinusoids are kept (the notes do not say whether AppTek's LightConv models
+# add them). The block imports what it needs itself, so that it stays one
+# piece at the end of the module.
+from .. import families  # noqa: E402
+
+_LIGHTCONV = {"encoder_self_mixer": "lightconv_apptek", "decoder_self_mixer": "lightconv_apptek",
+              "lightconv_max_relative": 16}
+_GATED = {**_LIGHTCONV, "encoder_self_gating": "on", "decoder_self_gating": "on"}
+_SMALL, _BIG = "the PosNet paper's small size (in no table)", "the PosNet paper's big size (in no table)"
+families.declare(
+    __name__, "AppTek light convolution", "posnet",
+    families.Family("lightconv_apptek_transformer", "light convolution (+-16) in encoder and decoder "
+                    "self-attention (Table 5 \"Light Convolution\")", _LIGHTCONV,
+                    {"tiny": families.TESTS, "small": _SMALL, "base": "PosNet Tables 2 and 5 (Light Convolution)",
+                     "big": _BIG}, benchmark="mechanism"),
+    families.Family("lightconv_apptek_gated_transformer", "+ GeLU gating at both self sites (Table 5 \"+ GeLU "
+                    "gating\")", _GATED,
+                    {"tiny": families.TESTS, "small": _SMALL, "base": "PosNet Table 5 (+ GeLU gating)", "big": _BIG}),
+    families.Family("lightconv_apptek_global_transformer", "gated + global context (Table 5 \"+ global context\")",
+                    {**_GATED, "lightconv_global_context": True},
+                    {"tiny": families.TESTS, "small": _SMALL, "base": "PosNet Table 5 (+ global context)",
+                     "big": _BIG}),
+)

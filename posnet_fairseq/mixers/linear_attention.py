@@ -47,7 +47,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .aan import safe_divide
+from .. import families
+from .aan import baseline_family, safe_divide
 from .attention import autocast_off
 from .base import Mixer
 from .registry import register_mixer
@@ -147,3 +148,8 @@ class LinearAttention(Mixer):
                     buffer["S"], buffer["z"] = state
                     self._set_input_buffer(incremental_state, buffer)
         return self.merge_heads(out.to(query.dtype)), None
+
+# The presets (families.py): the AAN+ paper's baseline; its base size has no suffix, as in that paper.
+families.declare(__name__, "linear attention", "aan-baselines", baseline_family(
+    "linear_attention", "linear_attention", "linear attention",
+    "linear attention (Katharopoulos et al., 2020) in every decoder self-attention"))

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import flags
+from .. import families, flags
 from ..sites import dest
 from .base import Mixer
 from .registry import register_mixer
@@ -106,3 +106,27 @@ class LinearNetAttention(Mixer):
         weights = F.dropout(weights, self.dropout, self.training).to(v.dtype).transpose(0, 1)  # B x H x T x S
         out = self.merge_heads(torch.matmul(weights, v))
         return out, self.fairseq_weights(weights, v.dtype, need_weights, need_head_weights)
+
+
+# The presets (families.py): LinearNet in the encoder and decoder
+# self-attention, a 128 x 128 table per head (the paper's maximum sentence
+# length); gLinearNet adds the gating of Eq. 4. The presets carry their limit:
+# --max-source- and --max-target-positions default to the table's length, so
+# they train with fairseq's default flags; a larger explicit value is refused
+# at model build.
+def _table_length(args):
+    return args.linearnet_max_length
+
+
+_LINEARNET = {"encoder_self_mixer": "linearnet", "decoder_self_mixer": "linearnet", "linearnet_max_length": 128,
+             "max_source_positions": _table_length, "max_target_positions": _table_length}
+_SIZES = {"tiny": families.TESTS, "small": "the PosNet paper's small size (in no table)",
+          "base": "PosNet Tables 2 and 6", "big": "the PosNet paper's big size (in no table)"}
+families.declare(
+    __name__, "LinearNet", "posnet",
+    families.Family("linearnet_transformer", "LinearNet in encoder and decoder self-attention, N = 128 (base: 61.8M "
+                    "in the paper, 61.77M here)", _LINEARNET, _SIZES),
+    families.Family("glinearnet_transformer", "the same with gating at both self sites (65.0M; 64.93M here)",
+                    {**_LINEARNET, "encoder_self_gating": "on", "decoder_self_gating": "on"}, _SIZES,
+                    benchmark="mechanism"),
+)

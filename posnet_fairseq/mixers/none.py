@@ -7,6 +7,7 @@ builds the decoder layer without a cross-attention sub-layer at all (SH-X
 keeps cross attention in chosen layers only), so ``build`` is never called
 there.
 """
+from .. import families
 from ..sites import SITES
 from .base import Mixer
 from .registry import register_mixer
@@ -25,3 +26,16 @@ class NoMixer(Mixer):
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
         return query.new_zeros(query.shape), None
+
+
+# The Transformer without self-attention sub-layers (families.py): You et
+# al.'s BASE/-SA (Tables 3 and 7), the ceiling of what a self-attention
+# mechanism can save. SH-X/-SA lives in hc_gaussian.py (it adds learned_cross).
+families.declare(
+    __name__, "no sub-layer (the -SA ablation)", "model",
+    families.Family(
+        "transformer_nosa", "BASE -SA: the Transformer without self-attention sub-layers (encoder and decoder)",
+        {"encoder_self_mixer": "none", "decoder_self_mixer": "none"},
+        {"tiny": families.TESTS, "iwslt": "You et al. Table 7 (BASE/-SA)", "base": "You et al. Table 3 (BASE/-SA)"},
+        unsuffixed_base=True, benchmark="ceiling", page="hc_gaussian"),
+)

@@ -546,3 +546,40 @@ class ARPosNet(PositionAttention):
 
     NAME = "arposnet"
     ENERGIES = ("a", "r")
+
+
+# ----- the presets (families.py) -----
+# aPosNet / rPosNet as in the paper (Table 2, and its authors'
+# configurations): PosNet in the encoder and decoder self-attention, MHA in
+# cross-attention, GeLU gating (Eq. 4) on, K = 16 (big: K = 8, section 5.2).
+# rPosNet uses learned absolute position embeddings (its queries are that
+# table, LayerNorm'd); aPosNet keeps fairseq's sinusoids.
+#
+# Gating follows the mixers: unless --{site}-gating is given, a layer is gated
+# exactly when its mixer is one of this module's. So the placement rows of
+# Table 4 are one flag away (--arch rposnet_transformer_base
+# --encoder-self-mixer mha: ungated MHA encoder, gated rPosNet decoder;
+# --cross-mixer rposnet: gated rPosNet cross-attention), and
+# --encoder-self-gating off --decoder-self-gating off gives the ungated rows
+# of Table 6. The block imports what it needs itself, so that it stays one
+# piece at the end of the module.
+from .. import families  # noqa: E402
+from .gating import gated_where_mixer_of  # noqa: E402
+
+_GATING_FOLLOWS_MIXERS = gated_where_mixer_of(__name__)
+_SIZES = {"tiny": families.TESTS, "small": "PosNet Table 3 (small De-En)"}
+families.declare(
+    __name__, "PosNet position-based attention", "posnet",
+    families.Family("rposnet_transformer", "gated rPosNet in encoder and decoder self-attention, MHA "
+                    "cross-attention, learned positions, K = 16 (big: K = 8)",
+                    {"encoder_self_mixer": "rposnet", "decoder_self_mixer": "rposnet", "encoder_learned_pos": True,
+                     "decoder_learned_pos": True, **_GATING_FOLLOWS_MIXERS, "posnet_max_relative": 16},
+                    {**_SIZES, "base": "PosNet Tables 2, 4, 5 and 6",
+                     "big": "PosNet Table 3 (big En-De), K = 8 (section 5.2)"},
+                    at_size={"big": {"posnet_max_relative": 8}}, benchmark="mechanism"),
+    families.Family("aposnet_transformer", "the same with gated aPosNet and fairseq's sinusoids",
+                    {"encoder_self_mixer": "aposnet", "decoder_self_mixer": "aposnet", **_GATING_FOLLOWS_MIXERS,
+                     "posnet_max_relative": 16},
+                    {**_SIZES, "base": "PosNet Tables 2 and 6", "big": "PosNet Table 3 (big En-De)"},
+                    at_size={"big": {"posnet_max_relative": 8}}, benchmark="mechanism"),
+)

@@ -89,6 +89,8 @@ class MixerEntry:
     variants: Dict[str, dict] = field(default_factory=dict)
     uses_length_ratio: bool = False
     doc: str = ""
+    # The module that registers it: its mechanism (families.Mechanism.module), whose docs page lists it.
+    module: str = ""
 
 
 MIXERS: Dict[str, MixerEntry] = {}
@@ -114,7 +116,7 @@ def register_mixer(name, sites, variants=None, uses_length_ratio=False):
         build = obj.build if inspect.isclass(obj) else obj
         doc = (obj.__doc__ or "").strip().splitlines()
         MIXERS[name] = MixerEntry(name, build, frozenset(sites), dict(variants or {}), uses_length_ratio,
-                                  doc[0] if doc else "")
+                                  doc[0] if doc else "", obj.__module__)
         return obj
 
     return decorate

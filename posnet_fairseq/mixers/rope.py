@@ -28,9 +28,9 @@ there is no shared position axis for Eq. 16 to measure.
 import torch
 from torch import Tensor, nn
 
-from .. import flags
+from .. import families, flags
 from .registry import register_mixer
-from .content_attention import ContentAttention
+from .content_attention import ContentAttention, scheme_family
 
 FLAGS = flags.declare(
     "RoPE (rotary position embedding)", "position-schemes",
@@ -38,6 +38,10 @@ FLAGS = flags.declare(
                "(RoFormer Eq. 15)", type=float, metavar="BASE",
                check=lambda base: None if base > 1 else "must be greater than 1"),
 )
+
+# Its presets (families.py): the scheme in every self-attention, at every size.
+families.declare(__name__, "RoPE", "position-schemes", scheme_family(
+    "rope_transformer", "rope", "RoPE in every self-attention, no position embeddings"))
 
 
 class Rotary(nn.Module):

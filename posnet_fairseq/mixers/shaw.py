@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import flags
+from .. import families, flags
 from .attention import masked_softmax
 from .base import Mixer
 from .registry import register_mixer
@@ -185,3 +185,26 @@ class RelativeAttention(ShawRelativeAttention):
     """Relative attention (PosNet paper, Table 6): content queries x relative keys only, no W_K."""
 
     CONTENT_KEYS = False
+
+
+# The presets (families.py): Shaw et al.'s relative attention and "relative
+# attention" (content queries x relative keys, no W_K), K = 16 (big: K = 8),
+# as the PosNet paper's baseline, without absolute position embeddings (Shaw
+# et al. and the PosNet baseline: use_pos_embed False); to keep fairseq's
+# sinusoids, use --arch posnet_transformer_<size> --encoder-self-mixer shaw
+# --decoder-self-mixer shaw.
+def _relative(mixer):
+    return {"encoder_self_mixer": mixer, "decoder_self_mixer": mixer, "no_token_positional_embeddings": True,
+            "relative_max_distance": 16}
+
+
+_SIZES = {"tiny": families.TESTS, "small": "PosNet Table 3 (small De-En)", "base": "PosNet Table 2",
+                "big": "PosNet Table 3 (big En-De), K = 8"}
+families.declare(
+    __name__, "Shaw et al. (2018) relative attention, relative-only attention", "posnet",
+    families.Family("shaw_transformer", "Shaw et al., K = 16 (big: K = 8; base: Table 2, big: Table 3)",
+                    _relative("shaw"), _SIZES, at_size={"big": {"relative_max_distance": 8}},
+                    benchmark="mechanism"),
+    families.Family("relattn_transformer", "the same with `relattn` (Table 6)", _relative("relattn"), _SIZES,
+                    at_size={"big": {"relative_max_distance": 8}}, benchmark="mechanism"),
+)

@@ -46,6 +46,8 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from .. import families
+from .aan import baseline_family
 from .base import Mixer
 from .registry import register_mixer
 
@@ -110,3 +112,7 @@ class SSRU(Mixer):
             buffer["cell"] = cell[-1]  # B x C: the whole decoding state of this layer
             self._set_input_buffer(incremental_state, buffer)
         return torch.relu(cell).to(query.dtype), None
+
+# The presets (families.py): the AAN+ paper's baseline; its base size has no suffix, as in that paper.
+families.declare(__name__, "SSRU", "aan-baselines", baseline_family(
+    "ssru", "ssru", "SSRU", "SSRU (Kim et al., 2019) in every decoder self-attention"))

@@ -30,9 +30,9 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .. import flags
+from .. import families, flags
 from .registry import register_mixer
-from .content_attention import ContentAttention, DistanceBias
+from .content_attention import ContentAttention, DistanceBias, scheme_family
 
 FLAGS = flags.declare(
     "T5 relative position bias", "position-schemes",
@@ -42,6 +42,10 @@ FLAGS = flags.declare(
     flags.Flag("--t5-bias-max-distance", 128, "t5_bias: distances from here on share the last bucket",
                type=int, metavar="M", check=flags.positive_integer),
 )
+
+# Its presets (families.py): the scheme in every self-attention, at every size.
+families.declare(__name__, "T5 relative bias", "position-schemes", scheme_family(
+    "t5bias_transformer", "t5_bias", "T5's bucketed bias in every self-attention, no position embeddings"))
 
 
 def t5_buckets(distances: Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> Tensor:

@@ -38,7 +38,7 @@ used here is f(j - i), hence c_here = -c_code - 1 (a and b unchanged), see
 import torch
 from torch import Tensor, nn
 
-from .. import flags
+from .. import families, flags
 from .content_attention import ContentAttention, DistanceBias
 from .registry import register_mixer
 from .shaw import ShawRelativeAttention
@@ -151,3 +151,26 @@ def tisa_shaw_attention(ctx):
     """Shaw et al.'s relative attention plus TISA's positional scores on its logits (Eq. 4)."""
     # S = 0 leaves the hook empty: plain Shaw attention.
     return ShawRelativeAttention.build(ctx, logit_bias=build_scorer(ctx))
+
+
+# The presets (families.py): TISA in every self-attention, mode (a) beside
+# the sinusoids, mode (b) instead of them (with --tisa-kernels 0: no position
+# information at all but the decoder's causal mask). Cross attention stays
+# MHA (no relative distance between a target and a source position). The
+# paper evaluates on GLUE, not translation: the presets serve recipes/tisa/mt.sh.
+_TISA = {"encoder_self_mixer": "tisa", "decoder_self_mixer": "tisa"}
+families.declare(
+    __name__, "translation-invariant self-attention", "tisa",
+    families.Family(
+        "tisa_transformer", "mode (a): TISA beside the sinusoidal (or, with `--encoder-learned-pos "
+        "--decoder-learned-pos`, learned) position embeddings in every encoder and decoder self-attention", _TISA,
+        {"tiny": families.TESTS, "small": "no paper table: recipes/tisa/mt.sh (small, mode a)",
+         "base": "no paper table: recipes/tisa/mt.sh (base, mode a)", "big": "no paper table: the big size of mode a"},
+        benchmark="mechanism"),
+    families.Family(
+        "tisa_nope_transformer", "mode (b): TISA instead of position embeddings; `tisa_nope_transformer_base "
+        "--tisa-kernels 0` is the S = 0 bag-of-words baseline", {**_TISA, "no_token_positional_embeddings": True},
+        {"tiny": families.TESTS, "small": "no paper table: recipes/tisa/mt.sh (small, mode b and S = 0)",
+         "base": "no paper table: recipes/tisa/mt.sh (base, mode b and S = 0)",
+         "big": "no paper table: the big size of mode b"}),
+)

@@ -31,7 +31,7 @@ from torch import nn
 from .. import flags
 from ..data.length_ratio import length_ratio_from_task
 from ..mixers.base import Mixer
-from ..mixers.registry import MIXERS, MixerContext, build_site_mixer, lookup_mixer, mixers_for_site
+from ..mixers.registry import MIXERS, MixerContext, build_site_mixer, lookup_mixer
 from ..sites import SITE, SITE_LIST, dest, per_layer
 from .ds_init import depth_scaled_init
 
@@ -40,9 +40,10 @@ logger = logging.getLogger(__name__)
 
 FLAGS = flags.declare(
     "posnet_transformer: mixers per site", "model",
+    # The help names no mixer: each mechanism's docs page lists its own (families.py), so a new
+    # mechanism changes no page but its own; an unknown name's error lists the site's mixers.
     *(flags.Flag(site.mixer_flag, "mha", f"{site.name.replace('_', ' ')} mixer, one name or one per layer "
-                 f"({', '.join(mixers_for_site(site.name))})" + ("; 'none' removes the sub-layer"
-                                                                  if site.cross else ""),
+                 "(the mixers: docs/model.md#mixers)" + ("; 'none' removes the sub-layer" if site.cross else ""),
                  metavar="SPEC") for site in SITE_LIST),
     flags.Flag("--length-ratio", None, "length ratio gamma = mean source / mean target length for cross-attention "
                "mixers", type=float, metavar="GAMMA", check=flags.positive_number,
