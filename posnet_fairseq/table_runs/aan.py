@@ -19,7 +19,9 @@ every weight matrix of layer l drawn from U(+-sqrt(6/(d_in+d_out))/sqrt(l)) (alp
 posnet_fairseq/models/ds_init.py). METEOR: nltk's (see posnet_fairseq/evaluation/meteor.py), not
 meteor-1.5.
 """
-from .table import Settings, Table, col, flags, rows_and_runs, run, scores
+from dataclasses import replace
+
+from .table import Settings, Table, col, flags, rows_and_runs, run, scores, with_value
 
 EN_DE, EN_FR = "wmt14_en_de_bpe32k", "wmt14_en_fr_bpe32k"  # 32K merges (section 6.1), table_runs/datasets.py
 
@@ -70,6 +72,7 @@ NOTE = ("AAN+ paper: case-sensitive tokenized BLEU (multi-bleu.perl) and meteor-
         "on the machine that ran each row (comparable only when all rows ran on one machine).")
 _AGAINST_TRANSFORMER = {row: "transformer" for row, _ in ROWS}
 
+
 # Table 5: the WET rows with Relu and Square (marked † in the paper) train with gradient-norm clipping at 1.0.
 def _activation(act, name):
     clip = flags("--clip-norm 1.0") if act != "exp" else ()
@@ -87,8 +90,7 @@ _T6 = [("transformer", "Transformer Baseline", TRANSFORMER)] + [
     for patterns in ("avg", "far", "ner", "wet", "far,ner", "avg,ner", "ner,wet", "far,ner,wet", "avg,far,ner",
                      "avg,far,ner,wet")]
 # Figure 8: alpha (NER), beta (FAR), gamma (WET) "from 0.1 to 0.5 with a step size of 0.1", 100K updates.
-_F8_SETTINGS = Settings(tuple("100000" if BASE.train[i - 1] == "--max-update" else f
-                              for i, f in enumerate(BASE.train)), BASE.gen, BASE.avg, BASE.tokens, BASE.eval)
+_F8_SETTINGS = replace(BASE, train=with_value(BASE.train, "--max-update", "100000"))
 _F8 = [(f"{pattern}_{name}_{v}", f"{pattern.upper()}, {name} = {v}",
         ("--arch", f"aan_plus_{pattern}", f"--aan-{name}", v))
        for pattern, name in (("ner", "alpha"), ("far", "beta"), ("wet", "gamma"))

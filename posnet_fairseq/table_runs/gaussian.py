@@ -26,7 +26,7 @@ Both: sigma 1 and the heads' offsets (the presets); gamma = mean source / mean t
 """
 from dataclasses import replace
 
-from .table import Settings, Table, col, flags, rows_and_runs, run
+from .table import Settings, Table, col, flags, rows_and_runs, run, with_value
 
 EN_RO, EN_DE, EN_FR, DE_EN = "wmt16_en_ro", "wmt14_en_de_bpe32k", "wmt14_en_fr_epcc", "iwslt14_de_en"
 
@@ -73,7 +73,7 @@ def _speed(size, dataset):
     return _rows(size, dataset, [("base", None), ("hc_sa", _arch("hc_gaussian", size)),
                                  ("sh_x", _arch("hc_gaussian_shx", size)), ("base_nosa", _arch("transformer_nosa", size)),
                                  ("sh_x_nosa", _arch("hc_gaussian_shx_nosa", size))],
-                 replace(settings, gen=settings.gen[:-1] + ("256",)))
+                 replace(settings, gen=with_value(settings.gen, "--batch-size", "256")))
 
 
 def _kernels(size, dataset):

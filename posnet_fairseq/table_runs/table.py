@@ -17,6 +17,12 @@ def flags(text):
     return tuple(text.split())
 
 
+def with_value(words, flag, value):
+    """``words`` with ``flag``'s value replaced where it stands (the flag stays written once)."""
+    i = words.index(flag) + 1
+    return words[:i] + (value,) + words[i + 1:]
+
+
 @dataclass(frozen=True)
 class Column:
     key: str
