@@ -71,7 +71,8 @@ def _speed(size, dataset):
     """Tables 3 and 7: decoded in batches of 256 (section 5)."""
     settings = SIZES[size][2]
     return _rows(size, dataset, [("base", None), ("hc_sa", _arch("hc_gaussian", size)),
-                                 ("sh_x", _arch("hc_gaussian_shx", size)), ("base_nosa", _arch("transformer_nosa", size)),
+                                 ("sh_x", _arch("hc_gaussian_shx", size)),
+                                 ("base_nosa", _arch("transformer_nosa", size)),
                                  ("sh_x_nosa", _arch("hc_gaussian_shx_nosa", size))],
                  replace(settings, gen=with_value(settings.gen, "--batch-size", "256")))
 
@@ -156,10 +157,12 @@ TABLES = [
                     "IWSLT14 De-En is our stand-in.", "tokens/batch (the paper's third column, a memory benchmark this "
                     "recipe does not run): BASE 14.1k, HC-SA 15.1k, SH-X 16k, BASE/-SA 16.1k, SH-X/-SA 17k."]),
     Table("gaussian-figure3", "Hard-coded Gaussian paper, Figure 3: BLEU on WMT16 En-Ro with and without "
-          "feed-forward layers, by depth", _EN_RO_BLEU, *_depths(), notes=["The figure's points are not in the text; it gives the gaps at 4 layers: BASE - BASE/-FF "
-                            "1.8, HC-SA - HC-SA/-FF 3.2 BLEU."]),
+          "feed-forward layers, by depth", _EN_RO_BLEU, *_depths(),
+          notes=["The figure's points are not in the text; it gives the gaps at 4 layers: BASE - BASE/-FF 1.8, "
+                 "HC-SA - HC-SA/-FF 3.2 BLEU."]),
     Table("gaussian-figure7", "Hard-coded Gaussian paper, Figure 7: more learned cross heads, in one layer or across "
-          "layers (WMT16 En-Ro, IWSLT size)", _EN_RO_BLEU, *_cross_heads(), notes=["The figure's points are not in the text: heads spread over layers beat heads added to one layer."],
+          "layers (WMT16 En-Ro, IWSLT size)", _EN_RO_BLEU, *_cross_heads(),
+          notes=["The figure's points are not in the text: heads spread over layers beat heads added to one layer."],
           # --micro: a width that 3 heads divide (the micro default, 16, does not).
           micro_flags=flags("--encoder-embed-dim 24 --decoder-embed-dim 24")),
 ]
