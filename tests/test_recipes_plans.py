@@ -5,72 +5,23 @@ this process with fairseq's own parser (``options.parse_args_and_arch``) and
 the plugin imported, so an architecture, mixer or flag that does not exist
 fails here, naming the row - the recipe refuses to start in that case too.
 """
+import glob
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
 
 import pytest
 
-from posnet_fairseq.evaluation import evaluate, tables
-from posnet_fairseq.table_runs import plancheck
+from posnet_fairseq.evaluation import evaluate
+from posnet_fairseq.table_runs import aan, plancheck, posnet
+from posnet_fairseq.table_runs.papers import TABLES
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPTS = {
-    "posnet-table2": "posnet/table2.sh", "posnet-table3": "posnet/table3.sh", "posnet-table4": "posnet/table4.sh",
-    "posnet-table5": "posnet/table5.sh", "posnet-table6": "posnet/table6.sh",
-    "aan-table2": "aan/table2.sh", "aan-table4": "aan/table4.sh", "aan-table5": "aan/table5.sh",
-    "aan-table6": "aan/table6.sh", "aan-table7": "aan/table7.sh", "aan-figure8": "aan/figure8.sh",
-    "aan-figure9": "aan/figure9.sh", "gaussian-table2": "gaussian/table2.sh", "gaussian-table3": "gaussian/table3.sh",
-    "gaussian-table5": "gaussian/table5.sh", "gaussian-table7": "gaussian/table7.sh",
-    "gaussian-figure3": "gaussian/figure3.sh", "gaussian-figure7": "gaussian/figure7.sh", "tisa-mt": "tisa/mt.sh",
-}
-
-# The rows of each table as the paper prints them (shared/papers/), top to bottom, and the datasets the
-# rows run on here. PosNet Table 4: (enc-self, dec-self, dec-cross) use rPosNet (✓) or multi-head attention.
-# A figure's rows are the curves its caption and text name, at each x-axis value.
-_POSNET = ["Transformer", "Shaw et al. (2018)", "FourierNet", "GaussianNet", "LinearNet", "LightConv", "gLinearNet",
-           "aPosNet", "rPosNet"]
-_AAN = ["Transformer", "SSRU", "Linear Attention", "AAN+ w/ AVG", "AAN+ w/ FAR", "AAN+ w/ NER", "AAN+ w/ WET"]
-_HC_SPEED = ["BASE", "HC-SA", "SH-X", "BASE/-SA", "SH-X/-SA"]  # You et al. Tables 3 and 7
-# The datasets as each paper prepared them: PosNet Table 1 (44k En-De, ~46k En-Fr vocabularies), AAN+ section 6.1
-# (32K merges for every task).
-PN_DE, PN_FR, AAN_DE, AAN_FR = "wmt14_en_de_bpe44k", "wmt14_en_fr_bpe40k", "wmt14_en_de_bpe32k", "wmt14_en_fr_bpe32k"
-PAPER_ROWS = {
-    "posnet-table2": (_POSNET, {PN_DE, PN_FR, "wmt18_en_zh"}),
-    "posnet-table3": (_POSNET, {PN_DE, "iwslt14_de_en"}),
-    "posnet-table4": (["✗ ✗ ✗", "✓ ✗ ✗", "✗ ✓ ✗", "✗ ✗ ✓", "✓ ✓ ✗", "✓ ✗ ✓", "✗ ✓ ✓", "✓ ✓ ✓"], {PN_DE}),
-    "posnet-table5": (["Light Convolution", "+ GLU [LightConv]", "+ GeLU Gating", "+ Global Context", "rPosNet"],
-                      {"wmt18_en_zh"}),
-    "posnet-table6": ([f"{m} {g}" for m in ("Transformer", "Shaw et al. (2018)", "Rel. Self-Attention", "aPosNet",
-                                            "rPosNet") for g in "✗✓"], {PN_DE}),
-    "aan-table2": (_AAN, {AAN_DE}),
-    "aan-table4": ([f"{r} ({size})" for size in ("deep", "big") for r in _AAN], {AAN_DE}),
-    "aan-table5": (["Transformer", "exp: AAN+ w/ NER", "exp: AAN+ w/ WET", "Relu: AAN+ w/ NER", "Relu: AAN+ w/ WET †",
-                    "Square: AAN+ w/ NER", "Square: AAN+ w/ WET †"], {AAN_DE}),
-    "aan-table6": (["Transformer Baseline", "AVG", "FAR", "NER", "WET", "FAR + NER", "AVG + NER", "NER + WET",
-                    "FAR + NER + WET", "AVG + FAR + NER", "AVG + FAR + NER + WET"], {AAN_DE}),
-    "aan-table7": (_AAN, {AAN_FR}),
-    # Figure 8: alpha (NER), beta (FAR), gamma (WET) "from 0.1 to 0.5 with a step size of 0.1"
-    "aan-figure8": ([f"{p}, {h} = {v}" for p, h in (("NER", "alpha"), ("FAR", "beta"), ("WET", "gamma"))
-                     for v in ("0.1", "0.2", "0.3", "0.4", "0.5")], {AAN_DE}),
-    # Figure 9: the SAN baseline and the four patterns by encoder depth (1 to 6: the depths are ours)
-    "aan-figure9": ([f"{m}, {n} encoder layer{'s' if n > 1 else ''}" for n in range(1, 7)
-                     for m in ("Transformer", "AAN+ w/ AVG", "AAN+ w/ FAR", "AAN+ w/ NER", "AAN+ w/ WET")], {AAN_DE}),
-    "gaussian-table2": (["BASE", "HC-SA", "HC-ALL", "SH-X"], {"wmt16_en_ro", AAN_DE, "wmt14_en_fr_epcc", "iwslt14_de_en"}),
-    "gaussian-table3": (_HC_SPEED, {"wmt16_en_ro"}),
-    "gaussian-table5": (["Original", "Conv (window=3)", "Indexing"], {"wmt16_en_ro", "iwslt14_de_en"}),
-    "gaussian-table7": (_HC_SPEED, {"iwslt14_de_en"}),
-    # Figure 3: "BASE, BASE/-FF, HC-SA and HC-SA/-FF" by number of layers (1 to 6: the depths are ours)
-    "gaussian-figure3": ([f"{m}, {n} layer{'s' if n > 1 else ''}" for n in range(1, 7)
-                          for m in ("BASE", "BASE/-FF", "HC-SA", "HC-SA/-FF")], {"wmt16_en_ro"}),
-    "gaussian-figure7": (["1 head (SH-X)"] + [f"{n} heads in the last layer" for n in (2, 3, 4)] +
-                         [f"1 head in each of the last {n} layers" for n in (2, 3, 4)], {"wmt16_en_ro"}),
-    "tisa-mt": (["Transformer", "TISA (a): beside position embeddings", "TISA (b): instead of position embeddings",
-                 "S=0: no position information"], {PN_DE, "iwslt14_de_en"}),
-}
+# A table's recipe is recipes/<paper>/<the rest of its name>.sh: posnet-table2 -> recipes/posnet/table2.sh.
+SCRIPTS = {name: "{}/{}.sh".format(*name.split("-", 1)) for name in TABLES}
+PN_DE, AAN_DE = posnet.EN_DE, aan.EN_DE
 
 
 def dry_run(tmp_path, script, *args, check=True, gpus="1"):
@@ -85,40 +36,47 @@ def dry_run(tmp_path, script, *args, check=True, gpus="1"):
 
 
 def test_every_table_has_a_script():
-    assert set(SCRIPTS) == set(tables.TABLES) == set(PAPER_ROWS)
+    recipes = os.path.join(REPO, "recipes")
+    scripts = {os.path.relpath(p, recipes) for p in glob.glob(os.path.join(recipes, "*", "*.sh"))
+               if os.path.basename(os.path.dirname(p)) not in ("lib", "data")}
+    assert scripts == set(SCRIPTS.values())
 
 
 @pytest.mark.parametrize("table", sorted(SCRIPTS))
-def test_rows_are_the_papers(table, tmp_path):
-    """The table's rows, in order, are the paper's; the script runs each of them on each of the table's datasets."""
-    labels, datasets = PAPER_ROWS[table]
-    assert [label for _, label in tables.TABLES[table].rows] == labels
-    plan = dry_run(tmp_path, SCRIPTS[table]).stdout
-    planned = re.findall(r"^# row (\S+) (\S+)$", plan, flags=re.M)
-    keys = [key for key, _ in tables.TABLES[table].rows]
+def test_the_plan_runs_the_declared_rows(table, tmp_path):
+    """The plan trains the declared runs in their order, each once; every row on each of the table's datasets
+    (Table 3's settings and the TISA sizes)."""
+    commands = plancheck.train_commands(dry_run(tmp_path, SCRIPTS[table]).stdout)
+    planned = [(c.row, c.dataset) for c in commands]
+    assert planned == [(r.row, r.dataset) for r in TABLES[table].runs]
     assert len(planned) == len(set(planned)), "a row is planned twice"
-    assert {ds for _, ds in planned} == datasets
-    for ds in datasets:
-        # Table 3's settings and the TISA sizes: every row on each dataset
+    for run, (_, _, argv) in zip(TABLES[table].runs, commands):
+        # the declared flags, word for word, but --max-tokens: the plan's is per GPU (see the batch test)
+        start = argv.index("--save-dir") + 2
+        trained = argv[start:start + len(run.flags)]
+        tokens = run.flags.index("--max-tokens") + 1
+        assert trained[:tokens] + trained[tokens + 1:] == list(run.flags[:tokens] + run.flags[tokens + 1:]), run.row
+    keys = [key for key, _ in TABLES[table].rows]
+    for ds in {ds for _, ds in planned}:
         assert [r for r, d in planned if d == ds] == keys, ds
 
 
 @pytest.mark.parametrize("table", sorted(SCRIPTS))
 def test_dry_run_plan_parses(table, tmp_path):
     plan = dry_run(tmp_path, SCRIPTS[table]).stdout
-    rows = re.findall(r"^# row (\S+) (\S+)$", plan, flags=re.M)
+    commands = plancheck.train_commands(plan)
+    rows = [(c.row, c.dataset) for c in commands]
     # the script's rows and the table layout agree
-    assert {r for r, _ in rows} == {k for k, _ in tables.TABLES[table].rows}
-    for col in tables.TABLES[table].columns:
+    assert {r for r, _ in rows} == {k for k, _ in TABLES[table].rows}
+    for col in TABLES[table].columns:
         # a column runs here exactly when a row of the plan is on its dataset
         assert any(ds == col.dataset for _, ds in rows) == col.ours, col
-    # one training, averaging, generation and evaluation per row and test set
-    commands = plancheck.train_commands(plan)
-    assert len(commands) == len(rows)
+    # one averaging, generation and evaluation per row and test set
+    assert plan.count("# row ") == len(rows)
     assert plan.count("-m posnet_fairseq.cli.average_checkpoints ") == len(rows)
     assert plan.count("fairseq-generate ") == plan.count("evaluation.evaluate ") >= len(rows)
     assert f"evaluation.tables collect {table} " in plan
-    for _, argv in commands:
+    for _, _, argv in commands:
         for flag in ("--arch", "--max-update", "--update-freq", "--warmup-updates", "--lr", "--criterion",
                      "--save-interval-updates", "--skip-invalid-size-inputs-valid-test"):
             assert flag in argv, (flag, argv)
@@ -134,7 +92,7 @@ def test_dry_run_plan_parses(table, tmp_path):
 
 
 def _train_argv(plan, row):
-    return dict(plancheck.train_commands(plan))[row]
+    return {c.row: c.argv for c in plancheck.train_commands(plan)}[row]
 
 
 def _flag(argv, flag):
@@ -185,7 +143,7 @@ def test_two_node_plan_uses_torchrun_and_only_node_zero_evaluates(tmp_path):
 
 def test_cpu_processes_plan(tmp_path):
     plan = dry_run(tmp_path, "tisa/mt.sh", "--cpu-procs", "2", "--rows", "tisa_a").stdout
-    assert re.findall(r"^# row (\S+)", plan, flags=re.M) == ["tisa_a", "tisa_a"]
+    assert [c.row for c in plancheck.train_commands(plan)] == ["tisa_a", "tisa_a"]
     line = next(l for l in plan.splitlines() if "table_runs.launch" in l)
     assert "--procs 2 -- fairseq-train" in line
     for flag in ("--cpu", "--distributed-backend gloo", "--distributed-no-spawn", "--ddp-backend legacy_ddp",
@@ -195,8 +153,8 @@ def test_cpu_processes_plan(tmp_path):
 
 def test_datasets_option_selects_columns(tmp_path):
     plan = dry_run(tmp_path, "posnet/table2.sh", "--datasets", "wmt18_en_zh").stdout
-    rows = re.findall(r"^# row (\S+) (\S+)$", plan, flags=re.M)
-    assert rows and {ds for _, ds in rows} == {"wmt18_en_zh"}
+    commands = plancheck.train_commands(plan)
+    assert commands and {c.dataset for c in commands} == {"wmt18_en_zh"}
     proc = dry_run(tmp_path, "posnet/table2.sh", "--datasets", "wmt99_xx_yy", check=False)
     assert proc.returncode != 0 and "--datasets: no row of posnet-table2 is on wmt99_xx_yy" in proc.stderr
 
@@ -252,14 +210,18 @@ _VOCAB = {PN_DE: (43672,), "iwslt14_de_en": (10170,), "wmt18_en_zh": (32000, 450
 _SIZES = {"base": {"d": 512, "h": 8, "k": 16}, "big": {"d": 1024, "h": 16, "k": 8}}
 
 
+def _declared(table):
+    """{(row, dataset): fairseq-train argv} as the table declares them (the plan trains these flags: see
+    test_the_plan_runs_the_declared_rows)."""
+    return {(r.row, r.dataset): ["data-bin", *r.flags] for r in TABLES[table].runs}
+
+
 @pytest.mark.parametrize("table", ["posnet-table2", "posnet-table3", "posnet-table5", "posnet-table6"])
-def test_posnet_rows_have_the_papers_parameter_counts(table, tmp_path):
-    plan = dry_run(tmp_path, SCRIPTS[table]).stdout
-    planned = dict(((r, ds), argv) for (r, argv), (_, ds) in zip(plancheck.train_commands(plan),
-                                                                  re.findall(r"^# row (\S+) (\S+)$", plan, flags=re.M)))
+def test_posnet_rows_have_the_papers_parameter_counts(table):
+    planned = _declared(table)
     checked = 0
-    for col in (c for c in tables.TABLES[table].columns if c.metric == "params"):
-        for row, figure in ((r, cells[col.key]) for r, cells in tables.PAPER[table].items() if col.key in cells):
+    for col in (c for c in TABLES[table].columns if c.metric == "params"):
+        for row, figure in ((r, cells[col.key]) for r, cells in TABLES[table].figures.items() if col.key in cells):
             argv = planned[row, col.dataset]
             arch = argv[argv.index("--arch") + 1]
             size = _SIZES["big" if arch.endswith("_big") else "base"]
@@ -268,20 +230,18 @@ def test_posnet_rows_have_the_papers_parameter_counts(table, tmp_path):
             tolerance = 0.1 if "." in figure else 1.0
             assert abs(ours - paper) <= tolerance, f"{table} {row} on {col.dataset}: {ours:.2f}M, paper {figure}"
             checked += 1
-    assert checked == sum(len(cells) for cells in
-                          ({k: v for k, v in c.items() if k.endswith(":params")} for c in tables.PAPER[table].values()))
+    assert checked == sum(k.endswith(":params") for cells in TABLES[table].figures.values() for k in cells)
 
 
 @pytest.mark.parametrize("table", ["aan-table2", "aan-table4", "aan-table5", "aan-table6", "aan-table7"])
-def test_aan_rows_differ_from_the_transformer_as_in_the_paper(table, tmp_path):
+def test_aan_rows_differ_from_the_transformer_as_in_the_paper(table):
     """The AAN+ paper's vocabulary setup is not given (its totals imply ~55k embedding rows), so each row's
     parameters are compared with its Transformer's: the difference is the paper's, to its two decimals."""
-    plan = dry_run(tmp_path, SCRIPTS[table]).stdout
-    counts = {row: count_parameters(argv, 32000) for row, argv in plancheck.train_commands(plan)}
+    counts = {row: count_parameters(argv, 32000) for (row, _), argv in _declared(table).items()}
     paper = {row: float(cells[next(k for k in cells if k.endswith(":params"))].rstrip("M"))
-             for row, cells in tables.PAPER[table].items()}
+             for row, cells in TABLES[table].figures.items()}
     for row, figure in paper.items():
-        reference = tables.TABLES[table].reference.get(row, "transformer")
+        reference = TABLES[table].reference.get(row, "transformer")
         ours = (counts[row] - counts[reference]) / 1e6
         assert abs(ours - (figure - paper[reference])) <= 0.015, f"{table} {row}: {ours:+.3f}M vs the paper's " \
             f"{figure - paper[reference]:+.2f}M"
@@ -292,8 +252,7 @@ def test_aan_rows_differ_from_the_transformer_as_in_the_paper(table, tmp_path):
 def _plan_rows(tmp_path, table, *args):
     """{(row, dataset): train argv} and the plan text."""
     plan = dry_run(tmp_path, SCRIPTS[table], *args).stdout
-    keys = re.findall(r"^# row (\S+) (\S+)$", plan, flags=re.M)
-    return {key: argv for key, (_, argv) in zip(keys, plancheck.train_commands(plan))}, plan
+    return {(c.row, c.dataset): c.argv for c in plancheck.train_commands(plan)}, plan
 
 
 def _generate_flags(plan, row, ds):

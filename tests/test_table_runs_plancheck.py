@@ -12,8 +12,8 @@ def test_train_commands_found_in_plans():
         "fairseq-generate /d --path p > out",
     ])
     found = plancheck.train_commands(plan)
-    assert [(r, a[:3]) for r, a in found] == [("a", ["/d", "--arch", "x"]), ("b", ["/d", "--arch", "y"]),
-                                               ("c", ["/d", "--arch", "z"])]
+    assert [(r, d, a[:3]) for r, d, a in found] == [
+        ("a", "ds", ["/d", "--arch", "x"]), ("b", "ds", ["/d", "--arch", "y"]), ("c", "ds", ["/d", "--arch", "z"])]
 
 
 def test_plancheck_names_missing_arch_mixer_and_bad_flag():

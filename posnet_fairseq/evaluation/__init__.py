@@ -4,5 +4,5 @@
 * :mod:`.generate_output` - the one reader of fairseq-generate's output
 * :mod:`.bootstrap` - paired bootstrap resampling significance (the plugin's one significance test)
 * :mod:`.hooks` - optional COMET / BLEURT scoring in a separate environment
-* :mod:`.tables` - the papers' table layouts and the collection of results into them
+* :mod:`.tables` - our results collected into the papers' tables (declared in ``table_runs/``)
 """

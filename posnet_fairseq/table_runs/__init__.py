@@ -1,5 +1,10 @@
-"""Running the papers' tables (``recipes/<paper>/*.sh``): what a table checks before it trains, and its CPU launcher.
+"""The papers' tables (``recipes/<paper>/*.sh``): each declared once, what a table checks before it trains, and
+its CPU launcher.
 
+* :mod:`.table` - the records a table is declared with (columns, rows, runs, settings, the paper's figures)
+* :mod:`.posnet`, :mod:`.aan`, :mod:`.gaussian`, :mod:`.tisa` - each paper's tables
+* :mod:`.papers` - every table by its recipe's name
+* :mod:`.rows` - a table's rows as the shell statements the recipes evaluate
 * :mod:`.plancheck` - every planned fairseq-train command parses (architecture, mixers, flags)
 * :mod:`.datasets` - each dataset a table reads is its paper's preparation (BPE merges, vocabulary,
   split sizes in ``stats.json``), else the command that prepares it

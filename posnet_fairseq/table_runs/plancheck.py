@@ -3,7 +3,9 @@
     python -m posnet_fairseq.table_runs.plancheck PLAN.sh
 
 A plan is the shell script a table recipe prints with --dry-run: ``# row
-NAME`` comments followed by commands, one per line. Each fairseq-train
+NAME DATASET`` comments followed by commands, one per line (the rows are
+declared in ``table_runs/<paper>.py``; the plan is what runs, with the flags
+``recipes/lib/common.sh`` adds, so the plan is what is checked). Each fairseq-train
 command (``fairseq-train ...``, ``torchrun ... -m fairseq_cli.train ...`` or
 after ``launch ... --``) is parsed in-process with fairseq's own parser
 (``options.parse_args_and_arch``) with the plugin imported, so an unknown
@@ -16,25 +18,32 @@ import contextlib
 import io
 import shlex
 import sys
+from typing import List, NamedTuple
 
 from ..sites import SITE_LIST, spec_items
 
 
 
+class Training(NamedTuple):
+    row: str
+    dataset: str
+    argv: List[str]  # after the train program
+
+
 def train_commands(plan_text):
-    """[(row, argv after the train program)] for every training command of a plan."""
-    row, found = None, []
+    """[Training] for every training command of a plan, with the row and dataset of its ``# row`` comment."""
+    row, found = (None, None), []
     for line in plan_text.splitlines():
         line = line.strip()
         if line.startswith("# row "):
-            row = line[len("# row "):].split()[0]
+            row = tuple(line[len("# row "):].split()[:2])
             continue
         if not line or line.startswith("#"):
             continue
         words = shlex.split(line, comments=True)
         for i, word in enumerate(words):
             if word.rsplit("/", 1)[-1] == "fairseq-train" or (word == "fairseq_cli.train" and words[i - 1] == "-m"):
-                found.append((row, words[i + 1:]))
+                found.append(Training(*row, words[i + 1:]))
                 break
     return found
 
@@ -88,7 +97,7 @@ def check_plan(plan_text):
     if not commands:
         raise ValueError("the plan has no fairseq-train command")
     bad = {}
-    for row, argv in commands:
+    for row, _, argv in commands:
         problems = check_command(argv)
         if problems:
             bad.setdefault(row, []).extend(p for p in problems if p not in bad.get(row, []))

@@ -5,17 +5,10 @@
 # NER result for alpha = 0.4 and 0.5 (NaN in training): those rows run here too and may fail
 # the same way. The paper scores the dev set newstest2013; the data recipe's valid split is
 # held-out training pairs, so this scores newstest2014 (test): compare the curve's shape.
-# Columns: tokenized BLEU, METEOR. Settings: recipes/aan/settings.sh (base, 100k updates).
+# Columns: tokenized BLEU, METEOR. Settings: posnet_fairseq/table_runs/aan.py (base, 100k updates).
 #
 #   bash recipes/aan/figure8.sh [--dry-run|--check|--micro] [--rows a,b] ...
 # Data: prepare-wmt14-en-de.sh --paper aan (32k merges: data/wmt14_en_de_bpe32k).
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init aan-figure8 "$@"
-source "$(dirname "$0")/settings.sh"
-aan_size base
-for i in "${!OPT[@]}"; do [ "${OPT[$i]}" = --max-update ] && OPT[$((i + 1))]=100000; done  # the figure's 100K
-DS=wmt14_en_de_bpe32k
-for value in 0.1 0.2 0.3 0.4 0.5; do row "ner_alpha_$value" $DS --arch aan_plus_ner --aan-alpha "$value" "${OPT[@]}"; done
-for value in 0.1 0.2 0.3 0.4 0.5; do row "far_beta_$value" $DS --arch aan_plus_far --aan-beta "$value" "${OPT[@]}"; done
-for value in 0.1 0.2 0.3 0.4 0.5; do row "wet_gamma_$value" $DS --arch aan_plus_wet --aan-gamma "$value" "${OPT[@]}"; done
 run_table

@@ -4,19 +4,10 @@
 # layers, base width). The paper plots BLEU relative to the 6-layer SAN baseline and says
 # "decreasing the encoder depth to 1 costs ~0.65 extra BLEU on average"; its exact depths are
 # not in the text: 1 to 6 encoder layers here (our choice; 6 is Table 2's setting).
-# Columns: tokenized BLEU, METEOR. Settings: recipes/aan/settings.sh (base).
+# Columns: tokenized BLEU, METEOR. Settings: posnet_fairseq/table_runs/aan.py (base).
 #
 #   bash recipes/aan/figure9.sh [--dry-run|--check|--micro] [--rows a,b] ...
 # Data: prepare-wmt14-en-de.sh --paper aan (32k merges: data/wmt14_en_de_bpe32k).
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init aan-figure9 "$@"
-source "$(dirname "$0")/settings.sh"
-aan_size base
-DS=wmt14_en_de_bpe32k
-for layers in 1 2 3 4 5 6; do
-  row "transformer_enc$layers" $DS "${TRANSFORMER[@]}" --encoder-layers "$layers" "${OPT[@]}"
-  for name in aan_plus_avg aan_plus_far aan_plus_ner aan_plus_wet; do
-    row "${name}_enc$layers" $DS --arch "$name" --encoder-layers "$layers" "${OPT[@]}"
-  done
-done
 run_table

@@ -4,13 +4,10 @@
 # WET (exp(0.1 U z_k)) in the decoder self-attention. Columns: parameters, training and
 # decoding speed relative to the Transformer (fairseq's own timings; the paper: 0.2k updates of
 # 25k tokens, and newstest2014 in batches of 32), tokenized BLEU, METEOR. The paper averages 5
-# runs; one run per row here. Settings: recipes/aan/settings.sh (what the paper says, and not).
+# runs; one run per row here. Settings: posnet_fairseq/table_runs/aan.py (what the paper says, and not).
 #
 #   bash recipes/aan/table2.sh [--dry-run|--check|--micro] [--rows a,b] ...
 # Data: prepare-wmt14-en-de.sh --paper aan (32k merges: data/wmt14_en_de_bpe32k).
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init aan-table2 "$@"
-source "$(dirname "$0")/settings.sh"
-aan_size base
-aan_rows wmt14_en_de_bpe32k
 run_table

@@ -8,16 +8,9 @@
 # Transformer, tokenized BLEU, METEOR. The table and the text disagree on which two rows give
 # 27.71 and 27.77 BLEU (the text names WET+NER first); the parameter column (WET adds 1.58M)
 # settles it as the table prints it: FAR+NER 27.71, NER+WET 27.77.
-# Settings: recipes/aan/settings.sh (base).
+# Settings: posnet_fairseq/table_runs/aan.py (base).
 #
 #   bash recipes/aan/table6.sh [--dry-run|--check|--micro] [--rows a,b] ...
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init aan-table6 "$@"
-source "$(dirname "$0")/settings.sh"
-DS=wmt14_en_de_bpe32k
-aan_size base
-row transformer $DS "${TRANSFORMER[@]}" "${OPT[@]}"
-for patterns in avg far ner wet far,ner avg,ner ner,wet far,ner,wet avg,far,ner avg,far,ner,wet; do
-  row "${patterns//,/_}" $DS --arch aan_plus_avg --aan-patterns "$patterns" "${OPT[@]}"
-done
 run_table

@@ -10,7 +10,7 @@
 # paper's IWSLT size is our stand-in for its IWSLT16 En<->De (not the paper's). IWSLT16, IWSLT17
 # En<->Ja and WMT16 Ro->En have no data recipe here: their columns hold the paper's figures only.
 # Settings (the paper's, else the authors' code's, else ours; each said there):
-# recipes/gaussian/settings.sh. In short: WMT base, 4000 warm-up updates to 7e-4, 100k updates
+# posnet_fairseq/table_runs/gaussian.py. In short: WMT base, 4000 warm-up updates to 7e-4, 100k updates
 # of ~25k tokens; IWSLT 288/507/4 heads/5 layers, lr 3e-4 annealed linearly to 1e-5 over 100k
 # updates with no warm-up, no label smoothing, dropout 0.1; beam 4, length penalty 0.6; the last
 # 5 checkpoints averaged.
@@ -20,13 +20,4 @@
 # the paper gives none), prepare-wmt14-en-fr.sh --paper gaussian, prepare-iwslt14.sh.
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init gaussian-table2 "$@"
-source "$(dirname "$0")/settings.sh"
-for setting in wmt:wmt16_en_ro wmt:wmt14_en_de_bpe32k wmt:wmt14_en_fr_epcc iwslt:iwslt14_de_en; do
-  hc_size "${setting%%:*}"
-  ds="${setting#*:}"
-  row base   "$ds" "${TRANSFORMER[@]}" "${OPT[@]}"
-  row hc_sa  "$ds" --arch "hc_gaussian$SUFFIX" "${OPT[@]}"
-  row hc_all "$ds" --arch "hc_gaussian_all$SUFFIX" "${OPT[@]}"
-  row sh_x   "$ds" --arch "hc_gaussian_shx$SUFFIX" "${OPT[@]}"
-done
 run_table

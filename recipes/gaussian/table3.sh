@@ -6,19 +6,10 @@
 # RTX 2080 Ti; here fairseq-generate's own timing of one run, on whatever GPU runs the row).
 # The paper's tokens/batch column (the largest batch one GPU fits in training) is a memory
 # benchmark, not a training run: see the table's note.
-# Settings: recipes/gaussian/settings.sh (wmt).
+# Settings: posnet_fairseq/table_runs/gaussian.py (wmt).
 #
 #   bash recipes/gaussian/table3.sh [--dry-run|--check|--micro] [--rows a,b] ...
 # Data: prepare-wmt16-en-ro.sh.
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init gaussian-table3 "$@"
-source "$(dirname "$0")/settings.sh"
-hc_size wmt
-GEN=(--beam 4 --lenpen 0.6 --max-len-a 1 --max-len-b 50 --batch-size 256)
-DS=wmt16_en_ro
-row base      $DS "${TRANSFORMER[@]}" "${OPT[@]}"
-row hc_sa     $DS --arch hc_gaussian "${OPT[@]}"
-row sh_x      $DS --arch hc_gaussian_shx "${OPT[@]}"
-row base_nosa $DS --arch transformer_nosa "${OPT[@]}"
-row sh_x_nosa $DS --arch hc_gaussian_shx_nosa "${OPT[@]}"
 run_table

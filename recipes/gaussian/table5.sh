@@ -6,18 +6,10 @@
 # and, for the paper's IWSLT16 En->De (no data recipe here: its figures only), IWSLT14 De->En at
 # the IWSLT size as our stand-in. BLEU: sacreBLEU 'intl'. The paper does not say which size its
 # En-Ro rows use (its Original, 32.4, is not Table 2's HC-SA 32.9): base here.
-# Settings: recipes/gaussian/settings.sh.
+# Settings: posnet_fairseq/table_runs/gaussian.py.
 #
 #   bash recipes/gaussian/table5.sh [--dry-run|--check|--micro] [--rows a,b] [--datasets a,b] ...
 # Data: prepare-wmt16-en-ro.sh, prepare-iwslt14.sh.
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init gaussian-table5 "$@"
-source "$(dirname "$0")/settings.sh"
-for setting in wmt:wmt16_en_ro iwslt:iwslt14_de_en; do
-  hc_size "${setting%%:*}"
-  ds="${setting#*:}"
-  row original "$ds" --arch "hc_gaussian$SUFFIX" "${OPT[@]}"
-  row conv     "$ds" --arch "hc_gaussian$SUFFIX" --hc-kernel conv "${OPT[@]}"
-  row index    "$ds" --arch "hc_gaussian$SUFFIX" --hc-kernel index "${OPT[@]}"
-done
 run_table

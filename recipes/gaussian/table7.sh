@@ -5,19 +5,10 @@
 # BASE, HC-SA, SH-X, BASE/-SA, SH-X/-SA. Columns: BLEU (sacreBLEU 'intl') and sentences per
 # second (fairseq-generate's timing, batches of 256 as the paper's Table 3; the paper decodes
 # the dev set). Tokens/batch (a memory benchmark): the table's note.
-# Settings: recipes/gaussian/settings.sh (iwslt).
+# Settings: posnet_fairseq/table_runs/gaussian.py (iwslt).
 #
 #   bash recipes/gaussian/table7.sh [--dry-run|--check|--micro] [--rows a,b] ...
 # Data: prepare-iwslt14.sh.
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init gaussian-table7 "$@"
-source "$(dirname "$0")/settings.sh"
-hc_size iwslt
-GEN=(--beam 4 --lenpen 0.6 --max-len-a 1 --max-len-b 50 --batch-size 256)
-DS=iwslt14_de_en
-row base      $DS "${TRANSFORMER[@]}" "${OPT[@]}"
-row hc_sa     $DS --arch hc_gaussian_iwslt "${OPT[@]}"
-row sh_x      $DS --arch hc_gaussian_shx_iwslt "${OPT[@]}"
-row base_nosa $DS --arch transformer_nosa_iwslt "${OPT[@]}"
-row sh_x_nosa $DS --arch hc_gaussian_shx_nosa_iwslt "${OPT[@]}"
 run_table

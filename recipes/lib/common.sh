@@ -1,11 +1,11 @@
 # Shared machinery of the table recipes (recipes/<paper>/*.sh): sourced, not run.
 #
-# A table script declares its rows with `row NAME DATASET FAIRSEQ-TRAIN-FLAGS...`
-# (hyperparameters written out in the script), then calls `run_table`. This
-# file turns the rows into a plan, a plain shell script with one command per
-# line (train -> average -> generate -> evaluate per row, then the table),
-# checks that every training command parses with fairseq and the plugin
-# (architecture, mixers, flags) before anything starts, and runs it.
+# A table script names its table (`recipe_init TABLE "$@"`) and calls `run_table`. The table's
+# rows, their fairseq-train flags and settings are declared once, in Python
+# (posnet_fairseq/table_runs/<paper>.py); run_table reads them (table_runs/rows.py), turns
+# them into a plan, a plain shell script with one command per line (train -> average ->
+# generate -> evaluate per row, then the table), checks that every training command parses
+# with fairseq and the plugin (architecture, mixers, flags) before anything starts, and runs it.
 #
 # Options every table script takes (docs/recipes.md):
 #   --dry-run             print the plan and exit
@@ -104,25 +104,18 @@ recipe_init() {
   WORK="$(cd "$WORK" && pwd)"
   if [ "$MICRO" = 1 ]; then DATA_ROOT="$WORK/data"; fi
   case "$DATA_ROOT" in /*) ;; *) DATA_ROOT="$PWD/$DATA_ROOT" ;; esac
-  # Settings a table script may change between rows (captured by `row`).
-  GEN=(--beam 5 --lenpen 1.0 --batch-size 64)
-  EVAL=()
-  AVG="last 5"
-  TOKENS=0
-  # Rows the others are tested against (paired bootstrap), in the order of their marks in the table.
-  BASELINES=""
 }
 
 world_size() {
   if [ "$CPU_PROCS" -gt 0 ]; then echo "$CPU_PROCS"; elif [ "$GPUS" = 0 ]; then echo 1; else echo $((GPUS * NODES)); fi
 }
 
-# row NAME DATASET FLAGS...: one model of the table. GEN (generation flags), EVAL (flags of
-# posnet_fairseq.evaluation.evaluate, e.g. --meteor),
+# row NAME DATASET FLAGS...: one model of the table, as table_runs/rows.py prints it. GEN
+# (generation flags), EVAL (flags of posnet_fairseq.evaluation.evaluate, e.g. --meteor),
 # AVG ("best N": checkpoint_best.pt and the N-1 update checkpoints after it, else the last N;
 # "last N": the last N update checkpoints; see posnet_fairseq/cli/average_checkpoints.py)
 # and TOKENS (tokens per update, reached with --update-freq) are taken as
-# they are set when the row is declared.
+# they are set before the row (table_runs/table.py, Settings).
 row() {
   local name="$1" dataset="$2"; shift 2
   ROW_NAMES+=("$name"); ROW_DATA+=("$dataset")
@@ -175,8 +168,16 @@ _selected_datasets() {
   done | awk '!seen[$0]++'
 }
 
-# posnet_fairseq/table_runs/datasets.py, run as a file: importing the package would load fairseq.
+# posnet_fairseq/table_runs/datasets.py and rows.py, run as files: importing the package would load fairseq.
 _datasets_py() { "$PYTHON" "$REPO_ROOT/posnet_fairseq/table_runs/datasets.py" "$@"; }
+
+# The table's declaration (table_runs/<paper>.py) as `row` lines with their settings, BASELINES (the
+# rows the others are tested against, paired bootstrap) and the table's additions to MICRO_FLAGS.
+_load_rows() {
+  local rows
+  rows="$("$PYTHON" "$REPO_ROOT/posnet_fairseq/table_runs/rows.py" "$TABLE")" || die "no declaration of $TABLE (see above)"
+  eval "$rows"
+}
 
 _train_prefix() {
   if [ "$CPU_PROCS" -gt 0 ]; then
@@ -262,7 +263,7 @@ emit_plan() {
 }
 
 run_table() {
-  [ "${#ROW_NAMES[@]}" -gt 0 ] || die "no rows declared"
+  _load_rows
   if [ -n "$ONLY_ROWS" ]; then
     local r
     for r in ${ONLY_ROWS//,/ }; do

@@ -8,21 +8,10 @@
 # paper's section 5.2; Table 3's rPosNet count, 210M, fits K = 16 - AppTek's configuration -
 # slightly better than K = 8, 209.2M: we follow the text). Small: Base with FFN 1024, dropout
 # 0.3, 8 heads; 30k updates of ~16k tokens, 30 checkpoints 300 updates apart averaged.
-# Settings: recipes/posnet/settings.sh.
+# Settings: posnet_fairseq/table_runs/posnet.py.
 #
 #   bash recipes/posnet/table3.sh [--dry-run|--check|--micro] [--rows a,b] [--datasets a,b] ...
 # Data: prepare-wmt14-en-de.sh (--paper posnet), prepare-iwslt14.sh.
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init posnet-table3 "$@"
-source "$(dirname "$0")/settings.sh"
-BASELINES="transformer shaw"
-for setting in big:wmt14_en_de_bpe44k small:iwslt14_de_en; do
-  posnet_size "${setting%%:*}"
-  ds="${setting#*:}"
-  posnet_embeddings "$ds"
-  for name in "${POSNET_ROWS[@]}"; do
-    posnet_model "$name"
-    row "$name" "$ds" "${MODEL[@]}" "${EMB[@]}" "${OPT[@]}"
-  done
-done
 run_table

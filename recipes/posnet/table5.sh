@@ -5,17 +5,9 @@
 # instead of the GLU), + Global Context (distances beyond K share the border weights), rPosNet.
 # Separate vocabularies, untied decoder embeddings (the paper's 101M/104M counts).
 # The paper marks no significance in this table.
-# Settings: recipes/posnet/settings.sh (base). Data: prepare-wmt18-en-zh.sh.
+# Settings: posnet_fairseq/table_runs/posnet.py (base). Data: prepare-wmt18-en-zh.sh.
 #
 #   bash recipes/posnet/table5.sh [--dry-run|--check|--micro] [--rows a,b] ...
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init posnet-table5 "$@"
-source "$(dirname "$0")/settings.sh"
-DS=wmt18_en_zh
-posnet_size base
-row light_convolution $DS --arch lightconv_apptek_transformer_base "${OPT[@]}"
-row lightconv         $DS --arch lightconv_apptek_transformer_base "${LIGHTCONV_GLU[@]}" "${OPT[@]}"
-row lightconv_gelu    $DS --arch lightconv_apptek_gated_transformer_base "${OPT[@]}"
-row lightconv_global  $DS --arch lightconv_apptek_global_transformer_base "${OPT[@]}"
-row rposnet           $DS --arch rposnet_transformer_base "${OPT[@]}"
 run_table

@@ -7,7 +7,7 @@
 #
 # The TISA paper has no translation table: everything here is our choice, said here. Base on
 # WMT14 En->De and small on IWSLT14 De->En, trained and scored as the PosNet paper's Tables 2
-# and 3 (recipes/posnet/settings.sh: base 150k updates of ~27k tokens, small = the *_small
+# and 3 (posnet_fairseq/table_runs/posnet.py: base 150k updates of ~27k tokens, small = the *_small
 # presets, base with FFN 1024 and dropout 0.3, 30k updates of ~16k tokens; best-and-following checkpoint averaging;
 # beam 12); S = 5 kernels per head and layer (the paper's best GLUE setting) with the
 # reference code's random initialisation (the paper initialises from a pretrained ALBERT,
@@ -16,15 +16,4 @@
 #   bash recipes/tisa/mt.sh [--dry-run|--check|--micro] [--rows a,b] [--data-root data] [--gpus N] ...
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init tisa-mt "$@"
-source "$(dirname "$0")/../posnet/settings.sh"
-BASELINES=transformer
-for setting in base:wmt14_en_de_bpe44k small:iwslt14_de_en; do
-  posnet_size "${setting%%:*}"
-  ds="${setting#*:}"
-  OPT=(--share-all-embeddings "${OPT[@]}")
-  row transformer "$ds" --arch "posnet_transformer_$SIZE" "${OPT[@]}"
-  row tisa_a      "$ds" --arch "tisa_transformer_$SIZE" --tisa-kernels 5 "${OPT[@]}"
-  row tisa_b      "$ds" --arch "tisa_nope_transformer_$SIZE" --tisa-kernels 5 "${OPT[@]}"
-  row tisa_s0     "$ds" --arch "tisa_nope_transformer_$SIZE" --tisa-kernels 0 "${OPT[@]}"
-done
 run_table
