@@ -163,6 +163,11 @@ class Cluster:
                 if not Path(f"/proc/{pid}").exists():
                     break
                 time.sleep(0.1)
+        # The log goes beside slurm's logs; the seed file was this cluster's own.
+        log = Path(f"/var/log/munge/{self.name}.log")
+        if log.exists():
+            shutil.move(log, self.folder / "munged.log")
+        Path(f"/var/lib/munge/{self.name}.seed").unlink(missing_ok=True)
 
 
 def _sbin(command):

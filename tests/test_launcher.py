@@ -80,6 +80,16 @@ def test_local_units_finish_with_their_dependent_last(tmp_path):
     assert events.kinds("table") == ["submitted", "started", "finished"]
 
 
+def test_a_python_callable_is_a_unit(tmp_path):
+    folder = str(tmp_path)
+
+    def list_folder():  # pickled by value (a closure), as a user's function in a script would be
+        return sorted(os.listdir(folder))
+    (tmp_path / "a").write_text("")
+    outcome = Launcher(tmp_path / "run", "local", poll_s=0.1).run([Unit("ls", function=list_folder)])["ls"]
+    assert outcome.status == FINISHED and outcome.value == ["a", "run"]
+
+
 def test_failure_is_reported_dependents_not_run_and_a_rerun_resubmits_only_it(tmp_path):
     run = tmp_path / "run"
     (tmp_path / "rposnet.1.fail-once").write_text("")
@@ -97,6 +107,17 @@ def test_failure_is_reported_dependents_not_run_and_a_rerun_resubmits_only_it(tm
     submissions = {name: r["submissions"] for name, r in json.loads((run / STATE_FILE).read_text())["units"].items()}
     assert submissions == {"train.transformer.1": 1, "train.transformer.2": 1, "train.rposnet.1": 2,
                            "train.rposnet.2": 1, "table": 1}
+
+
+def test_retries_resubmit_a_failed_unit_in_the_same_run(tmp_path):
+    (tmp_path / "transformer.2.fail-once").write_text("")
+    events = Events()
+    outcomes = Launcher(tmp_path / "run", "local", progress=events, poll_s=0.1, retries=1).run(_units(tmp_path))
+    assert {o.status for o in outcomes.values()} == {FINISHED}
+    kinds = events.kinds("train.transformer.2")
+    assert kinds.count("submitted") == 2 and kinds.count("resubmitted") == 1
+    message = next(e.message for e in events if e.kind == "resubmitted")
+    assert message.startswith("retry 1: ") and "stand-in: told to fail once" in message
 
 
 def test_dry_run_renders_the_batch_script(tmp_path):
@@ -149,15 +170,21 @@ def test_slurm_grid_equals_local_and_the_table_waits(slurm_cluster, tmp_path):
     (tmp_path / "local").mkdir()
     (tmp_path / "slurm").mkdir()
     Launcher(tmp_path / "local" / "run", "local", poll_s=0.1).run(_units(tmp_path / "local"))
+    # One training fails once: retried in the same run, and the table, queued with
+    # afterok on its failed job, is withdrawn and queued again after the new one.
+    (tmp_path / "slurm" / "rposnet.1.fail-once").write_text("")
     events = Events()
-    outcomes = Launcher(tmp_path / "slurm" / "run", "slurm", progress=events, poll_s=0.3).run(
+    outcomes = Launcher(tmp_path / "slurm" / "run", "slurm", progress=events, poll_s=0.3, retries=1).run(
         _units(tmp_path / "slurm"))
     assert {o.status for o in outcomes.values()} == {FINISHED}
-    assert len({o.job_id for o in outcomes.values()}) == 5
     assert _results(tmp_path / "slurm") == _results(tmp_path / "local") and len(_results(tmp_path / "local")) == 5
-    # The table went to SLURM before its dependencies ended, held by afterok.
     order = [(e.name, e.kind) for e in events]
+    # The table went to SLURM before its dependencies ended, held by afterok.
     assert order.index(("table", "submitted")) < order.index(("train.rposnet.2", "finished"))
+    assert events.kinds("train.rposnet.1").count("submitted") == 2
+    assert events.kinds("table").count("submitted") == 2 and "resubmitted" in events.kinds("table")
+    assert _jobs_of(slurm_cluster, tmp_path / "slurm" / "run") == {u.name: 2 if u.name in ("table", "train.rposnet.1")
+                                                                     else 1 for u in _units(tmp_path)}
 
 
 def test_slurm_killed_driver_rerun_attaches(slurm_cluster, tmp_path):

@@ -78,7 +78,8 @@ class SlurmQueue:
         return states
 
     def cancel(self, job_id):
-        subprocess.run(["scancel", job_id], check=True, capture_output=True)
+        # No check: a job that ended meanwhile needs no cancelling.
+        subprocess.run(["scancel", job_id], capture_output=True)
 
 
 class LocalQueue:
