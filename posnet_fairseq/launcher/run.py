@@ -96,7 +96,8 @@ class Launcher:
                 if state is not None and state.active:
                     self._note(name, job_id, state)
                     continue
-                if (state is not None and state.state == "COMPLETED" and not self._result(by_name[name], job_id).exists()
+                if (state is not None and state.state == "COMPLETED"
+                        and not self._result(by_name[name], job_id).exists()
                         and time.monotonic() - ended_at.setdefault(name, time.monotonic()) < self.result_grace_s):
                     continue
                 del live[name]
