@@ -330,7 +330,7 @@ def test_beam_reordering_in_the_middle_of_a_sentence(name):
 
 @pytest.mark.parametrize("name", ["rposnet", "lightconv"])
 def test_interleaved_searches_reordered_at_every_step(name):
-    """A beam reorder copies the window into the one the previous reorder released (Mixer.REUSED_STATE):
+    """A beam reorder copies the window into the one the previous reorder released (state_reorder.REUSE):
     two searches with one mixer, reordered at every step and run step for step in turn, each give
     exactly what it gives alone."""
     mixer = decoder_mixer(BEAM_MIXERS[name][0])

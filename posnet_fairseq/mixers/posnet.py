@@ -37,6 +37,11 @@ The LayerNorm of the rPosNet positions is nn.LayerNorm, or the authors'
 (unbiased variance, eps 1e-8) with ``--posnet-position-norm apptek``; which
 source uses which convention is in docs/conventions.md.
 
+The mixer composes its energy terms (``position_energies.py``:
+``RelativeEnergies``, ``AbsoluteEnergies``, each with its parameters and its
+table) and sums them; rPosNet alone decodes in constant state
+(``posnet_decoding.py``), aPosNet and arPosNet with the whole prefix cached.
+
 Softmax over the valid keys (padding and, in the decoder, the future are
 excluded), then attention dropout. Energies and softmax run in fp32 whatever
 the model dtype. ``v_proj`` and ``out_proj`` are the Linear layers the
@@ -48,8 +53,8 @@ only, so they can be folded into tables of unscaled energies, rPosNet
 :meth:`PositionAttention.make_generation_fast_` (called by fairseq-generate
 and the hub interface) folds them in memory from the eval-mode position
 vectors and keeps the parameters, so the tables grow when a longer input
-arrives; ``posnet-precompute`` (``posnet_fairseq/precompute.py``) writes a
-checkpoint whose mixers hold only the tables (``posnet_precomputed = N`` in
+arrives; ``posnet-precompute`` (``posnet_fairseq/precompute.py``, also the
+home of a mixer's ``table_form``) writes a checkpoint whose mixers hold only the tables (``posnet_precomputed = N`` in
 its arguments): inputs longer than N then fail with an error naming N.
 """
 import math
@@ -63,10 +68,10 @@ from ..sites import SITES
 from . import posnet_decoding
 from .attention import masked_softmax, real_positions
 from .base import Mixer
-from .clipped_decoding import REUSED_STATE as CLIPPED_STATE
 from .norms import LAYER_NORMS, layer_norm
 from .position_energies import AbsoluteEnergies, ModelPositions, RelativeEnergies
 from .registry import register_mixer
+from .state_reorder import COPY
 
 POSITION_NORM_KEY = "posnet_position_norm"
 # First size of the in-memory tables made by make_generation_fast_ (the
@@ -105,7 +110,6 @@ class PositionAttention(Mixer):
     declare which in ``ENERGIES``."""
 
     ENERGIES = ()  # "r" (rPosNet, Eq. 9-10) and/or "a" (aPosNet, Eq. 8); read by build only
-    REUSED_STATE = CLIPPED_STATE
 
     def __init__(self, embed_dim, num_heads, kdim, site, terms, projections, dropout=0.0):
         super().__init__(embed_dim, num_heads)
@@ -274,9 +278,10 @@ class PositionAttention(Mixer):
                 pad = key_padding_mask
                 key_pos = real_positions(pad, batch, value.size(0), device)
                 if buffer is not None:  # the encoder side is computed once per sentence
-                    buffer.update(value=v, key_positions=key_pos)
-                    if pad is not None:
-                        buffer["key_padding_mask"] = pad
+                    self.keep_state(buffer, "value", v, COPY)
+                    self.keep_state(buffer, "key_positions", key_pos, COPY)
+                    if pad is not None:  # the caller's tensor: copied
+                        self.keep_state(buffer, "key_padding_mask", pad, COPY)
             if buffer is not None:
                 self._set_input_buffer(incremental_state, buffer)
             # Targets are right-padded: the column index is the target position.

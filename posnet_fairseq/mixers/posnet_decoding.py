@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from .attention import masked_softmax, real_positions
 from .clipped_decoding import clipped_decoding_step
+from .state_reorder import COPY
 
 
 def step_energies(mixer, relative, steps):
@@ -36,7 +37,7 @@ def decode_self(mixer, relative, buffer, value, pad, length):
     # (clipped_decoding_step takes one), so row 0's energies serve the whole batch.
     energy = step_energies(mixer, relative, steps[:1])[..., : relative.max_relative + 1]
     return torch.cat([
-        clipped_decoding_step(buffer, int(steps[0, t]), v[:, :, t: t + 1],
+        clipped_decoding_step(mixer, buffer, int(steps[0, t]), v[:, :, t: t + 1],
                               None if pad is None else pad[:, t: t + 1], energy[:, t], shared_tail=True,
                               dropout=mixer.dropout, training=mixer.training)
         for t in range(length)], dim=2)
@@ -58,12 +59,14 @@ def cache_source(mixer, buffer, value, pad):
     beyond = torch.arange(src_len, device=v.device).unsqueeze(0) >= lengths
     source = source.masked_fill(beyond[:, None, :, None], 0.0)
     zero = source.new_zeros(batch, heads, 1, head_dim, dtype=acc)
-    buffer["source"] = source
-    buffer["prefix"] = torch.cat([zero, torch.cumsum(source.to(acc), dim=2)], dim=2)  # sum of m < j
-    buffer["suffix"] = torch.cat([torch.cumsum(source.to(acc).flip(2), dim=2).flip(2), zero], dim=2)  # m >= j
-    buffer["source_lengths"] = lengths
-    # Only for the attention weights fairseq may ask for, in its column layout.
-    buffer["source_positions"], buffer["source_pad"] = positions, pad
+    mixer.keep_state(buffer, "source", source, COPY)
+    mixer.keep_state(buffer, "prefix", torch.cat([zero, torch.cumsum(source.to(acc), dim=2)], dim=2), COPY)  # m < j
+    mixer.keep_state(buffer, "suffix", torch.cat([torch.cumsum(source.to(acc).flip(2), dim=2).flip(2), zero], dim=2),
+                     COPY)  # m >= j
+    mixer.keep_state(buffer, "source_lengths", lengths, COPY)
+    # Only for the attention weights fairseq may ask for, in its column layout (pad may be the caller's).
+    mixer.keep_state(buffer, "source_positions", positions, COPY)
+    mixer.keep_state(buffer, "source_pad", pad, COPY)
 
 
 def decode_cross(mixer, relative, buffer, value, pad, length, need_weights):

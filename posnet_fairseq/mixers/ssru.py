@@ -48,6 +48,7 @@ from torch import Tensor, nn
 
 from .base import Mixer
 from .registry import register_mixer
+from .state_reorder import COPY
 
 
 def linear_recurrence(a: Tensor, b: Tensor, initial: Optional[Tensor] = None) -> Tensor:
@@ -107,6 +108,6 @@ class SSRU(Mixer):
         else:
             cell = linear_recurrence(forget, inputs, previous)
         if buffer is not None:
-            buffer["cell"] = cell[-1]  # B x C: the whole decoding state of this layer
+            self.keep_state(buffer, "cell", cell[-1], COPY)  # B x C: the whole decoding state of this layer
             self._set_input_buffer(incremental_state, buffer)
         return torch.relu(cell).to(query.dtype), None
