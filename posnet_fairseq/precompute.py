@@ -1,8 +1,7 @@
 """Inference-time precomputation of PosNet energies (Schmidt & Di Gangi, section 4).
 
 aPosNet and rPosNet energies depend on positions only. After training, every
-``PositionAttention`` module is replaced by its table form
-(:meth:`~posnet_fairseq.mixers.posnet.PositionAttention.table_form`): tables
+``PositionAttention`` module is replaced by its table form (:func:`table_form`): tables
 of unscaled energies built from the eval-mode position vectors (no position
 dropout): rPosNet
 ``H x N x (2K+1)`` (query position x relative slot), aPosNet ``H x N x N``;
@@ -58,8 +57,22 @@ def position_limits(model):
             source = True
         else:
             target = True
-            source = source or (module.site.cross and "a" in module.ENERGIES)
+            source = source or (module.site.cross and module.absolute is not None)
     return source, target
+
+
+@torch.no_grad()
+def table_form(mixer, length):
+    """``mixer`` as posnet-precompute stores it: a new module of the same class whose energy terms hold
+    only their eval-mode tables of ``length`` positions, with this one's value and output projections,
+    without W_q, W_k, r or the position inputs (``mixer`` is left as it is, sharing those projections)."""
+    if mixer.precomputed:
+        raise ValueError(f"{mixer.NAME} is already precomputed for {mixer.precomputed} positions")
+    tables = mixer.tables(length)
+    terms = [term.table_form(table) for term, table in zip(mixer.terms, tables)]
+    form = type(mixer)(mixer.embed_dim, mixer.num_heads, mixer.kdim, mixer.site, terms,
+                       (mixer.v_proj, mixer.out_proj), mixer.dropout)
+    return form.to(tables[0].device).train(mixer.training)
 
 
 def precompute_model_(model, length):
@@ -78,7 +91,7 @@ def precompute_model_(model, length):
     forms = []
     for name, module in mixers:
         parent, _, attr = name.rpartition(".")
-        forms.append((name, module.table_form(length)))
+        forms.append((name, table_form(module, length)))
         setattr(model.get_submodule(parent), attr, forms[-1][1])
     for side in (model.encoder, model.decoder):
         shared = getattr(side, "mixer_shared", None)
@@ -108,21 +121,18 @@ def export_npy(model, directory):
     os.makedirs(directory, exist_ok=True)
     index = {}
     for name, module in position_mixers(model):
-        for table_name in ("rel_energy", "abs_energy"):
-            table = getattr(module, table_name)
-            if table is None:
+        for term in module.terms:
+            if term.table is None:
                 continue
-            filename = f"{name}.{table_name}.npy"
-            np.save(os.path.join(directory, filename), table.detach().float().cpu().numpy())
+            filename = f"{name}.{term.TABLE_NAME}.npy"
+            np.save(os.path.join(directory, filename), term.table.detach().float().cpu().numpy())
             index[filename] = {
                 "module": name,
                 "mixer": module.NAME,
                 "site": module.site.name,
-                "shape": list(table.shape),
-                "axes": ["head", "query position", "relative slot m - floor(gamma n) + K"]
-                if table_name == "rel_energy" else ["head", "query position", "key position"],
-                "max_relative": module.max_relative,
-                "length_ratio": module.length_ratio,
+                "shape": list(term.table.shape),
+                "axes": list(term.AXES),
+                **term.export_index(),
                 "scaling": module.scaling,
                 "note": "unscaled energies: multiply by scaling before the softmax",
             }

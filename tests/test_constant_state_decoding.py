@@ -94,9 +94,9 @@ def attend(mixer, logits, v, invalid):
 
 def naive_rposnet_self(mixer, x, pad):
     T, B, _ = x.shape
-    k = mixer.max_relative
+    k = mixer.relative.max_relative
     v = mixer.split_heads(mixer.v_proj(x))
-    table = mixer._energies("r", 0, T) * mixer.scaling  # H x T x (2K+1)
+    table = mixer.term_energies(mixer.relative, 0, T) * mixer.scaling  # H x T x (2K+1)
     outs = []
     for n in range(T):
         slot = (torch.arange(n + 1) - n).clamp(-k, k) + k
@@ -107,10 +107,10 @@ def naive_rposnet_self(mixer, x, pad):
 
 def naive_rposnet_cross(mixer, x, enc, enc_pad):
     T, B, _ = x.shape
-    k, gamma = mixer.max_relative, mixer.length_ratio
+    k, gamma = mixer.relative.max_relative, mixer.relative.length_ratio
     v = mixer.split_heads(mixer.v_proj(enc))
     positions = (torch.cumsum((~enc_pad).long(), dim=1) - 1).clamp(min=0)  # left padding: real positions
-    table = mixer._energies("r", 0, T) * mixer.scaling
+    table = mixer.term_energies(mixer.relative, 0, T) * mixer.scaling
     outs = []
     for n in range(T):
         slot = (positions - math.floor(gamma * n)).clamp(-k, k) + k  # B x S
@@ -218,11 +218,11 @@ def test_folded_and_precomputed_rposnet_decode_in_constant_state(form):
         reference = naive_rposnet_self(mixer, x, pad)
     if form == "folded":
         model.make_generation_fast_()
-        assert mixer.folded and mixer.rel_energy is not None
+        assert mixer.folded and mixer.relative.table is not None
     else:
         precompute.precompute_model_(model, LONG)
         mixer = model.decoder.layers[0].self_attn  # the table form replaced the trained mixer
-        assert mixer.rel_q_proj is None and mixer.rel_energy.size(1) == LONG
+        assert mixer.relative.q_proj is None and mixer.relative.table.size(1) == LONG
     sizes = []
     with torch.no_grad():
         stepped = decode(mixer, x, pad, sizes=sizes)[0]
@@ -330,7 +330,7 @@ def test_beam_reordering_in_the_middle_of_a_sentence(name):
 
 @pytest.mark.parametrize("name", ["rposnet", "lightconv"])
 def test_interleaved_searches_reordered_at_every_step(name):
-    """A beam reorder copies the window into the one the previous reorder released (Mixer.REUSED_STATE):
+    """A beam reorder copies the window into the one the previous reorder released (state_reorder.REUSE):
     two searches with one mixer, reordered at every step and run step for step in turn, each give
     exactly what it gives alone."""
     mixer = decoder_mixer(BEAM_MIXERS[name][0])

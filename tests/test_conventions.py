@@ -26,7 +26,7 @@ from fairseq_testing import TINY_DIMS, build_model
 from posnet_fairseq.mixers import posnet
 from posnet_fairseq.mixers.gating import GatedMixer
 from posnet_fairseq.mixers.norms import AppTekLayerNorm
-from posnet_fairseq.mixers.posnet import sinusoids
+from posnet_fairseq.mixers.position_energies import sinusoids
 
 D, H, K = 16, 2, 2
 APPTEK_NORMS = ["--gating-norm", "apptek", "--posnet-position-norm", "apptek"]
@@ -99,11 +99,13 @@ def position_mixer(site, mixer, flags, seed=1):
     inner = outer.mixer if isinstance(outer, GatedMixer) else outer
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():  # LayerNorm parameters away from 1 and 0, so that they count
-        for norm in (inner.position_norm, getattr(inner.v_proj, "norm", None)):
+        for norm in (inner.relative and inner.relative.positions.norm, getattr(inner.v_proj, "norm", None)):
             if isinstance(norm, nn.LayerNorm):
                 norm.weight.copy_(1 + 0.5 * torch.randn(D, generator=g))
                 norm.bias.copy_(0.5 * torch.randn(D, generator=g))
-    w = {"W_q2": inner.rel_q_proj, "rel_embed": inner.rel_keys, "W_q1": inner.abs_q_proj, "W_k": inner.abs_k_proj}
+    relative, absolute = inner.relative, inner.absolute
+    w = {"W_q2": relative and relative.q_proj, "rel_embed": relative and relative.keys,
+         "W_q1": absolute and absolute.q_proj, "W_k": absolute and absolute.k_proj}
     if isinstance(outer, GatedMixer):
         # Self-attention: W_v and W_g are one Linear layer, rows [:D] and [D:].
         fused = outer.value_gate_proj
@@ -117,7 +119,7 @@ def position_mixer(site, mixer, flags, seed=1):
 
 def learned_positions(inner, length):
     """The rPosNet position vectors of the AppTek code: its learned table, through LayerNormalization."""
-    table, norm = inner.positions, inner.position_norm
+    table, norm = inner.relative.positions.embedding, inner.relative.positions.norm
     rows = table.weight.detach().double()[table.padding_idx + 1: table.padding_idx + 1 + length]
     return apptek_layer_norm(rows, norm.weight.detach().double(), norm.bias.detach().double())
 
@@ -185,7 +187,7 @@ def test_norm_flags_default_to_torch_and_choose_the_apptek_norm():
     def norms(flags):
         outer, inner, _ = position_mixer("encoder_self", "rposnet", ["--encoder-self-gating", "on",
                                                                       "--gating-gate-norm", *flags])
-        return [type(m) for m in (inner.position_norm, inner.v_proj.norm, outer.gate_norm)]
+        return [type(m) for m in (inner.relative.positions.norm, inner.v_proj.norm, outer.gate_norm)]
 
     assert norms([]) == [nn.LayerNorm] * 3
     assert norms(APPTEK_NORMS) == [AppTekLayerNorm] * 3
@@ -234,7 +236,7 @@ def test_arposnet_shared_positions_decode_and_fold():
     """Step-by-step decoding equals teacher forcing, and make_generation_fast_'s folded
     tables (capped at the learned positions) give the same outputs."""
     outer, inner, _ = position_mixer("decoder_self", "arposnet", ["--arposnet-absolute-positions", "shared"])
-    assert inner.shared_positions
+    assert inner.absolute.shared is inner.relative.positions
     x = torch.randn(12, 2, D, generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         full = outer(x, x, x)[0]
@@ -242,7 +244,7 @@ def test_arposnet_shared_positions_decode_and_fold():
         steps = [outer(x[t : t + 1], x[t : t + 1], x[t : t + 1], incremental_state=state)[0] for t in range(12)]
         torch.testing.assert_close(torch.cat(steps), full, atol=1e-5, rtol=0)
         inner.make_generation_fast_()
-        assert inner.abs_energy is not None and inner.abs_energy.size(1) <= inner.max_positions()
+        assert inner.absolute.table is not None and inner.absolute.table.size(1) <= inner.max_positions()
         torch.testing.assert_close(outer(x, x, x)[0], full, atol=1e-5, rtol=0)
 
 
@@ -254,7 +256,7 @@ def test_arposnet_shared_positions_refused_in_cross_attention():
 
 def test_position_flags_default_to_todays_behaviour():
     _, inner, _ = position_mixer("encoder_self", "arposnet", [])
-    assert inner.sinusoid_layout == "fairseq" and not inner.shared_positions
+    assert inner.absolute.sinusoid_layout == "fairseq" and inner.absolute.shared is None
 
 
 # ----- (d) dropout on the hard-coded Gaussian weights -----

@@ -171,11 +171,11 @@ POSNET_SITES = [("rposnet", "decoder_self"), ("aposnet", "encoder_self"), ("arpo
 @pytest.mark.parametrize("name, site, mode, dtype", [(n, s, m, d) for n, s in POSNET_SITES for m, d in MODES])
 def test_posnet_position_energies_stay_fp32(monkeypatch, device, mode, dtype, name, site):
     """PosNet's position energies (and the tables they are folded into) are fp32."""
-    from posnet_fairseq.mixers import posnet
+    from posnet_fairseq.mixers import position_energies
 
     seen = []
-    for table in ("_relative_table", "_absolute_table"):
-        _spy(monkeypatch, posnet.PositionAttention, table, seen)
+    for term in (position_energies.RelativeEnergies, position_energies.AbsoluteEnergies):
+        _spy(monkeypatch, term, "compute", seen)
     model, task = _model(name, site, "default")
     _run_model(model, task.source_dictionary, device, dtype, mode)
     assert seen and set(seen) == {torch.float32}, seen

@@ -13,9 +13,10 @@ import pytest
 import torch
 
 from fairseq_testing import build_model, decode_interleaved
-from posnet_fairseq.mixers import growing_cache
+from posnet_fairseq.mixers import growing_cache, state_reorder
 from posnet_fairseq.mixers.base import Mixer
 from posnet_fairseq.mixers.growing_cache import GROWTH
+from posnet_fairseq.mixers.state_reorder import GROW
 from posnet_fairseq.mixers.registry import MIXERS
 from posnet_fairseq.sites import SITE
 
@@ -56,14 +57,14 @@ def test_a_reorder_leaves_room_for_the_next_step_in_the_released_memory():
     released."""
     cache = growing_cache.append(None, torch.randn(4, 2, 3, 5))
     order = torch.tensor([2, 2, 0, 1])
-    reordered, released = growing_cache.reorder(cache, order, spare=None)
+    reordered, released = state_reorder.reorder(cache, order, None, GROW)
     assert torch.equal(reordered, cache.index_select(0, order)) and growing_cache.capacity(reordered) == 4
     assert released.data_ptr() == cache.data_ptr() and released.dim() == 1
     step = torch.randn(4, 2, 1, 5)
     appended = growing_cache.append(reordered, step)
     assert appended.data_ptr() == reordered.data_ptr() and appended.is_contiguous()
     assert torch.equal(appended, torch.cat([cache.index_select(0, order), step], dim=2))
-    again, _ = growing_cache.reorder(appended, order, spare=released)
+    again, _ = state_reorder.reorder(appended, order, released, GROW)
     assert again.data_ptr() == released.data_ptr()
     assert torch.equal(again, appended.index_select(0, order))
 
@@ -118,7 +119,7 @@ def test_decoding_equals_the_concatenating_cache(name, monkeypatch):
 def test_the_listed_mixers_grow_their_cache(name):
     mixer = decoder_self_mixer(name)
     decode(mixer, torch.randn(3, 2, mixer.embed_dim), random_orders(2, seed=0))
-    assert mixer._growing_state
+    assert GROW in mixer._state_reorders.values()
 
 
 def test_the_spare_allocation_lives_in_the_search_state():

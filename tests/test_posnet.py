@@ -13,7 +13,9 @@ from torch import nn
 from fairseq_testing import build_model
 from posnet_fairseq.mixers.registry import MixerContext
 from posnet_fairseq.sites import SITE
-from posnet_fairseq.mixers.posnet import FOLD_START, APosNet, ARPosNet, RPosNet, sinusoids
+from posnet_fairseq.mixers.posnet import FOLD_START, APosNet, ARPosNet, RPosNet
+from posnet_fairseq.mixers.position_energies import sinusoids
+from posnet_fairseq.precompute import table_form
 
 PAD = 1
 DIM, HEADS = 8, 2
@@ -31,7 +33,7 @@ def make_mixer(kind, site, max_relative=2, gamma=1.0, learned=True, seed=0):
     ctx = MixerContext(site=SITE[site], embed_dim=DIM, num_heads=HEADS, kdim=DIM, layer_idx=0, num_layers=1, args=args,
                        padding_idx=PAD, embed_positions=positions, shared=nn.ModuleDict(), length_ratio=gamma)
     mixer = KINDS[kind].build(ctx).eval()
-    norm = ctx.shared["posnet_position_norm"] if "r" in mixer.ENERGIES else None
+    norm = ctx.shared["posnet_position_norm"] if mixer.relative is not None else None
     if norm is not None:  # a non-trivial LayerNorm, so that the test sees it
         nn.init.normal_(norm.weight, 1.0, 0.2)
         nn.init.normal_(norm.bias, 0.0, 0.2)
@@ -40,7 +42,7 @@ def make_mixer(kind, site, max_relative=2, gamma=1.0, learned=True, seed=0):
 
 def naive(mixer, positions, norm, query, value, query_pad, key_pad):
     """Eq. 8-10 and the softmax, one (batch, head, n, m) at a time."""
-    K, gamma, Dh = mixer.max_relative, mixer.length_ratio, mixer.head_dim
+    relative, absolute, Dh = mixer.relative, mixer.absolute, mixer.head_dim
     T, B, _ = query.shape
     S = value.shape[0]
 
@@ -69,12 +71,13 @@ def naive(mixer, positions, norm, query, value, query_pad, key_pad):
                         continue
                     m = real_position(key_pad[b], s)
                     e = 0.0
-                    if "r" in mixer.ENERGIES:
-                        q = mixer.rel_q_proj(model_position(n))
+                    if relative is not None:
+                        K, gamma = relative.max_relative, relative.length_ratio
+                        q = relative.q_proj(model_position(n))
                         slot = max(-K, min(K, m - math.floor(gamma * n))) + K
-                        e += torch.dot(q[sl], mixer.rel_keys[slot, sl])
-                    if "a" in mixer.ENERGIES:
-                        q, k = mixer.abs_q_proj(sinusoid(n)), mixer.abs_k_proj(sinusoid(m))
+                        e += torch.dot(q[sl], relative.keys[slot, sl])
+                    if absolute is not None:
+                        q, k = absolute.q_proj(sinusoid(n)), absolute.k_proj(sinusoid(m))
                         e += torch.dot(q[sl], k[sl])
                     energies.append(e / math.sqrt(Dh))
                     keys.append(s)
@@ -143,9 +146,8 @@ def test_in_memory_tables_equal_direct_computation_and_grow(kind, site):
         mixer.make_generation_fast_()
         folded = mixer.energies(query_pos, key_pos)
     torch.testing.assert_close(folded, direct, atol=1e-5, rtol=0)
-    table = mixer.rel_energy if "r" in mixer.ENERGIES else mixer.abs_energy
-    assert table.size(1) == 2 * FOLD_START  # grew by doubling
-    assert "rel_energy" not in mixer.state_dict() and "abs_energy" not in mixer.state_dict()
+    assert all(term.table.size(1) == 2 * FOLD_START for term in mixer.terms)  # grew by doubling
+    assert not [key for key in mixer.state_dict() if "table" in key or "energy" in key]
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
@@ -154,8 +156,10 @@ def test_precomputed_mixer_refuses_longer_inputs_naming_the_limit(kind):
     x = torch.randn(10, 1, DIM)
     with torch.no_grad():
         before = mixer(x, x, x)[0]
-        mixer = mixer.table_form(10)
-        assert mixer.rel_q_proj is None and mixer.abs_q_proj is None and mixer.positions is None
+        mixer = table_form(mixer, 10)
+        assert all(not term.projections() for term in mixer.terms)
+        assert not [key for key in mixer.state_dict() if "proj" in key and not key.startswith(("v_proj", "out_proj"))]
+        assert mixer.relative is None or (mixer.relative.keys is None and mixer.relative.positions is None)
         torch.testing.assert_close(mixer(x, x, x)[0], before, atol=1e-5, rtol=0)
         y = torch.randn(11, 1, DIM)
         with pytest.raises(ValueError, match="precomputed for 10 positions"):
@@ -185,10 +189,10 @@ def test_presets_use_the_papers_settings():
     layer = model.encoder.layers[0].self_attn
     assert type(layer).__name__ == "GatedMixer" and isinstance(layer.mixer, RPosNet)
     assert type(model.decoder.layers[0].encoder_attn).__name__ == "MultiheadAttention"  # cross: plain MHA
-    assert layer.mixer.max_relative == 16
+    assert layer.mixer.relative.max_relative == 16
     assert type(model.encoder.embed_positions).__name__ == "LearnedPositionalEmbedding"
     big, _ = build_model(GAMMA, arch="rposnet_transformer_big")
-    assert big.encoder.layers[0].self_attn.mixer.max_relative == 8
+    assert big.encoder.layers[0].self_attn.mixer.relative.max_relative == 8
     ungated, _ = build_model(["--encoder-self-gating", "off"], arch="aposnet_transformer_tiny")
     assert isinstance(ungated.encoder.layers[0].self_attn, APosNet)
     assert type(ungated.decoder.layers[0].self_attn).__name__ == "GatedMixer"

@@ -92,6 +92,23 @@ def test_parameter_counts_before_and_after():
     assert after["model"] - before["model"] == layers * per_layer - 2 * 2 * D - shrink
 
 
+def test_a_precomputed_checkpoint_of_the_layout_before_the_energy_terms_loads():
+    """Checkpoints written before the energy terms were modules held the tables on the mixer
+    (``rel_energy``, ``abs_energy``): they load into the terms (``relative.table``, ``absolute.table``)."""
+    args, task, model = build(MODELS["arposnet"])
+    folded = copy.deepcopy(model)
+    precompute.precompute_model_(folded, N)
+    state = precompute.capped_state_dict(folded, args, N)
+    old = {key.replace("relative.table", "rel_energy").replace("absolute.table", "abs_energy"): value
+           for key, value in state.items()}
+    assert sum(key.endswith(("rel_energy", "abs_energy")) for key in old) == 2 * 4
+    reloaded = task.build_model(args).eval()
+    reloaded.load_state_dict(old, strict=True)
+    tokens, lengths, prev = ft.random_batch(task.target_dictionary, [N - 1, 7], [N - 1, 3])
+    with torch.no_grad():
+        assert torch.equal(reloaded(tokens, lengths, prev)[0], folded(tokens, lengths, prev)[0])
+
+
 BASE_VOCAB = 1000  # the deltas do not depend on the vocabulary
 PAPER_TRANSFORMER_BASE = 66.5e6
 

@@ -59,6 +59,7 @@ from .. import families, flags
 from .attention import autocast_off, real_positions
 from .base import Mixer
 from .registry import register_mixer
+from .state_reorder import COPY
 
 PATTERNS = ("avg", "ner", "far", "wet")
 ACTIVATIONS = ("exp", "relu", "square")
@@ -252,7 +253,8 @@ class AverageAttention(Mixer):
                     g = g.unsqueeze(0)
                 else:
                     g, state = weighted_prefix_average(s, z, w, state)
-                buf[f"{name}_num"], buf[f"{name}_den"], buf[f"{name}_ref"] = state
+                for part, tensor in zip(("num", "den", "ref"), state):
+                    self.keep_state(buf, f"{name}_{part}", tensor, COPY)
             averages.append(g)
         g = averages[0] if len(averages) == 1 else torch.stack(averages).mean(0)
         g = g.to(query.dtype)

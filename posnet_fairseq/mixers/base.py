@@ -20,7 +20,9 @@ every registered mixer at every site it claims):
 * positions come from the padding mask (``attention.real_positions``), never from the
   column index, so a sentence gives the same output alone or batched;
 * every cached tensor has the batch on dim 0, so one ``index_select`` in
-  :meth:`Mixer.reorder_incremental_state` follows beam search;
+  :meth:`Mixer.reorder_incremental_state` follows beam search, and is stored
+  with :meth:`Mixer.keep_state`, which declares how that copy is made
+  (``state_reorder.py``);
 * step-by-step decoding equals the teacher-forced pass;
 * no NaN/inf in fp32/bf16/fp16 up to :meth:`Mixer.max_positions`.
 
@@ -30,14 +32,15 @@ Mixers know nothing of fairseq's layers: the model hands them a
 conventions in ``norms.py`` and the constant-state decoding of clipped
 relative energies in ``clipped_decoding.py``.
 """
-from typing import Dict, Optional, Set, Tuple
+from typing import Dict, Optional
 
 import torch
 from fairseq.incremental_decoding_utils import FairseqIncrementalState
 from torch import Tensor, nn
 
-from . import growing_cache
+from . import growing_cache, state_reorder
 from .attention import real_positions
+from .state_reorder import COPY, GROW, Reorder
 
 
 class Mixer(FairseqIncrementalState, nn.Module):
@@ -45,15 +48,12 @@ class Mixer(FairseqIncrementalState, nn.Module):
 
     Subclasses implement ``forward`` with MultiheadAttention's signature and
     store their decoding state with :meth:`_set_input_buffer` as a dict of
-    tensors whose dim 0 is the (beam-expanded) batch.
+    tensors whose dim 0 is the (beam-expanded) batch, each put there by
+    :meth:`keep_state`.
     """
 
     STATE_KEY = "mixer_state"
-    # State tensors that the mixer creates itself, never views of or aliases to another tensor, and
-    # that every beam reorder replaces: the reorder may reuse the released one (reorder_incremental_state).
-    REUSED_STATE: Tuple[str, ...] = ()
-    # Suffix of the buffer key under which a reorder keeps the allocation it released, the next one's spare.
-    SPARE = ".spare"
+    SPARE = state_reorder.SPARE
 
     def __init__(self, embed_dim: int, num_heads: int):
         super().__init__()
@@ -62,7 +62,8 @@ class Mixer(FairseqIncrementalState, nn.Module):
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.head_dim = embed_dim // num_heads
-        self._growing_state: Set[str] = set()  # buffer keys that cache_self_attention grows in place
+        # How a beam reorder copies each state tensor, by buffer key, as keep_state declared it.
+        self._state_reorders: Dict[str, Reorder] = {}
 
     def max_positions(self) -> Optional[int]:
         """Longest sequence this mixer accepts (None: no limit)."""
@@ -74,17 +75,17 @@ class Mixer(FairseqIncrementalState, nn.Module):
     def _set_input_buffer(self, incremental_state, buffer: Dict[str, Optional[Tensor]]):
         return self.set_incremental_state(incremental_state, self.STATE_KEY, buffer)
 
-    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
-        """Every state tensor in beam order ``new_order``.
+    def keep_state(self, buffer: Dict[str, Optional[Tensor]], name: str, tensor: Tensor, how: Reorder) -> Tensor:
+        """Stores ``tensor`` (batch on dim 0) in ``buffer`` under ``name``, declaring how a beam reorder copies
+        it (``state_reorder.COPY``, ``REUSE`` or ``GROW``: whether into the memory the previous reorder
+        released, which only a tensor that the mixer created and nothing else refers to may be)."""
+        buffer[name] = tensor
+        self._state_reorders[name] = how
+        return tensor
 
-        A tensor named in ``REUSED_STATE``, and a cache that
-        :meth:`cache_self_attention` grows (``growing_cache.reorder``), is
-        copied into the memory of its name that the previous reorder released
-        (kept in the buffer under ``name + SPARE``, so that it lives as long as
-        the search) instead of into a fresh allocation: for a large state
-        reordered at every step (the key/value cache, rPosNet's K-value window)
-        the allocation costs more than the copy.
-        """
+    def reorder_incremental_state(self, incremental_state, new_order: Tensor):
+        """Every state tensor in beam order ``new_order``, each copied as :meth:`keep_state` declared it
+        (``state_reorder.py``); a tensor stored without a declaration is refused."""
         buffer = self._get_input_buffer(incremental_state)
         if not buffer:
             return incremental_state
@@ -92,17 +93,15 @@ class Mixer(FairseqIncrementalState, nn.Module):
         for name, state in buffer.items():
             if name.endswith(self.SPARE):
                 continue
-            spare = buffer.get(name + self.SPARE)
-            if state is None or state.requires_grad:
-                reordered[name] = None if state is None else state.index_select(0, new_order)
-            elif name in self._growing_state:
-                reordered[name], reordered[name + self.SPARE] = growing_cache.reorder(state, new_order, spare)
-            elif name in self.REUSED_STATE:
-                shape = (new_order.numel(),) + state.shape[1:]
-                if spare is None or spare.shape != shape or spare.dtype != state.dtype or spare.device != state.device:
-                    spare = state.new_empty(shape)
-                reordered[name] = torch.index_select(state, 0, new_order, out=spare)
-                reordered[name + self.SPARE] = state  # no longer read by the search: the next reorder's spare
+            how = self._state_reorders.get(name)
+            if how is None:
+                raise ValueError(f"{type(self).__name__}: decoding state {name!r} was stored without declaring how "
+                                 "a beam reorder copies it: store it with Mixer.keep_state (state_reorder.py)")
+            if state is None:
+                reordered[name] = None
+            elif how.reuse and not state.requires_grad:  # (out= copies do not record gradients)
+                reordered[name], reordered[name + self.SPARE] = state_reorder.reorder(
+                    state, new_order, buffer.get(name + self.SPARE), how)
             else:
                 reordered[name] = state.index_select(0, new_order)
         self._set_input_buffer(incremental_state, reordered)
@@ -119,7 +118,7 @@ class Mixer(FairseqIncrementalState, nn.Module):
         if start is None:
             start = torch.zeros(batch, 1, dtype=torch.long, device=device)
         positions = start + torch.arange(length, device=device).unsqueeze(0)
-        buffer["steps"] = start + length
+        self.keep_state(buffer, "steps", start + length, COPY)
         return positions
 
     # ----- plumbing shared by the attention-like mixers (multi-head values, B x H x T x S weights) -----
@@ -146,7 +145,8 @@ class Mixer(FairseqIncrementalState, nn.Module):
         ``tensors`` (B x H x T x D_h, from :meth:`split_heads`) are keyed by
         their buffer key (e.g. ``prev_value=v``); each is appended on the time
         dim to what ``buffer`` holds under that key, in place where the cache
-        has spare steps (``growing_cache``). A None tensor is neither
+        has spare steps (``growing_cache``), and reordered into released memory
+        (``state_reorder.GROW``). A None tensor is neither
         cached nor returned changed (``relattn`` has no keys). Unless
         ``pad_key`` is None, the B x T padding mask ``pad`` (all False when
         None) is appended under ``pad_key`` too, so past pad steps stay masked.
@@ -160,16 +160,14 @@ class Mixer(FairseqIncrementalState, nn.Module):
         cached = []
         for name, tensor in tensors.items():
             if tensor is not None:
-                tensor = growing_cache.append(buffer.get(name), tensor)
-                buffer[name] = tensor
-                self._growing_state.add(name)
+                tensor = self.keep_state(buffer, name, growing_cache.append(buffer.get(name), tensor), GROW)
             cached.append(tensor)
         if pad_key is not None:
             if pad is None:
                 pad = torch.zeros(batch, length, dtype=torch.bool, device=device)
             if pad_key in buffer:
                 pad = torch.cat([buffer[pad_key], pad], dim=1)
-            buffer[pad_key] = pad
+            self.keep_state(buffer, pad_key, pad, COPY)
         self._set_input_buffer(incremental_state, buffer)
         keys = next(t for t in cached if t is not None).size(2)
         return (*cached, pad, torch.arange(keys, device=device).unsqueeze(0).expand(batch, keys))

@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .state_reorder import COPY, REUSE
+
 
 def _slot_order(k: int, slot: int, device) -> Tensor:
     """Energy entry of the tail and of each ring slot, tail first: slot i holds distance (slot - i) mod K,
@@ -24,12 +26,8 @@ def _slot_order(k: int, slot: int, device) -> Tensor:
 
 _SLOT_ORDERS: Dict[Tuple[int, int, torch.device], Tensor] = {}
 
-# The window (the largest state) is created here and only written in place: a mixer that decodes with
-# clipped_decoding_step lets the beam reorder reuse it (Mixer.REUSED_STATE).
-REUSED_STATE = ("window",)
 
-
-def clipped_decoding_step(buffer: Dict[str, Optional[Tensor]], step: int, v: Tensor, pad: Optional[Tensor],
+def clipped_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int, v: Tensor, pad: Optional[Tensor],
                           energy: Tensor, shared_tail: bool, dropout: float = 0.0, training: bool = False) -> Tensor:
     """One causal decoding step of softmax attention with clipped relative energies, in constant state.
 
@@ -45,9 +43,9 @@ def clipped_decoding_step(buffer: Dict[str, Optional[Tensor]], step: int, v: Ten
     O(K D_h) per step (docs/constant-cost-decoding.md).
 
     ``v`` is this step's B x H x 1 x D_h value and ``pad`` (B x 1) says
-    whether it is a pad key. ``buffer`` holds the state, batch first so
-    that ``Mixer.reorder_incremental_state`` follows beam search, and of a
-    size that does not depend on the step: ``window`` (B x H x K x D_h, a
+    whether it is a pad key. ``buffer`` holds the state, stored with
+    ``mixer.keep_state``, batch first so that ``Mixer.reorder_incremental_state``
+    follows beam search, and of a size that does not depend on the step: ``window`` (B x H x K x D_h, a
     ring: position m in slot m mod K, written in place), ``tail``
     (B x H x 1 x D_h, fp32: the sum of the tail's valid values) and
     ``counts`` (B x (K+1), fp32: the tail's count of valid keys, then 1 for
@@ -61,9 +59,11 @@ def clipped_decoding_step(buffer: Dict[str, Optional[Tensor]], step: int, v: Ten
     acc = torch.promote_types(v.dtype, torch.float32)
     k = energy.size(-1) - 1
     if "window" not in buffer:
-        buffer["window"] = v.new_zeros(batch, heads, k, head_dim)
-        buffer["tail"] = torch.zeros(batch, heads, 1, head_dim, dtype=acc, device=v.device)
-        buffer["counts"] = torch.zeros(batch, k + 1, dtype=acc, device=v.device)
+        # The window, the largest state, is made here and only written in place: a reorder copies it
+        # into the window the previous reorder released.
+        mixer.keep_state(buffer, "window", v.new_zeros(batch, heads, k, head_dim), REUSE)
+        mixer.keep_state(buffer, "tail", torch.zeros(batch, heads, 1, head_dim, dtype=acc, device=v.device), COPY)
+        mixer.keep_state(buffer, "counts", torch.zeros(batch, k + 1, dtype=acc, device=v.device), COPY)
     window, tail, counts = buffer["window"], buffer["tail"], buffer["counts"]
     # The key now at distance K joins the tail (or, unshared, is the tail):
     # position n-K, in the slot that this step's value overwrites.

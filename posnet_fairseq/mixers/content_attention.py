@@ -46,6 +46,7 @@ from torch import Tensor, nn
 from .. import families
 from .attention import masked_softmax, real_positions
 from .base import Mixer
+from .state_reorder import COPY
 
 PAD_KEY = "prev_key_padding_mask"
 
@@ -163,8 +164,7 @@ class ContentAttention(Mixer):
             out, weights = self._attend(q, k, v, bias, invalid), None
         return self.merge_heads(out), weights
 
-    @staticmethod
-    def _pad_history(buffer, pad: Optional[Tensor], past: int) -> Optional[str]:
+    def _pad_history(self, buffer, pad: Optional[Tensor], past: int) -> Optional[str]:
         """The buffer key of the cached key padding mask, or None while no step has had a pad key.
 
         fairseq's generator never feeds a pad to the decoder, so the mask (and
@@ -174,7 +174,7 @@ class ContentAttention(Mixer):
         if pad is None and PAD_KEY not in buffer:
             return None
         if PAD_KEY not in buffer:
-            buffer[PAD_KEY] = torch.zeros(pad.size(0), past, dtype=torch.bool, device=pad.device)
+            self.keep_state(buffer, PAD_KEY, torch.zeros(pad.size(0), past, dtype=torch.bool, device=pad.device), COPY)
         return PAD_KEY
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], invalid: Optional[Tensor]) -> Tensor:

@@ -13,22 +13,24 @@ tokens these allocations took 80% of a base decoder's step.
 Here the beam reorder is the one copy per step, and it writes into memory
 the search already holds:
 
-* :func:`reorder` copies the cache, in the new beam order, into the spare
-  memory that the previous reorder released (a flat buffer kept in the
-  search's incremental state, so it is freed with the search), laid out as
-  B x H x (S + 1) x D_h: the extra step is room for the next append;
+* the reorder (``state_reorder.GROW``, declared by
+  ``Mixer.cache_self_attention``) copies the cache, in the new beam order,
+  into the spare memory that the previous reorder released (a flat buffer
+  kept in the search's incremental state, so it is freed with the search),
+  laid out as B x H x (S + 1) x D_h: the extra step is room for the next
+  append;
 * :func:`append` writes the next steps into that room, so the cache is
   contiguous again; where there is no room (the first step, a block of
   several steps, decoding without reorders) it allocates anew with ``GROWTH``
   spare steps.
 
 The cached values are those of ``cat``/``index_select``: the same numbers,
-copied. :func:`append` writes past the end of the view it is given and
-:func:`reorder` into memory the cache no longer uses, so a cache has one
-owner: fairseq's search uses an incremental state linearly, never
-continuing two copies of one.
+copied. :func:`append` writes past the end of the view it is given and the
+reorder into memory the cache no longer uses, so a cache has one owner:
+fairseq's search uses an incremental state linearly, never continuing two
+copies of one.
 """
-from typing import Optional, Tuple
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -68,21 +70,3 @@ def append(cache: Optional[Tensor], steps: Tensor) -> Tensor:
     extended[:, :, past:] = steps
     return extended
 
-
-def reorder(cache: Tensor, order: Tensor, spare: Optional[Tensor]) -> Tuple[Tensor, Tensor]:
-    """``cache`` in beam order ``order``, copied into ``spare`` (a flat buffer, or None) with room for one step.
-
-    Returns the reordered cache and the flat buffer of the memory it was in,
-    the spare of the next reorder.
-    """
-    _, heads, steps, dim = cache.shape
-    batch = order.numel()
-    needed = batch * heads * (steps + 1) * dim
-    if spare is None or spare.numel() < needed or spare.dtype != cache.dtype or spare.device != cache.device:
-        # Room for the next GROWTH steps' reorders.
-        spare = cache.new_empty(needed + batch * heads * GROWTH * dim)
-    whole = spare[:needed].view(batch, heads, steps + 1, dim)
-    reordered = torch.index_select(cache, 0, order, out=whole[:, :, :steps])
-    memory = cache.untyped_storage()
-    released = cache.new_empty(0).set_(memory, 0, (memory.nbytes() // cache.element_size(),))
-    return reordered, released

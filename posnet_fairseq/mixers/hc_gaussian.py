@@ -52,6 +52,7 @@ from ..sites import SITE_LIST, dest, layer_indices, per_layer, spec_items
 from .attention import real_positions
 from .base import Mixer
 from .registry import register_mixer
+from .state_reorder import COPY
 
 SYMBOLS = {"l": -1.0, "c": 0.0, "r": 1.0}
 KERNELS = ("gaussian", "conv", "index")
@@ -267,7 +268,7 @@ class HardCodedSelfAttention(_HardCodedAttention):
         if window is None:
             window = v.new_zeros(B, H, self.window, d)
         keys = torch.cat([window, v], dim=2)
-        buffer["window"] = keys[:, :, -self.window:]
+        self.keep_state(buffer, "window", keys[:, :, -self.window:], COPY)  # a view of this step's keys
         self._set_input_buffer(incremental_state, buffer)
         # Every query weighs the window that ends at itself alike (1 x H x 1 x window).
         weights = self._causal_weights(0, self.window).unsqueeze(1).unsqueeze(0)
@@ -323,7 +324,8 @@ class HardCodedCrossAttention(_HardCodedAttention):
             pads = key_padding_mask if key_padding_mask is not None else key_pos.new_zeros(key_pos.shape).bool()
         if buffer is not None:
             query_pos = self.decoding_steps(buffer, B, T, query.device)
-            buffer["value"], buffer["key_positions"], buffer["key_padding_mask"] = v, key_pos, pads
+            for name, tensor in (("value", v), ("key_positions", key_pos), ("key_padding_mask", pads)):
+                self.keep_state(buffer, name, tensor, COPY)
             self._set_input_buffer(incremental_state, buffer)
         else:
             query_pos = torch.arange(T, device=query.device).unsqueeze(0)

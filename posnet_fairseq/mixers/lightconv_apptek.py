@@ -33,7 +33,7 @@ from torch import nn
 from .. import flags
 from .attention import masked_softmax
 from .base import Mixer
-from .clipped_decoding import REUSED_STATE as CLIPPED_STATE, clipped_decoding_step
+from .clipped_decoding import clipped_decoding_step
 from .registry import register_mixer
 
 # Option sets the contract tests run besides the defaults: global context, and
@@ -65,8 +65,6 @@ class AppTekLightConv(Mixer):
     keeps the last K values and, with global context, the sum of the older
     ones: constant cost per step (:meth:`_decode`).
     """
-
-    REUSED_STATE = CLIPPED_STATE
 
     def __init__(self, embed_dim, num_heads, max_relative=16, global_context=False, dropout=0.0, causal=False):
         super().__init__(embed_dim, num_heads)
@@ -137,7 +135,7 @@ class AppTekLightConv(Mixer):
         steps = self.decoding_steps(buffer, v.size(0), v.size(2), v.device)
         energy = self.weight.to(acc)[:, : self.max_relative + 1].unsqueeze(0)  # distances K..0
         out = torch.cat([
-            clipped_decoding_step(buffer, int(steps[0, t]), v[:, :, t: t + 1],
+            clipped_decoding_step(self, buffer, int(steps[0, t]), v[:, :, t: t + 1],
                                   None if pad is None else pad[:, t: t + 1], energy,
                                   shared_tail=self.global_context, dropout=self.dropout, training=self.training)
             for t in range(v.size(2))], dim=2)

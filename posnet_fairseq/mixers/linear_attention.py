@@ -52,6 +52,7 @@ from .aan import baseline_family, safe_divide
 from .attention import autocast_off
 from .base import Mixer
 from .registry import register_mixer
+from .state_reorder import COPY
 
 # Steps per chunk of the training form: the intra-chunk kernel matrix is
 # CHUNK x CHUNK per head and position block; translation-length targets fit in one.
@@ -145,7 +146,8 @@ class LinearAttention(Mixer):
                 else:
                     out, state = causal_linear_attention(q, k, v, state)
                 if buffer is not None:
-                    buffer["S"], buffer["z"] = state
+                    self.keep_state(buffer, "S", state[0], COPY)
+                    self.keep_state(buffer, "z", state[1], COPY)
                     self._set_input_buffer(incremental_state, buffer)
         return self.merge_heads(out.to(query.dtype)), None
 

@@ -50,6 +50,7 @@ from .. import families
 from .aan import baseline_family
 from .base import Mixer
 from .registry import register_mixer
+from .state_reorder import COPY
 
 
 def linear_recurrence(a: Tensor, b: Tensor, initial: Optional[Tensor] = None) -> Tensor:
@@ -109,7 +110,7 @@ class SSRU(Mixer):
         else:
             cell = linear_recurrence(forget, inputs, previous)
         if buffer is not None:
-            buffer["cell"] = cell[-1]  # B x C: the whole decoding state of this layer
+            self.keep_state(buffer, "cell", cell[-1], COPY)  # B x C: the whole decoding state of this layer
             self._set_input_buffer(incremental_state, buffer)
         return torch.relu(cell).to(query.dtype), None
 

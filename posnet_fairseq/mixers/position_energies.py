@@ -1,0 +1,212 @@
+"""The energy terms of PositionAttention (posnet.py): aPosNet's and rPosNet's, one module each.
+
+A term owns its parameters and its table of unscaled fp32 energies
+(``table``): loaded from a posnet-precompute checkpoint (a parameter, not
+trained, the term then has nothing else), made in memory by
+``PositionAttention.make_generation_fast_`` (a buffer left out of the state
+dict), or None. The mixer sums the terms' energies (arPosNet: rPosNet's plus
+aPosNet's) and decides when a table is folded or grown; a term computes its
+energies of query positions lo..hi-1 (:meth:`EnergyTerm.compute`) and reads
+them out of a table (:meth:`EnergyTerm.lookup`, :meth:`EnergyTerm.energies`).
+
+rPosNet's constant-state decoding is in ``posnet_decoding.py``; aPosNet and
+arPosNet decode with the whole prefix cached (``PositionAttention.forward``).
+"""
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from fairseq.modules import LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
+from torch import Tensor, nn
+
+from .attention import autocast_off
+from .norms import layer_norm_fp32
+
+
+def sinusoids(length, dim, layout="fairseq"):
+    """fp32 sinusoidal vectors of positions 0..length-1 (length x dim), no padding offset.
+
+    ``fairseq``: fairseq's SinusoidalPositionalEmbedding, ``[sin(n w_k) | cos(n w_k)]``
+    with ``w_k = 10000^(-k / (D/2 - 1))``, k < D/2 (a zero column when D is odd).
+    ``apptek``: the AppTek code's, ``pe[n, 2k] = sin(n w_k)``, ``pe[n, 2k+1] =
+    cos(n w_k)`` with ``w_k = 10000^(-2k / D)``.
+    """
+    if layout == "fairseq":
+        return SinusoidalPositionalEmbedding.get_embedding(length, dim)
+    angles = torch.arange(length, dtype=torch.float32).unsqueeze(1) * \
+        torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.empty(length, dim)
+    table[:, 0::2] = torch.sin(angles)
+    table[:, 1::2] = torch.cos(angles[:, : dim // 2])
+    return table
+
+
+class ModelPositions:
+    """rPosNet's position queries p_n: the model's own position embeddings, through the LayerNorm shared
+    by all layers of the encoder / of the decoder, then dropout at the model rate.
+
+    Not a module: the embedding and the LayerNorm are owned (and registered) by the encoder/decoder,
+    so a mixer refers to them without registering them again.
+    """
+
+    def __init__(self, embedding, norm, dim: int, dropout: float, owner: str):
+        self.embedding, self.norm, self.dim, self.dropout, self.owner = embedding, norm, dim, dropout, owner
+
+    def limit(self) -> Optional[int]:
+        """Positions the embedding has (None: sinusoidal, no limit)."""
+        return self.embedding.max_positions if isinstance(self.embedding, LearnedPositionalEmbedding) else None
+
+    def __call__(self, lo: int, hi: int, training: bool) -> Tensor:
+        """LN'd (and dropped-out) vectors of positions lo..hi-1: (hi-lo) x D, fp32."""
+        module, norm = self.embedding, self.norm
+        offset = module.padding_idx + 1  # fairseq's position index of the first real token
+        if isinstance(module, LearnedPositionalEmbedding):
+            if hi > module.max_positions:
+                raise ValueError(f"{self.owner}: position {hi - 1} is beyond the {module.max_positions} learned "
+                                 "positions (--max-source-positions / --max-target-positions)")
+            vectors = module.weight[offset + lo: offset + hi].float()
+        else:
+            vectors = SinusoidalPositionalEmbedding.get_embedding(offset + hi, self.dim, module.padding_idx)
+            vectors = vectors[offset + lo:].to(norm.weight.device)
+        vectors = layer_norm_fp32(norm, vectors)
+        return F.dropout(vectors, self.dropout, training)
+
+
+class EnergyTerm(nn.Module):
+    """One energy term: unscaled fp32 energies H x n x width of query positions lo..hi-1."""
+
+    LABEL = ""  # the paper's name of the term, in error messages
+    # The table's name in posnet-precompute's .npy export, and in the state dicts of checkpoints from
+    # before the terms were modules (their keys are renamed on load: PositionAttention._load_from_state_dict).
+    TABLE_NAME = ""
+    OLD_NAMES = {}  # {name in those checkpoints: name here}
+    AXES = ()  # of the table, for the export's index
+
+    def __init__(self, embed_dim, num_heads, precomputed, width):
+        super().__init__()
+        self.num_heads, self.head_dim = num_heads, embed_dim // num_heads
+        self.precomputed = precomputed
+        if precomputed:
+            self.table = nn.Parameter(torch.zeros(num_heads, precomputed, width), requires_grad=False)
+        else:
+            self.register_buffer("table", None, persistent=False)
+
+    def covers(self, needed: int) -> bool:
+        return self.table is not None and needed <= self.table.size(1)
+
+    def _project(self, proj, vectors):
+        return F.linear(vectors, proj.weight.float(), proj.bias.float()).view(-1, self.num_heads, self.head_dim)
+
+
+class RelativeEnergies(EnergyTerm):
+    """rPosNet's energies (Eq. 9-10): ``e[h,n,m] = <W_q^r p_n, r[idx(n,m)]>_h``, with
+    ``idx(n,m) = clip(m - floor(gamma n), -K, K) + K``; the table is H x N x (2K+1), by relative slot."""
+
+    LABEL = "rPosNet"
+    TABLE_NAME = "rel_energy"
+    OLD_NAMES = {"rel_q_proj": "q_proj", "rel_keys": "keys", "rel_energy": "table"}
+    AXES = ("head", "query position", "relative slot m - floor(gamma n) + K")
+
+    def __init__(self, embed_dim, num_heads, max_relative, length_ratio=1.0, positions=None, precomputed=0):
+        super().__init__(embed_dim, num_heads, precomputed, 2 * max_relative + 1)
+        self.max_relative, self.length_ratio = max_relative, length_ratio
+        self.positions = positions  # ModelPositions (None in a precomputed term)
+        self.q_proj = None if precomputed else nn.Linear(embed_dim, embed_dim)
+        self.keys = None if precomputed else nn.Parameter(torch.empty(2 * max_relative + 1, embed_dim))
+
+    def projections(self):
+        return [] if self.q_proj is None else [self.q_proj]
+
+    def limit(self) -> Optional[int]:
+        return self.positions.limit()
+
+    def keys_needed(self, key_pos: Tensor) -> int:
+        return 0  # the table's width is the 2K+1 slots, whatever the keys
+
+    def compute(self, lo, hi, keys, training):
+        with autocast_off(self.keys):
+            queries = self._project(self.q_proj, self.positions(lo, hi, training))
+            keys = self.keys.float().view(-1, self.num_heads, self.head_dim)
+            return torch.einsum("nhd,shd->hns", queries, keys)
+
+    def lookup(self, lo, hi, keys):
+        return self.table[:, lo:hi].float()
+
+    def anchors(self, query_pos: Tensor) -> Tensor:
+        """floor(gamma n) of Eq. 10: the key position of slot K."""
+        return query_pos if self.length_ratio == 1.0 else torch.floor(query_pos.double() * self.length_ratio).long()
+
+    def energies(self, table, rows, query_pos, key_pos):
+        """H x B x T x S energies out of ``table`` (H x n x (2K+1)), ``rows`` B x T x 1 indexing its n."""
+        slot = (key_pos.unsqueeze(1) - self.anchors(query_pos).unsqueeze(2)).clamp(-self.max_relative,
+                                                                                   self.max_relative)
+        return table[:, rows, slot + self.max_relative]
+
+    def table_form(self, table):
+        """A term holding only ``table`` (H x N x (2K+1)), as posnet-precompute stores it."""
+        form = RelativeEnergies(self.num_heads * self.head_dim, self.num_heads, self.max_relative,
+                                self.length_ratio, precomputed=table.size(1))
+        form.table.copy_(table)
+        return form
+
+    def export_index(self):
+        return {"max_relative": self.max_relative, "length_ratio": self.length_ratio}
+
+
+class AbsoluteEnergies(EnergyTerm):
+    """aPosNet's energies (Eq. 8): ``e[h,n,m] = <W_q^a s_n, W_k s_m>_h``; the table is H x N x N.
+
+    ``s`` are sinusoids (``sinusoid_layout``, dropout at the model rate), or, with ``shared`` (arPosNet
+    as the authors' code: ``--arposnet-absolute-positions shared``), rPosNet's :class:`ModelPositions`.
+    """
+
+    LABEL = "aPosNet"
+    TABLE_NAME = "abs_energy"
+    OLD_NAMES = {"abs_q_proj": "q_proj", "abs_k_proj": "k_proj", "abs_energy": "table"}
+    AXES = ("head", "query position", "key position")
+
+    def __init__(self, embed_dim, num_heads, precomputed=0, sinusoid_layout="fairseq", position_dropout=0.0,
+                 shared=None):
+        super().__init__(embed_dim, num_heads, precomputed, precomputed)
+        self.sinusoid_layout, self.position_dropout, self.shared = sinusoid_layout, position_dropout, shared
+        self.q_proj = None if precomputed else nn.Linear(embed_dim, embed_dim)
+        self.k_proj = None if precomputed else nn.Linear(embed_dim, embed_dim)
+
+    def projections(self):
+        return [] if self.q_proj is None else [self.q_proj, self.k_proj]
+
+    def limit(self) -> Optional[int]:
+        return None if self.shared is None else self.shared.limit()
+
+    def keys_needed(self, key_pos: Tensor) -> int:
+        return int(key_pos.max()) + 1
+
+    def compute(self, lo, hi, keys, training):
+        # One set of (dropped-out) vectors for queries and keys, as in
+        # self-attention where both are the same positions.
+        if self.shared is not None:
+            vectors = self.shared(0, max(hi, keys), training)
+        else:
+            vectors = F.dropout(sinusoids(max(hi, keys), self.q_proj.in_features, self.sinusoid_layout).to(
+                self.q_proj.weight.device), self.position_dropout, training)
+        with autocast_off(vectors):
+            q = self._project(self.q_proj, vectors[lo:hi])
+            k = self._project(self.k_proj, vectors[:keys])
+            return torch.einsum("nhd,mhd->hnm", q, k)
+
+    def lookup(self, lo, hi, keys):
+        return self.table[:, lo:hi, :keys].float()
+
+    def energies(self, table, rows, query_pos, key_pos):
+        """H x B x T x S energies out of ``table`` (H x n x M), ``rows`` B x T x 1 indexing its n."""
+        return table[:, rows, key_pos.unsqueeze(1)]
+
+    def table_form(self, table):
+        """A term holding only ``table`` (H x N x N), as posnet-precompute stores it."""
+        form = AbsoluteEnergies(self.num_heads * self.head_dim, self.num_heads, precomputed=table.size(1))
+        form.table.copy_(table)
+        return form
+
+    def export_index(self):
+        return {}

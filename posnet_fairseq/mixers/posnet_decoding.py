@@ -1,0 +1,125 @@
+"""rPosNet's decoding at constant cost per step (PosNet paper, Eq. 9-10; docs/constant-cost-decoding.md).
+
+rPosNet's energy of a key depends on its distance to the query only up to
+the clipping distance K (Eq. 10), so keys beyond K share one energy and their
+sum stands in for them: decoder self-attention keeps the last K values, the
+sum of the older ones and their count (``clipped_decoding.py``); cross-
+attention attends over the 2K-1 sources around the anchor floor(gamma n) and
+the means of the sources on either side, from prefix and suffix sums made
+once per sentence. aPosNet and arPosNet cannot do this (an absolute energy
+is a key's own): they decode with the whole prefix cached
+(``PositionAttention.forward``).
+
+The functions take the mixer (``posnet.PositionAttention``: its value
+projection, dropout and decoding steps) and its :class:`RelativeEnergies`.
+"""
+import torch
+import torch.nn.functional as F
+
+from .attention import masked_softmax, real_positions
+from .clipped_decoding import clipped_decoding_step
+from .state_reorder import COPY
+
+
+def step_energies(mixer, relative, steps):
+    """Scaled fp32 rPosNet energies of the query positions ``steps`` (B x T): B x T x H x (2K+1)."""
+    lo = int(steps.min())
+    table = mixer.term_energies(relative, lo, int(steps.max()) + 1)  # H x n x (2K+1)
+    return table[:, steps - lo].permute(1, 2, 0, 3) * mixer.scaling
+
+
+def decode_self(mixer, relative, buffer, value, pad, length):
+    """Decoder self-attention, step by step: every key at distance >= K shares the slot-0 energy of
+    Eq. 10, so the last K values, the sum of the older ones and their count replace the cache."""
+    v = mixer.split_heads(mixer.v_proj(value))
+    steps = mixer.decoding_steps(buffer, v.size(0), length, v.device)
+    # A causal query sees the slots m - n = -K..0, i.e. 0..K. Every row is at the same step
+    # (clipped_decoding_step takes one), so row 0's energies serve the whole batch.
+    energy = step_energies(mixer, relative, steps[:1])[..., : relative.max_relative + 1]
+    return torch.cat([
+        clipped_decoding_step(mixer, buffer, int(steps[0, t]), v[:, :, t: t + 1],
+                              None if pad is None else pad[:, t: t + 1], energy[:, t], shared_tail=True,
+                              dropout=mixer.dropout, training=mixer.training)
+        for t in range(length)], dim=2)
+
+
+def cache_source(mixer, buffer, value, pad):
+    """The encoder side of cross-attention, once per sentence: the values in real-position order
+    (pads last, zeroed), their prefix and suffix sums (fp32) and the sentence lengths."""
+    v = mixer.split_heads(mixer.v_proj(value))  # B x H x S x D_h
+    batch, heads, src_len, head_dim = v.shape
+    acc = torch.promote_types(v.dtype, torch.float32)
+    positions = real_positions(pad, batch, src_len, v.device)
+    if pad is None:
+        pad = torch.zeros(batch, src_len, dtype=torch.bool, device=v.device)
+    # A stable sort of the pad flags puts the real tokens first, in order, whichever side is padded.
+    order = torch.sort(pad.to(torch.uint8), dim=1, stable=True).indices
+    source = v.gather(2, order[:, None, :, None].expand_as(v))
+    lengths = (~pad).sum(dim=1, keepdim=True)  # B x 1
+    beyond = torch.arange(src_len, device=v.device).unsqueeze(0) >= lengths
+    source = source.masked_fill(beyond[:, None, :, None], 0.0)
+    zero = source.new_zeros(batch, heads, 1, head_dim, dtype=acc)
+    mixer.keep_state(buffer, "source", source, COPY)
+    mixer.keep_state(buffer, "prefix", torch.cat([zero, torch.cumsum(source.to(acc), dim=2)], dim=2), COPY)  # m < j
+    mixer.keep_state(buffer, "suffix", torch.cat([torch.cumsum(source.to(acc).flip(2), dim=2).flip(2), zero], dim=2),
+                     COPY)  # m >= j
+    mixer.keep_state(buffer, "source_lengths", lengths, COPY)
+    # Only for the attention weights fairseq may ask for, in its column layout (pad may be the caller's).
+    mixer.keep_state(buffer, "source_positions", positions, COPY)
+    mixer.keep_state(buffer, "source_pad", pad, COPY)
+
+
+def decode_cross(mixer, relative, buffer, value, pad, length, need_weights):
+    """Cross-attention, step by step: around the anchor a = floor(gamma n) (Eq. 10) the sources
+    m <= a-K share the slot-0 energy and m >= a+K the slot-2K one, so the step attends over the
+    2K-1 values in between and the two means from the prefix/suffix sums: O(K D) per step."""
+    if "source" not in buffer:
+        cache_source(mixer, buffer, value, pad)
+    source, prefix, suffix = buffer["source"], buffer["prefix"], buffer["suffix"]
+    lengths = buffer["source_lengths"]
+    batch, heads, src_len, head_dim = source.shape
+    k = relative.max_relative
+    steps = mixer.decoding_steps(buffer, batch, length, source.device)
+    energy = step_energies(mixer, relative, steps)  # B x T x H x (2K+1)
+    anchors = relative.anchors(steps)
+    inner = max(2 * k - 1, 0)  # the sources with a slot of their own, a-K+1..a+K-1
+
+    def mean(sums, at, count):  # sums[at] / count, per head: B x H x 1 x D_h
+        picked = sums.gather(2, at[:, None, :, None].expand(batch, heads, 1, head_dim))
+        return picked / count.clamp(min=1).view(batch, 1, 1, 1)
+
+    outs, weights = [], []
+    for t in range(length):
+        anchor = anchors[:, t: t + 1]  # B x 1
+        left_count = (anchor - k + 1).clamp(min=0).minimum(lengths)  # m <= a-K
+        right_start = (anchor + max(k, 1)).clamp(min=0).minimum(lengths)  # m >= a+K (K=0: beyond a)
+        right_count = lengths - right_start
+        window = anchor - k + 1 + torch.arange(inner, device=source.device)  # B x (2K-1)
+        outside = (window < 0) | (window >= lengths)
+        index = window.clamp(0, src_len - 1)[:, None, :, None].expand(batch, heads, inner, head_dim)
+        values = torch.cat([mean(prefix, left_count, left_count),
+                            source.gather(2, index).to(prefix.dtype),
+                            mean(suffix, right_start, right_count)], dim=2)  # B x H x (2K+1) x D_h
+        e = energy[:, t]
+        logits = torch.cat([e[..., :1] + torch.log(left_count.clamp(min=1)).unsqueeze(1),
+                            e[..., 1: 1 + inner],
+                            e[..., 2 * k:] + torch.log(right_count.clamp(min=1)).unsqueeze(1)], dim=-1)
+        invalid = torch.cat([left_count == 0, outside, right_count == 0], dim=1).unsqueeze(1)
+        probs = masked_softmax(logits, invalid)  # B x H x (2K+1)
+        dropped = F.dropout(probs, p=mixer.dropout, training=mixer.training)
+        outs.append(torch.matmul(dropped.unsqueeze(2), values).to(source.dtype))
+        if need_weights:
+            weights.append(source_weights(buffer, probs, k, anchor, right_start, left_count, right_count))
+    return torch.cat(outs, dim=2), torch.cat(weights, dim=2) if need_weights else None
+
+
+def source_weights(buffer, probs, k, anchor, right_start, left_count, right_count):
+    """B x H x 1 x S attention weights in fairseq's column layout: a source in a shared-energy
+    group gets its group's probability divided by the group's size (they are equal)."""
+    positions, pad = buffer["source_positions"], buffer["source_pad"]
+    inner = probs.size(-1) - 2
+    group = torch.where(positions <= anchor - k, 0,
+                        torch.where(positions >= right_start, inner + 1, positions - anchor + k))
+    size = torch.where(group == 0, left_count, torch.where(group == inner + 1, right_count, 1))
+    shares = probs.gather(2, group.unsqueeze(1).expand(-1, probs.size(1), -1)) / size.unsqueeze(1)
+    return shares.masked_fill(pad.unsqueeze(1), 0.0).unsqueeze(2)

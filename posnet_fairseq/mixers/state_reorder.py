@@ -1,0 +1,71 @@
+"""How a beam reorder copies each decoding-state tensor of a mixer: the one way to reuse released memory.
+
+Beam search reorders the decoding state before every step
+(``Mixer.reorder_incremental_state``): each state tensor is copied in the
+new beam order, and the tensor it replaces is no longer read. For a large
+state reordered at every step (the key/value cache, rPosNet's K-value window)
+a fresh allocation costs more than the copy (``growing_cache.py`` has the
+figures), so such a tensor is copied into the memory the previous reorder
+released instead: that memory is kept in the search's incremental state
+under ``name + SPARE`` (freed with the search, never shared between two
+searches), and the released tensor's memory becomes the next reorder's spare.
+
+This is safe only for a tensor that the mixer created and that nothing else
+refers to (no view of an input, of the encoder's output or of another state
+tensor), so every state tensor is declared where it is created, with
+``Mixer.keep_state(buffer, name, tensor, how)``: ``how`` is one of
+
+* :data:`COPY`: into fresh memory (small state, or state that may alias
+  memory the mixer does not own);
+* :data:`REUSE`: into the released memory, same shape (rPosNet's and
+  LightConv's window, written in place by ``clipped_decoding.py``);
+* :data:`GROW`: into the released memory with one spare step on dim 2 for
+  the next append, which ``growing_cache.append`` writes in place, so the
+  cache stays contiguous.
+
+A reorder refuses a state tensor that was stored without a declaration
+(``tests/test_state_reorder.py`` decodes every registered decoder mixer with
+reorders). The copied values are those of ``index_select``.
+"""
+import math
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from .growing_cache import GROWTH
+
+# Suffix of the buffer key under which a reorder keeps the memory it released, the next one's spare.
+SPARE = ".spare"
+
+
+@dataclass(frozen=True)
+class Reorder:
+    """How a beam reorder copies one state tensor (B x ...: the batch on dim 0)."""
+
+    reuse: bool  # into the memory the previous reorder of this name released
+    room: int = 0  # spare steps on dim 2 of the copy (B x H x S x D_h), for the next append
+    slack: int = 0  # further steps of an allocation made anew: it then fits this many more reorders
+
+
+COPY = Reorder(reuse=False)
+REUSE = Reorder(reuse=True)
+# One reallocation every GROWTH steps of a cache that grows by one step per reorder.
+GROW = Reorder(reuse=True, room=1, slack=GROWTH)
+
+
+def reorder(state: Tensor, order: Tensor, spare: Optional[Tensor], how: Reorder) -> Tuple[Tensor, Tensor]:
+    """``state`` in beam order ``order``, copied into ``spare`` (a flat buffer, or None: a new one) as ``how``
+    says. Returns the reordered state and the flat buffer of the memory ``state`` was in, the next spare."""
+    shape = (order.numel(),) + tuple(state.shape[1:])
+    room = shape[:2] + (shape[2] + how.room,) + shape[3:] if how.room else shape
+    needed = math.prod(room)
+    if spare is None or spare.numel() < needed or spare.dtype != state.dtype or spare.device != state.device:
+        spare = state.new_empty(needed + math.prod(shape[:2]) * how.slack * math.prod(shape[3:]))
+    whole = spare[:needed].view(room)
+    reordered = torch.index_select(state, 0, order, out=whole[:, :, : shape[2]] if how.room else whole)
+    memory = state.untyped_storage()
+    released = state.new_empty(0).set_(memory, 0, (memory.nbytes() // state.element_size(),))
+    return reordered, released
+

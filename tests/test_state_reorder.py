@@ -1,0 +1,99 @@
+"""How a beam reorder copies each decoding-state tensor (posnet_fairseq/mixers/state_reorder.py).
+
+Every state tensor of every registered decoder mixer (each site and variant
+of the contract tests) is stored with ``Mixer.keep_state``, which declares
+whether a reorder copies it into fresh memory or into the memory the
+previous reorder released; a tensor stored without a declaration makes the
+reorder fail, and the check below names it.
+"""
+import pytest
+import torch
+
+from fairseq_testing import random_sentences, src_batch
+from posnet_fairseq.mixers import state_reorder
+from posnet_fairseq.mixers.base import Mixer
+from posnet_fairseq.mixers.state_reorder import COPY, GROW, REUSE
+from test_mixer_contract import CASES, _model
+
+DECODER_CASES = [case for case in CASES if case[1] in ("decoder_self", "cross")]
+ORDERS = {2: torch.tensor([1, 0, 3, 2]), 3: torch.tensor([1, 1, 2, 3]), 5: torch.tensor([2, 3])}
+STEPS = 7
+
+
+def decode_with_reorders(model, d):
+    """The decoder's incremental state after STEPS steps of two sentences with two beams each, reordered
+    before the steps in ORDERS as SequenceGenerator does (beams permuted, duplicated, sentences dropped)."""
+    g = torch.Generator().manual_seed(0)
+    tokens, lengths = src_batch(random_sentences([6, 3], g, d), d.pad(), d.eos())
+    beams = torch.arange(2).repeat_interleave(2)
+    tokens, lengths = tokens[beams], lengths[beams]
+    prev = torch.cat([torch.full((4, 1), d.eos()), torch.randint(d.nspecial, len(d), (4, STEPS), generator=g)], 1)
+    state = {}
+    with torch.no_grad():
+        encoder_out = model.encoder(tokens, lengths)
+        for t in range(STEPS):
+            if t in ORDERS:
+                model.decoder.reorder_incremental_state_scripting(state, ORDERS[t])
+                encoder_out = model.encoder.reorder_encoder_out(encoder_out, ORDERS[t])
+                prev = prev[ORDERS[t]]
+            model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+    return state
+
+
+def undeclared_state(model, state):
+    """{mixer class: buffer keys of its state tensors stored without a declaration}."""
+    found = {}
+    for module in model.decoder.modules():
+        if isinstance(module, Mixer):
+            keys = [key for key in module._get_input_buffer(state)
+                    if not key.endswith(Mixer.SPARE) and key not in module._state_reorders]
+            if keys:
+                found[type(module).__name__] = keys
+    return found
+
+
+@pytest.mark.parametrize("name,site,variant,flags", DECODER_CASES,
+                         ids=[f"{n}-{s}-{v}" for n, s, v, _ in DECODER_CASES])
+def test_every_state_tensor_declares_how_a_reorder_copies_it(name, site, variant, flags):
+    model, task = _model(name, site, variant)
+    state = decode_with_reorders(model, task.source_dictionary)
+    assert undeclared_state(model, state) == {}
+
+
+def test_an_undeclared_state_tensor_is_named_and_refused():
+    model, task = _model("rope", "decoder_self", "default")
+    state = decode_with_reorders(model, task.source_dictionary)
+    mixer = model.decoder.layers[0].self_attn
+    buffer = mixer._get_input_buffer(state)
+    buffer["history"] = torch.zeros(2, 3)  # stored around keep_state
+    mixer._set_input_buffer(state, buffer)
+    assert undeclared_state(model, state) == {type(mixer).__name__: ["history"]}
+    with pytest.raises(ValueError, match="decoding state 'history' was stored without declaring"):
+        mixer.reorder_incremental_state(state, torch.tensor([0, 1]))
+
+
+@pytest.mark.parametrize("how", [REUSE, GROW], ids=["reuse", "grow"])
+def test_a_reused_state_is_copied_into_the_memory_the_previous_reorder_released(how):
+    """Beam orders that keep and then shrink the batch: the values are index_select's, written into
+    the spare; the memory each reorder releases is the next one's spare. (A grown state first fits the
+    memory of the reorder before last: the first reorder's state was no allocation of this module.)"""
+    state, spare = torch.randn(4, 2, 3, 5), None
+    orders = [torch.tensor([3, 3, 0, 1]), torch.tensor([1, 0, 2, 2]), torch.tensor([0, 1, 1, 3]), torch.tensor([2, 0])]
+    for t, order in enumerate(orders):
+        reordered, released = state_reorder.reorder(state, order, spare, how)
+        assert torch.equal(reordered, state.index_select(0, order))
+        if t >= (1 if how is REUSE else 2):
+            assert reordered.data_ptr() == spare.data_ptr()
+        assert released.data_ptr() == state.data_ptr() and released.dim() == 1
+        state, spare = reordered, released
+
+
+def test_a_copied_state_is_reordered_into_fresh_memory():
+    mixer = Mixer(4, 2)
+    buffer, state = {}, {}
+    original = mixer.keep_state(buffer, "counts", torch.arange(6.0).view(3, 2), COPY)
+    mixer._set_input_buffer(state, buffer)
+    mixer.reorder_incremental_state(state, torch.tensor([2, 0]))
+    reordered = mixer._get_input_buffer(state)
+    assert set(reordered) == {"counts"}  # no spare kept
+    assert torch.equal(reordered["counts"], original[[2, 0]]) and reordered["counts"].data_ptr() != original.data_ptr()
