@@ -103,7 +103,8 @@ def test_a_precomputed_checkpoint_of_the_layout_before_the_energy_terms_loads():
            for key, value in state.items()}
     assert sum(key.endswith(("rel_energy", "abs_energy")) for key in old) == 2 * 4
     reloaded = task.build_model(args).eval()
-    reloaded.load_state_dict(old, strict=True)
+    with pytest.warns(UserWarning, match="--reset-optimizer"):  # the optimizer state's order does not carry over
+        reloaded.load_state_dict(old, strict=True)
     tokens, lengths, prev = ft.random_batch(task.target_dictionary, [N - 1, 7], [N - 1, 3])
     with torch.no_grad():
         assert torch.equal(reloaded(tokens, lengths, prev)[0], folded(tokens, lengths, prev)[0])

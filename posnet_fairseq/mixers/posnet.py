@@ -53,21 +53,23 @@ only, so they can be folded into tables of unscaled energies, rPosNet
 :meth:`PositionAttention.make_generation_fast_` (called by fairseq-generate
 and the hub interface) folds them in memory from the eval-mode position
 vectors and keeps the parameters, so the tables grow when a longer input
-arrives; ``posnet-precompute`` (``posnet_fairseq/precompute.py``, also the
-home of a mixer's ``table_form``) writes a checkpoint whose mixers hold only the tables (``posnet_precomputed = N`` in
-its arguments): inputs longer than N then fail with an error naming N.
+arrives; ``posnet-precompute`` (``posnet_fairseq/precompute.py``, also the home of a
+mixer's ``table_form``) writes a checkpoint whose mixers hold only the tables
+(``posnet_precomputed = N`` in its arguments): inputs longer than N fail naming N.
 """
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import flags
+from .. import families, flags
 from ..sites import SITES
 from . import posnet_decoding
 from .attention import masked_softmax, real_positions
 from .base import Mixer
+from .gating import gated_where_mixer_of
 from .norms import LAYER_NORMS, layer_norm
 from .position_energies import AbsoluteEnergies, ModelPositions, RelativeEnergies
 from .registry import register_mixer
@@ -77,11 +79,10 @@ POSITION_NORM_KEY = "posnet_position_norm"
 # First size of the in-memory tables made by make_generation_fast_ (the
 # paper's maximum sentence length); they double when an input needs more.
 FOLD_START = 128
-
-
+OLD_LAYOUT = ("a PosNet checkpoint from before the energy terms were modules: its weights load, but its "
+              "optimizer state does not fit the new parameter order; resume training from it with --reset-optimizer")
 SINUSOID_LAYOUTS = ("fairseq", "apptek")
 ABSOLUTE_POSITIONS = ("sinusoids", "shared")
-
 
 FLAGS = flags.declare(
     "aPosNet / rPosNet", "posnet",
@@ -180,6 +181,8 @@ class PositionAttention(Mixer):
             for old, new in (term.OLD_NAMES.items() if term is not None else ()):
                 for key in [k for k in state_dict if k == prefix + old or k.startswith(f"{prefix}{old}.")]:
                     state_dict[f"{prefix}{name}.{new}{key[len(prefix + old):]}"] = state_dict.pop(key)
+                    # The weights carry over; the parameter order, and with it a stored optimizer state, does not.
+                    warnings.warn(OLD_LAYOUT)
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def max_positions(self):
@@ -328,9 +331,9 @@ RELATIVE_VARIANTS = {
 class RPosNet(PositionAttention):
     """rPosNet (PosNet paper, Eq. 9-10): position queries x relative-position keys.
 
-    Incremental decoding runs at constant cost per step (``_decode_self``,
-    ``_decode_cross``; docs/constant-cost-decoding.md): keys beyond the
-    clipping distance share one energy, so their sum replaces their cache.
+    Incremental decoding runs at constant cost per step (``posnet_decoding.py``,
+    docs/constant-cost-decoding.md): keys beyond the clipping distance share
+    one energy, so their sum replaces their cache.
     """
 
     NAME = "rposnet"
@@ -377,11 +380,7 @@ class ARPosNet(PositionAttention):
 # --encoder-self-mixer mha: ungated MHA encoder, gated rPosNet decoder;
 # --cross-mixer rposnet: gated rPosNet cross-attention), and
 # --encoder-self-gating off --decoder-self-gating off gives the ungated rows
-# of Table 6. The block imports what it needs itself, so that it stays one
-# piece at the end of the module.
-from .. import families  # noqa: E402
-from .gating import gated_where_mixer_of  # noqa: E402
-
+# of Table 6.
 _GATING_FOLLOWS_MIXERS = gated_where_mixer_of(__name__)
 _SIZES = {"tiny": families.TESTS, "small": "PosNet Table 3 (small De-En)"}
 families.declare(
