@@ -110,9 +110,10 @@ def verses(module):
                 yield (book.osis_name, chapter, verse), text
 
 
-# A footnote leaves this mark: a space where it separated two words, nothing before punctuation.
-_NOTE = "\x00"
-_NOTE_GAP = re.compile(_NOTE + r"+(?=[\w“‘\"'¿¡(])")
+# A footnote or an added word's tag leaves this mark: a space where it separated two words, nothing
+# before punctuation or after an opening bracket.
+_GAP = "\x00"
+_GAP_SPACE = re.compile(r"(?<=[^\s(\[“‘¿¡\x00])\x00+(?=[\w“‘¿¡(])")
 _SPACES = re.compile(r"\s+")
 
 
@@ -130,9 +131,12 @@ def _element(name):
 # glossary after Revelation 22:21). Footnotes, cross references and their readings, section headings
 # (titles that are not canonical) and the speaker labels of the Song of Songs are not translated
 # text; the content of every other element is (words with Strong's numbers, added words, quotes,
-# canonical titles). Poetry lines, paragraphs and list items separate words.
+# canonical titles). Poetry lines, paragraphs and list items separate words. The Reina-Valera writes
+# the words a translator added (<transChange>) without spaces around them: they are separate words,
+# except an added enclitic pronoun, which belongs to its verb ("sáca<transChange>lo</transChange>").
 _OSIS_BOOK_END = re.compile(r'<div\b(?=[^>]*\beID=)(?=[^>]*\btype="book")[^>]*/>.*', re.S)
-_OSIS_NOTES = re.compile(_element("note"), re.S)
+_OSIS_GAPS = re.compile(_element("note") + "|" + _tag("transChange"), re.S)
+_OSIS_CLITIC = re.compile(r"(?<=\w)<transChange\b[^>]*>((?:me|te|se|le|les|lo|los|la|las|nos|os)+)</transChange>")
 _OSIS_DROP = re.compile("|".join([_element("speaker"), _element("figure"),
                                   r'<title\b(?![^>]*canonical="true")[^>]*>.*?</title>']), re.S)
 _OSIS_BREAK = re.compile("|".join(_tag(n) for n in ("l", "lg", "lb", "p", "div", "list", "item", "chapter",
@@ -141,19 +145,19 @@ _ANY_TAG = re.compile(r"<[^>]*>")
 
 # GBF: footnotes <RF>..<Rf>, titles <TS>..<Ts>, Strong's and morphology <WH..>/<WG..>/<WT..>,
 # paragraphs and line breaks <CM>/<CL>; other tags (fonts <FI>..<Fi>) keep their content.
-_GBF_NOTES = re.compile(r"<RF>.*?<Rf>", re.S)
+_GBF_GAPS = re.compile(r"<RF>.*?<Rf>", re.S)
 _GBF_DROP = re.compile(r"<T[SAHBCNPT]>.*?<T[sahbcnpt]>|<W[HGT][^>]*>", re.S)
 _GBF_BREAK = re.compile(r"<C[ML]>")
 
 # ThML: footnotes, scripture references and Strong's <sync .../> are dropped; <br/>, <p>, <div> break.
-_THML_NOTES = re.compile(_element("note"), re.S)
+_THML_GAPS = re.compile(_element("note"), re.S)
 _THML_DROP = re.compile(_element("scripRef") + "|" + _tag("sync"), re.S)
 _THML_BREAK = re.compile("|".join(_tag(n) for n in ("br", "p", "div")))
 
 _MARKUP = {
-    "osis": (_OSIS_BOOK_END, _OSIS_NOTES, _OSIS_DROP, _OSIS_BREAK),
-    "gbf": (None, _GBF_NOTES, _GBF_DROP, _GBF_BREAK),
-    "thml": (None, _THML_NOTES, _THML_DROP, _THML_BREAK),
+    "osis": (_OSIS_BOOK_END, _OSIS_CLITIC, _OSIS_GAPS, _OSIS_DROP, _OSIS_BREAK),
+    "gbf": (None, None, _GBF_GAPS, _GBF_DROP, _GBF_BREAK),
+    "thml": (None, None, _THML_GAPS, _THML_DROP, _THML_BREAK),
 }
 
 
@@ -163,14 +167,16 @@ def plain_text(raw, source_type="OSIS"):
     white space collapsed."""
     kind = source_type.lower()
     if kind in _MARKUP:
-        cut, notes, drop, brk = _MARKUP[kind]
+        cut, join, gaps, drop, brk = _MARKUP[kind]
         if cut is not None:
             raw = cut.sub("", raw)
-        raw = notes.sub(_NOTE, raw)
+        if join is not None:
+            raw = join.sub(r"\1", raw)
+        raw = gaps.sub(_GAP, raw)
         raw = drop.sub("", raw)
         raw = brk.sub(" ", raw)
         raw = _ANY_TAG.sub("", raw)
-        raw = _NOTE_GAP.sub(" ", raw).replace(_NOTE, "")
+        raw = _GAP_SPACE.sub(" ", raw).replace(_GAP, "")
         raw = html.unescape(raw)
     elif kind != "plaintext":
         raise ValueError(f"SourceType={source_type}: unknown markup (expected OSIS, GBF, ThML or Plaintext)")
