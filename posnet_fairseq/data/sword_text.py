@@ -136,7 +136,7 @@ def _element(name):
 # except an added enclitic pronoun, which belongs to its verb ("sáca<transChange>lo</transChange>").
 _OSIS_BOOK_END = re.compile(r'<div\b(?=[^>]*\beID=)(?=[^>]*\btype="book")[^>]*/>.*', re.S)
 _OSIS_GAPS = re.compile(_element("note") + "|" + _tag("transChange"), re.S)
-_OSIS_CLITIC = re.compile(r"(?<=\w)<transChange\b[^>]*>((?:me|te|se|le|les|lo|los|la|las|nos|os)+)</transChange>")
+_OSIS_CLITIC = re.compile(r"(\w(?:</w>)?)<transChange\b[^>]*>((?:me|te|se|le|les|lo|los|la|las|nos|os)+)</transChange>")
 _OSIS_DROP = re.compile("|".join([_element("speaker"), _element("figure"),
                                   r'<title\b(?![^>]*canonical="true")[^>]*>.*?</title>']), re.S)
 _OSIS_BREAK = re.compile("|".join(_tag(n) for n in ("l", "lg", "lb", "p", "div", "list", "item", "chapter",
@@ -171,7 +171,7 @@ def plain_text(raw, source_type="OSIS"):
         if cut is not None:
             raw = cut.sub("", raw)
         if join is not None:
-            raw = join.sub(r"\1", raw)
+            raw = join.sub(r"\1\2", raw)
         raw = gaps.sub(_GAP, raw)
         raw = drop.sub("", raw)
         raw = brk.sub(" ", raw)
