@@ -92,6 +92,8 @@ def test_markup_becomes_plain_text(corpus):
 @pytest.mark.parametrize("raw, source_type, plain", [
     ('dijo: <w lemma="strong:H1">sáca</w><transChange type="added">lo</transChange> fuera', "OSIS", "dijo: sácalo fuera"),
     ('allí<transChange type="added">también</transChange>bdelio', "OSIS", "allí también bdelio"),
+    ('<w>díjo</w><transChange type="added">le</transChange><w>Dios</w>: Pide', "OSIS", "díjole Dios: Pide"),
+    ('las <w>gentes</w><transChange type="added">lo</transChange><w>oyeron</w>', "OSIS", "las gentes lo oyeron"),
     ('the deep<note placement="foot">or, <rdg type="alternate">abyss</rdg></note>. (<transChange>is</transChange> it',
      "OSIS", "the deep. (is it"),
     ('<title type="x-heading">The Creation</title><milestone type="x-p"/>Salt &amp; light', "OSIS", "Salt & light"),

@@ -133,10 +133,15 @@ def _element(name):
 # text; the content of every other element is (words with Strong's numbers, added words, quotes,
 # canonical titles). Poetry lines, paragraphs and list items separate words. The Reina-Valera writes
 # the words a translator added (<transChange>) without spaces around them: they are separate words,
-# except an added enclitic pronoun, which belongs to its verb ("sáca<transChange>lo</transChange>").
+# except an added enclitic pronoun, which belongs to its verb: the Reina-Valera writes an accent on
+# the verb an enclitic joins (sáca<transChange>lo</transChange>, díjo-le) and its infinitives and
+# imperatives end in -r or -d (pagar-la, Dad-me); after any other word the pronoun stands alone
+# (las gentes lo oyeron). Measured on the whole Reina-Valera: 4 of its 117 added pronouns come out wrong.
+# The WEB writes no space after some quotations (light.”</q><w>Jesus): a <q> tag separates words too.
 _OSIS_BOOK_END = re.compile(r'<div\b(?=[^>]*\beID=)(?=[^>]*\btype="book")[^>]*/>.*', re.S)
-_OSIS_GAPS = re.compile(_element("note") + "|" + _tag("transChange"), re.S)
-_OSIS_CLITIC = re.compile(r"(\w(?:</w>)?)<transChange\b[^>]*>((?:me|te|se|le|les|lo|los|la|las|nos|os)+)</transChange>")
+_OSIS_GAPS = re.compile("|".join([_element("note"), _tag("transChange"), _tag("q")]), re.S)
+_OSIS_CLITIC = re.compile(r"\b(\w*[áéíóúÁÉÍÓÚ]\w*|\w*[rdRD])(?:</w>)?<transChange\b[^>]*>"
+                          r"((?:me|te|se|le|les|lo|los|la|las|nos|os)+)</transChange>")
 _OSIS_DROP = re.compile("|".join([_element("speaker"), _element("figure"),
                                   r'<title\b(?![^>]*canonical="true")[^>]*>.*?</title>']), re.S)
 _OSIS_BREAK = re.compile("|".join(_tag(n) for n in ("l", "lg", "lb", "p", "div", "list", "item", "chapter",
@@ -171,7 +176,7 @@ def plain_text(raw, source_type="OSIS"):
         if cut is not None:
             raw = cut.sub("", raw)
         if join is not None:
-            raw = join.sub(r"\1\2", raw)
+            raw = join.sub(r"\1\2" + _GAP, raw)
         raw = gaps.sub(_GAP, raw)
         raw = drop.sub("", raw)
         raw = brk.sub(" ", raw)
