@@ -164,7 +164,7 @@ def test_length_checks():
     assert len(kept) == len(pairs) - 13
 
 
-def test_split_errors(corpus):
+def test_split_errors():
     pairs = [(("Ruth", 1, 1), "a", "b"), (("John", 1, 1), "a", "b"), (("Rom", 1, 1), "a", "b")]
     with pytest.raises(ValueError, match="--test-books: no aligned verse of Lam"):
         bible.split_books(pairs, (), ("Lam", "John"))
