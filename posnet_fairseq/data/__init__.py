@@ -6,4 +6,5 @@
 * :mod:`.text` - raw-text extraction and Moses tokenisation with sacremoses
 * :mod:`.length_ratio` - gamma = mean source / mean target length of a binarized training set
 * :mod:`.stats` - ``stats.json`` of a binarized corpus (pairs, vocab, lengths, gamma)
+* :mod:`.bible` - verse-aligned Es-En pairs of two SWORD Bible modules, read and cleaned by :mod:`.sword_text`
 """
