@@ -2,6 +2,7 @@
 
 * :mod:`.options` - the command line and its checks
 * :mod:`.run` - one run, step by step, each step skipped when done earlier
+* :mod:`.steps` - the one way to skip finished work: a step's record of its settings, inputs and outputs
 * :mod:`.devices` - where models train, translate and are timed (CPU threads or one GPU per model)
 * :mod:`.data` - the corpus: synthetic with length controls, a user's raw text with its own or drawn
   valid/test splits (SentencePiece + binarisation) or a data-bin; test lengths and buckets
