@@ -357,6 +357,39 @@ def test_raw_user_corpus_with_its_own_test_set(tmp_path):
     assert "pieces" in stdout
 
 
+def test_raw_files_are_known_by_content_not_by_path(tmp_path, monkeypatch):
+    """The same relative --raw paths with other contents (a re-run from another directory) are refused as other
+    data; the same files by their absolute paths are the data prepared earlier; a copied --out uses its own."""
+    import shutil
+
+    from posnet_fairseq.data.synth import generate_pairs
+
+    for name, seed in (("first", 1), ("second", 2)):
+        (tmp_path / name).mkdir()
+        pairs = generate_pairs(120, seed=seed, max_len=10)
+        (tmp_path / name / "c.en").write_text("".join(s + "\n" for s, _ in pairs))
+        (tmp_path / name / "c.xx").write_text("".join(t + "\n" for _, t in pairs))
+    said = []
+
+    def prepare(out, raw):
+        return data.prepare(Steps(out), "raw", said.append, raw=raw, valid=10, test=10, vocab_size=200, seed=1)
+
+    out = tmp_path / "run"
+    monkeypatch.chdir(tmp_path / "first")
+    info = prepare(out, ["c.en", "c.xx"])
+    monkeypatch.chdir(tmp_path / "second")
+    with pytest.raises(ValueError, match="holds a run on other data .input changed: raw source, raw target"):
+        prepare(out, ["c.en", "c.xx"])
+    said.clear()
+    assert prepare(out, [str(tmp_path / "first" / n) for n in ("c.en", "c.xx")]) == info
+    assert said == ["data: skipped, prepared earlier (steps/data.json)"]
+    shutil.copytree(out, tmp_path / "copy")
+    copied = prepare(tmp_path / "copy", [str(tmp_path / "first" / n) for n in ("c.en", "c.xx")])
+    assert copied.data_bin == str(tmp_path / "copy" / "data-bin")
+    assert copied.references == str(tmp_path / "copy" / "raw" / "test.tgt")
+    assert said[-1] == "data: skipped, prepared earlier (steps/data.json)"
+
+
 def test_merge_small_buckets():
     lengths = [3] * 50 + [8] * 3 + [12] * 40 + [18] * 2
     # 6-10 joins 1-5; 16-20 joins 11-15: never across the training limit (10)

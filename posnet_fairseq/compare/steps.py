@@ -52,8 +52,9 @@ class Steps:
         return os.path.join(self.out, path)  # an absolute path stays as it is
 
     def content(self, path) -> Optional[dict]:
-        """{"size", "sha256"} of a file, or of a folder's files (names and contents); None when missing."""
-        path = self.absolute(path)
+        """{"size", "sha256"} of a file, or of a folder's files (names and contents); None when missing. A
+        relative ``path`` is one the user gave: relative to the current directory."""
+        path = os.path.abspath(path)
         if os.path.isdir(path):
             digest, size = hashlib.sha256(), 0
             for root, dirs, files in os.walk(path):
@@ -126,7 +127,7 @@ class Steps:
             return "its input changed: " + ", ".join(sorted(role for role in set(now) | set(record.inputs)
                                                             if now.get(role) != record.inputs.get(role)))
         for path, content in record.outputs.items():
-            found = self.content(path)
+            found = self.content(self.absolute(path))
             if found != content:
                 return f"its output {path} is {'missing' if found is None else 'damaged'}"
         return None
