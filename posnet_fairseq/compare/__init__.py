@@ -11,6 +11,7 @@
   paired significance, BLEU per source-length bucket
 * :mod:`.cost` - parameters, training-step memory and throughput, decoding speed
 * :mod:`.mixing` - each model's mean attention weight by position offset
+* :mod:`.records` - the quality and cost figures as typed records for the report
 * :mod:`.report` - ``results.md`` / ``results.csv``
 * :mod:`.plots` - the PNG figures
 """

@@ -6,6 +6,7 @@ import os
 import shlex
 import sys
 
+
 class Log:
     """Prints a line with the time and appends it to OUT/compare.log."""
 
