@@ -15,7 +15,9 @@ import time
 import pytest
 
 from posnet_fairseq.cli import compare
-from posnet_fairseq.compare import data, devices, report, training
+from posnet_fairseq import fairseq_log, process_pool
+from posnet_fairseq.compare import data, devices, records, report, training
+from posnet_fairseq.compare.steps import Steps
 from posnet_fairseq.evaluation import bootstrap, generate_output
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -103,8 +105,7 @@ def test_cost_columns_give_each_ceiling_from_the_flop_counter(synthetic_run):
     out, _, results = synthetic_run
     with open(out / "cost.json") as f:
         settings = json.load(f)["settings"]
-    with open(out / "compare.json") as f:
-        model_flags = json.load(f)["flags"]
+    model_flags = {arch: Steps(out).load(f"train/{arch}").settings["flags"] for arch in ARCHS}
     vocab = len(Dictionary.load(str(out / "data-bin" / "dict.tgt.txt")))
     train = {arch: training_step.measure(arch, settings["step_batch"], settings["step_length"], vocab,
                                          model_flags[arch])["flops_per_token"] for arch in ARCHS}
@@ -210,10 +211,17 @@ def test_plots_are_pngs(synthetic_run):
     # what they hold: tests/test_compare_plots.py, drawn from a run's saved results.json
     assert results["curves"][ARCHS[0]][-1][0] == 4  # validated up to the end of the budget
     analysis = out / "analysis" / ARCHS[0]
-    assert (analysis / "encoder_position_gram.png").exists() and "Toeplitz R^2" in (analysis / "analyze.txt").read_text()
+    assert (analysis / "encoder_position_gram.png").exists()
+    assert "Toeplitz R^2" in (analysis / "analyze.txt").read_text()
+
+
+def _finished(out, name):
+    record = Steps(out).load(name)
+    return record is not None and record.outputs is not None
 
 
 def test_interrupted_run_resumes_without_redoing_finished_work(synthetic_run, tmp_path):
+    """SIGTERM during training, the re-run resumes; a model added to the finished run is the only one trained."""
     data_bin = synthetic_run[0] / "data-bin"
     out = tmp_path / "run"
     archs = ["posnet_transformer_tiny", "aan_plus_avg_tiny"]
@@ -222,46 +230,47 @@ def test_interrupted_run_resumes_without_redoing_finished_work(synthetic_run, tm
     env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
     first = subprocess.Popen([sys.executable, "-m", "posnet_fairseq.cli.compare", *argv], env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    done_a = out / "checkpoints" / archs[0] / "done.json"
     last_b = out / "checkpoints" / archs[1] / "checkpoint_last.pt"
     deadline = time.time() + 600
-    while not (done_a.exists() and last_b.exists()):
+    while not (_finished(out, f"train/{archs[0]}") and last_b.exists()):
         assert first.poll() is None, first.stdout.read()[-3000:]
         assert time.time() < deadline
         time.sleep(0.05)
     first.send_signal(signal.SIGTERM)
     log = first.communicate(timeout=120)[0]
     assert first.returncode != 0 and f"stopped {archs[1]}; a re-run resumes it" in log
-    assert not (out / "checkpoints" / archs[1] / "done.json").exists()
+    assert not _finished(out, f"train/{archs[1]}")
     finished = {p: p.stat().st_mtime_ns for p in (out / "checkpoints" / archs[0]).iterdir()}
 
     stdout = run_compare(argv)
     assert f"train: skipped {archs[0]}, finished earlier" in stdout
     assert f"train: resuming {archs[1]} from {last_b}" in stdout
     assert {p: p.stat().st_mtime_ns for p in (out / "checkpoints" / archs[0]).iterdir()} == finished
-    with open(out / "checkpoints" / archs[1] / "done.json") as f:
-        assert json.load(f)["updates"] == 20  # resumed, not restarted and not past the budget
-    assert (out / "checkpoints" / f"{archs[1]}.train.log").read_text().count(training.START_MARK) == 2
+    assert Steps(out).result(f"train/{archs[1]}")["updates"] == 20  # resumed, not restarted nor past the budget
+    assert (out / "checkpoints" / f"{archs[1]}.train.log").read_text().count(fairseq_log.START_MARK) == 2
     assert list(read_csv(out / "results.csv")) == archs
 
-    # A third run redoes nothing but the report, and the decoding FLOPs a cost.json from before the ceilings
-    # lacks (counted again without timing anything: the timings stay as they were).
+    # A model added to the finished run is the only one trained and translated; the cost is measured again
+    # (the set of models changed), and a run after that redoes nothing but the report.
     outputs = {p: p.stat().st_mtime_ns for p in (out / "gen").glob("*.out")}
-    with open(out / "cost.json") as f:
-        measured = json.load(f)
-    counted = measured.pop("decoding_flops")
-    with open(out / "cost.json", "w") as f:
-        json.dump(measured, f)
+    added = [*archs, "rope_transformer_tiny"]
+    argv[1] = ",".join(added)
     stdout = run_compare(argv)
     for arch in archs:
         assert f"train: skipped {arch}" in stdout and f"translate: skipped {arch}" in stdout
-    assert "cost: skipped, measured earlier" in stdout
-    with open(out / "cost.json") as f:
-        again = json.load(f)
-    assert again.pop("decoding_flops") == counted and again == measured
-    assert float(read_csv(out / "results.csv")[archs[1]]["decode_8_ceiling"]) == pytest.approx(
-        counted[archs[0]]["8"] / counted[archs[1]]["8"], rel=1e-5)
-    assert {p: p.stat().st_mtime_ns for p in (out / "gen").glob("*.out")} == outputs
+    assert "train: starting rope_transformer_tiny" in stdout and "cost: measured" in stdout
+    assert {p: p.stat().st_mtime_ns for p in (out / "gen").glob("*.out") if p.stem in archs} == outputs
+    assert list(read_csv(out / "results.csv")) == added
+    measured = (out / "cost.json").read_text()
+    stdout = run_compare(argv)
+    for arch in added:
+        assert f"train: skipped {arch}" in stdout and f"translate: skipped {arch}" in stdout
+        assert f"analysis: skipped {arch}" in stdout
+    assert "cost: skipped, measured earlier" in stdout and (out / "cost.json").read_text() == measured
+    # a changed recipe or a trained model's flags are refused, naming what changed
+    done = subprocess.run([sys.executable, "-m", "posnet_fairseq.cli.compare", *argv, "--lr", "0.001",
+                           "--arch-flags", f"{archs[0]}=--dropout 0.3"], env=env, capture_output=True, text=True)
+    assert done.returncode == 2 and f"other settings (flags of {archs[0]}, lr)" in done.stderr
 
 
 def test_raw_user_corpus_with_its_own_test_set(tmp_path):
@@ -317,6 +326,39 @@ def test_raw_user_corpus_with_its_own_test_set(tmp_path):
     assert "pieces" in stdout
 
 
+def test_raw_files_are_known_by_content_not_by_path(tmp_path, monkeypatch):
+    """The same relative --raw paths with other contents (a re-run from another directory) are refused as other
+    data; the same files by their absolute paths are the data prepared earlier; a copied --out uses its own."""
+    import shutil
+
+    from posnet_fairseq.data.synth import generate_pairs
+
+    for name, seed in (("first", 1), ("second", 2)):
+        (tmp_path / name).mkdir()
+        pairs = generate_pairs(120, seed=seed, max_len=10)
+        (tmp_path / name / "c.en").write_text("".join(s + "\n" for s, _ in pairs))
+        (tmp_path / name / "c.xx").write_text("".join(t + "\n" for _, t in pairs))
+    said = []
+
+    def prepare(out, raw):
+        return data.prepare(Steps(out), "raw", said.append, raw=raw, valid=10, test=10, vocab_size=200, seed=1)
+
+    out = tmp_path / "run"
+    monkeypatch.chdir(tmp_path / "first")
+    info = prepare(out, ["c.en", "c.xx"])
+    monkeypatch.chdir(tmp_path / "second")
+    with pytest.raises(ValueError, match="holds a run on other data .input changed: raw source, raw target"):
+        prepare(out, ["c.en", "c.xx"])
+    said.clear()
+    assert prepare(out, [str(tmp_path / "first" / n) for n in ("c.en", "c.xx")]) == info
+    assert said == ["data: skipped, prepared earlier (steps/data.json)"]
+    shutil.copytree(out, tmp_path / "copy")
+    copied = prepare(tmp_path / "copy", [str(tmp_path / "first" / n) for n in ("c.en", "c.xx")])
+    assert copied.data_bin == str(tmp_path / "copy" / "data-bin")
+    assert copied.references == str(tmp_path / "copy" / "raw" / "test.tgt")
+    assert said[-1] == "data: skipped, prepared earlier (steps/data.json)"
+
+
 def test_merge_small_buckets():
     lengths = [3] * 50 + [8] * 3 + [12] * 40 + [18] * 2
     # 6-10 joins 1-5; 16-20 joins 11-15: never across the training limit (10)
@@ -333,8 +375,8 @@ def test_too_small_bucket_in_table():
                 "scores": {"a": {"score": 30.0, "ci": 1.0}}},
                {"lo": 11, "hi": 20, "sentences": 3, "beyond_training": True, "too_small": True, "scores": {}}]
     quality = {"buckets": buckets, "systems": {}, "failed": {}}
-    table = report.rows(["a"], {"a": {"updates": 1}}, quality, {"training_steps": {}, "decoding": {},
-                                                                  "parameters": {}}, {})
+    table = report.rows(["a"], {"a": training.TrainOutcome("a", "c.pt", updates=1)}, records.Quality.read(quality),
+                        records.Cost.read({"training_steps": {}, "decoding": {}, "parameters": {}}), {})
     assert table[0]["bleu_len_1_10"] == 30.0 and table[0]["bleu_len_11_20"] == "too few sentences (3)"
 
 
@@ -396,11 +438,10 @@ def test_trainer_runs_one_model_per_gpu_at_a_time(monkeypatch, tmp_path):
             return self.returncode
 
     monkeypatch.setattr(training.subprocess, "Popen", FakeProcess)
-    monkeypatch.setattr(training.time, "sleep", lambda s: None)
-    monkeypatch.setattr(training.Trainer, "_finish", lambda self, arch, process, log_file: (
-        log_file.close(), os.remove(os.path.join(self.save_dir(arch), "train.pid")), {"arch": arch})[-1])
+    monkeypatch.setattr(process_pool.time, "sleep", lambda s: None)
+    monkeypatch.setattr(training.Trainer, "_finish", lambda self, arch: training.TrainOutcome(arch))
     plan = devices.Plan("cuda", ({"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}), fp16=True)
-    trainer = training.Trainer(str(tmp_path), "bin", training.Budget.parse("1u"), training.Recipe(), plan,
+    trainer = training.Trainer(Steps(tmp_path), "bin", training.Budget.parse("1u"), training.Recipe(), plan,
                                lambda message: None)
     outcomes = trainer.run(["a", "b", "c"], {"a": [], "b": [], "c": []})
     assert sorted(outcomes) == ["a", "b", "c"] and most[0] == 2
@@ -443,14 +484,127 @@ def test_bad_flags_are_named(argv, flag, tmp_path, capsys):
 def test_valid_curve_leaves_out_the_interruption(tmp_path):
     log = tmp_path / "a.train.log"
     log.write_text(
-        f"{training.START_MARK}100.0\n"
+        f"{fairseq_log.START_MARK}100.0\n"
         "2026-01-01 10:00:00 | INFO | fairseq.trainer | begin training epoch 1\n"
         "2026-01-01 10:00:30 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 5.5 | nll_loss 5 | "
         "num_updates 50\n"
         "2026-01-01 10:00:40 | INFO | train_inner | epoch 001:     60 / 100 loss=5, num_updates=60\n"
-        f"{training.START_MARK}200.0\n"
+        f"{fairseq_log.START_MARK}200.0\n"
         "2026-01-01 11:00:00 | INFO | fairseq.trainer | begin training epoch 1\n"
         "2026-01-01 11:00:20 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 4.25 | nll_loss 4 | "
         "num_updates 100 | best_loss 4.25\n")
     # 40 s in the first process (until its last line), then 20 s in the second
-    assert training.valid_curve(log) == [(50, 30.0, 5.5), (100, 60.0, 4.25)]
+    assert fairseq_log.valid_curve(log) == [(50, 30.0, 5.5), (100, 60.0, 4.25)]
+
+
+def _wait_for(condition, process, what):
+    deadline = time.time() + 600
+    while not condition():
+        assert process.poll() is None, f"ended before {what}: " + process.stdout.read()[-3000:]
+        assert time.time() < deadline, f"no {what} in 600 s"
+        time.sleep(0.02)
+
+
+def _log_has(out, text):
+    return lambda: (out / "compare.log").exists() and text in (out / "compare.log").read_text()
+
+
+def test_kill_9_in_each_step_then_the_same_command_finishes(synthetic_run, tmp_path):
+    """kill -9 of a child training, then of the whole run during training (its checkpoint_last.pt deleted
+    too), translation and cost: each re-run redoes only what was not finished, from a directory holding a
+    stray posnet_fairseq package (the children import the installed plugin); a damaged checkpoint_avg.pt
+    is made again; a moved --out is found again."""
+    arch = "posnet_transformer_tiny"
+    out = tmp_path / "run"
+    argv = ["--archs", arch, "--data", str(synthetic_run[0] / "data-bin"), "--post-process", "sentencepiece",
+            "--out", str(out), "--budget", "16u", "--interval", "2", "--jobs", "1", "--decode-lengths", "8", *CHEAP]
+    stray = tmp_path / "elsewhere" / "posnet_fairseq"
+    stray.mkdir(parents=True)
+    (stray / "__init__.py").write_text("raise ImportError('the stray copy was imported')\n")
+    env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
+
+    def start(args=argv):  # its own process group, so that kill -9 takes the run with its children
+        return subprocess.Popen([sys.executable, "-P", "-m", "posnet_fairseq.cli.compare", *args], env=env,
+                                cwd=stray.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+
+    def kill_run(process):
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+    save_dir = out / "checkpoints" / arch
+    last = save_dir / "checkpoint_last.pt"
+    # 1. the child training is killed: the run says that re-running resumes it
+    run = start()
+    _wait_for(last.exists, run, "checkpoint_last.pt")
+    os.kill(int((save_dir / "train.pid").read_text()), signal.SIGKILL)
+    stdout = run.communicate(timeout=300)[0]
+    assert run.returncode == 1, stdout[-3000:]
+    assert "fairseq-train was killed (signal 9); re-running the same command resumes it" in stdout
+
+    # 2. its checkpoint_last.pt is deleted: the re-run says it starts from update 0, with a new log and curve;
+    # the whole run is killed while training
+    last.unlink()
+    run = start()
+    _wait_for(_log_has(out, "trains again from update 0"), run, "the restart message")
+    assert (out / "checkpoints" / f"{arch}.train.log.discarded").exists()
+    _wait_for(last.exists, run, "checkpoint_last.pt")
+    kill_run(run)
+    # 3. killed while translating, then 4. while measuring the cost
+    for message in (f"translate: {arch}", "cost: parameters"):
+        run = start()
+        _wait_for(_log_has(out, message), run, message)
+        kill_run(run)
+        (out / "compare.log").write_text("")
+    stdout = run_compare(argv)
+    assert f"train: skipped {arch}" in stdout and f"translate: skipped {arch}" in stdout
+    assert "cost: measured (not finished)" in stdout
+    curve = json.loads((out / "results.json").read_text())["curves"][arch]
+    # one clean curve from the restart (a validation between the last save and the kill may come twice)
+    updates = [point[0] for point in curve]
+    assert updates == sorted(updates) and set(updates) == set(range(2, 17, 2))
+    assert int(read_csv(out / "results.csv")[arch]["updates"]) == 16
+
+    # a damaged average is made again from the checkpoints, not trained again
+    average = save_dir / training.AVERAGE
+    intact = average.read_bytes()
+    average.write_bytes(intact[: len(intact) // 2])
+    stdout = run_compare(argv)
+    assert f"its output checkpoints/{arch}/{training.AVERAGE} is damaged" in stdout
+    assert "averaging its checkpoints" in stdout and "train: resuming" not in stdout
+    assert average.stat().st_size == len(intact)
+
+    # a moved --out finds its own files: nothing is redone
+    moved = tmp_path / "moved"
+    out.rename(moved)
+    argv[argv.index(str(out))] = str(moved)
+    stdout = run_compare(argv)
+    for step in ("data: skipped", f"train: skipped {arch}", f"translate: skipped {arch}", "cost: skipped"):
+        assert step in stdout
+    assert str(out) + os.sep not in (moved / "results.md").read_text()
+
+
+def test_steps_know_their_files_by_content(tmp_path):
+    """A step is done while its settings, the content of its inputs and its outputs are the same, whatever
+    the inputs' paths; a copied --out is done too."""
+    out = tmp_path / "out"
+    steps = Steps(out)
+    (tmp_path / "a.txt").write_text("one")
+    (tmp_path / "b.txt").write_text("one")
+    (out / "result").mkdir(parents=True)
+    (out / "result" / "x").write_text("made")
+    steps.finish("s", {"n": 1}, {"text": tmp_path / "a.txt"}, [out / "result"], {"found": 2})
+    assert steps.why_not_done("s", {"n": 1}, {"text": tmp_path / "b.txt"}) is None  # same content elsewhere
+    assert steps.result("s") == {"found": 2}
+    assert "settings changed (n)" in steps.why_not_done("s", {"n": 2}, {"text": tmp_path / "a.txt"})
+    (tmp_path / "a.txt").write_text("two")  # the same path, other contents
+    assert steps.why_not_done("s", {"n": 1}, {"text": tmp_path / "a.txt"}) == "its input changed: text"
+    import shutil
+
+    shutil.copytree(out, tmp_path / "copy")
+    (out / "result" / "x").write_text("damaged")
+    assert steps.why_not_done("s", {"n": 1}, {"text": tmp_path / "b.txt"}) == "its output result is damaged"
+    assert Steps(tmp_path / "copy").why_not_done("s", {"n": 1}, {"text": tmp_path / "b.txt"}) is None
+    steps.begin("t", {"flags": ["--x"]})
+    assert steps.why_not_done("t", {"flags": ["--x"]}, {}) == "not finished"
+    assert steps.changed("t", {"flags": ["--y"]}) == ["flags"] and steps.names() == ["s", "t"]

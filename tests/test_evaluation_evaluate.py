@@ -1,10 +1,12 @@
 """posnet_fairseq/evaluation/evaluate.py: scoring fairseq-generate output as the papers do (sacreBLEU, tokenized BLEU,
-compound splitting, significance against baselines, decoding time and training speed from fairseq's logs)."""
+compound splitting, significance against baselines), and decoding time and training speed from fairseq's logs
+(posnet_fairseq.fairseq_log)."""
 import json
 import os
 
 import pytest
 
+from posnet_fairseq import fairseq_log
 from posnet_fairseq.evaluation import evaluate
 
 from files_testing import read_lines as _read, write_lines as _write
@@ -100,20 +102,21 @@ def test_decode_time_and_training_speed_from_the_fairseq_logs(tmp_path):
     _write(tmp_path / "gen.log", ["INFO:fairseq_cli.generate:NOTE: hypothesis and token scores are output in base 2",
                                   "INFO:fairseq_cli.generate:Translated 3,003 sentences (88,412 tokens) in 41.7s "
                                   "(72.01 sentences/s, 2120.19 tokens/s)"])
-    assert evaluate.decode_seconds(str(tmp_path / "gen.log")) == {"seconds": 41.7, "sentences": 3003, "tokens": 88412}
+    assert fairseq_log.decode_seconds(str(tmp_path / "gen.log")) == {"seconds": 41.7, "sentences": 3003,
+                                                                       "tokens": 88412}
     _write(tmp_path / "train.log", [  # what fairseq writes to --log-file (--log-format simple)
         "epoch 001:    100 / 900 loss=9.1, nll_loss=9, ppl=512, wps=1000, ups=1.2, wpb=800",
         "epoch 001:    200 / 900 loss=8.1, nll_loss=8, ppl=256, wps=3000, ups=1.2, wpb=800",
         "epoch 001 | valid on 'valid' subset | loss 8.9 | nll_loss 8.9 | ppl 500.4 | wps 9999 | num_updates 200",
         "epoch 001:    300 / 900 loss=7.1, nll_loss=7, ppl=128, wps=2000, ups=1.2, wpb=800",
         "epoch 001 | loss 7.0 | nll_loss 7.0 | ppl 128 | wps 1500 | ups 1.2 | train_wall 5 | wall 7"])
-    assert evaluate.train_speed(str(tmp_path / "train.log")) == {"wps": 2000.0, "lines": 3, "source": "train_inner"}
+    assert fairseq_log.train_speed(str(tmp_path / "train.log")) == {"wps": 2000.0, "lines": 3, "source": "train_inner"}
     _write(tmp_path / "short.log", [  # shorter than one log interval; a logging prefix does not matter
         "2026-01-01 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 9.344 | wps 0 | wpb 151",
         "2026-01-01 | INFO | train | epoch 001 | loss 9.296 | nll_loss 9.297 | wps 1720.1 | ups 2.3 | wpb 752"])
-    assert evaluate.train_speed(str(tmp_path / "short.log")) == {"wps": 1720.1, "lines": 1, "source": "train"}
+    assert fairseq_log.train_speed(str(tmp_path / "short.log")) == {"wps": 1720.1, "lines": 1, "source": "train"}
     with pytest.raises(ValueError, match="no 'Translated"):
-        evaluate.decode_seconds(str(tmp_path / "short.log"))
+        fairseq_log.decode_seconds(str(tmp_path / "short.log"))
 
 
 def test_evaluate_lowercase_and_zh_conventions(tmp_path):

@@ -10,8 +10,9 @@ machine shared with other jobs the CPU time is the steadier figure, and it
 reads like the wall clock only with one torch thread.
 
 :func:`time_rounds` alternates the checkpoints within each round, so slow
-phases of a shared machine hit every model alike; report medians over rounds
-(``posnet-compare`` times its trained checkpoints with it).
+phases of a shared machine hit every model alike, and returns
+:class:`~.measurements.DecodeTiming` records (medians over rounds;
+``posnet-compare`` times its trained checkpoints with it and formats them).
 :func:`random_model` (saved by :func:`save_checkpoint`) and
 :func:`synthetic_data_bin` give an untrained model and a corpus when only
 speed matters (speed does not depend on the weights): this module's command
@@ -28,6 +29,7 @@ import os
 import time
 
 from ..plugin import PLUGIN_DIR
+from .measurements import DecodeTiming, against
 
 
 def quiet():
@@ -160,17 +162,18 @@ def generate_timed(data_bin, checkpoint, length, results_dir, beam=4, batch_size
             "cpu_s": CpuClock.seconds - cpu_before}
 
 
-def time_rounds(checkpoints, data_bin, lengths, rounds, results_dir, on_round=None, **generate_kw):
-    """{(name, length): [generate_timed result per round]} for ``checkpoints`` ({name: path}),
-    which alternate within each round; ``on_round(round_index)`` is called after each round."""
-    runs = {(name, length): [] for name in checkpoints for length in lengths}
+def time_rounds(runnable, data_bin, rounds, results_dir, on_round=None, **generate_kw):
+    """{(name, length): :class:`~.measurements.DecodeTiming`} for ``runnable`` ({length: {name: checkpoint}}):
+    each round times every length, and at each length the checkpoints in turn; ``on_round(round_index)`` is
+    called after each round."""
+    runs = {(name, length): [] for length, checkpoints in runnable.items() for name in checkpoints}
     for r in range(rounds):
-        for length in lengths:
+        for length, checkpoints in runnable.items():
             for name, path in checkpoints.items():
                 runs[name, length].append(generate_timed(data_bin, path, length, results_dir, **generate_kw))
         if on_round is not None:
             on_round(r)
-    return runs
+    return {key: DecodeTiming(rows) for key, rows in runs.items()}
 
 
 def mean_source_length(workdir, sentences):
@@ -226,8 +229,6 @@ def _load_average():
 
 
 def main(argv=None):
-    import statistics
-
     import torch
 
     from . import flops, resolve
@@ -262,21 +263,13 @@ def main(argv=None):
     print(f"# load average at start: {_load_average()}")
     start = time.time()
     results_dir = os.path.join(args.workdir, "out")
-    runs = {}
-    for r in range(args.rounds):
-        for length in args.lengths:
-            for key, rows in time_rounds(runnable[length], data_bin, [length], 1, results_dir, beam=args.beam,
-                                         batch_size=args.batch_size).items():
-                runs.setdefault(key, []).extend(rows)
-        print(f"# round {r + 1}/{args.rounds} done after {time.time() - start:.0f}s, load {_load_average()}",
-              flush=True)
+    runs = time_rounds(runnable, data_bin, args.rounds, results_dir, beam=args.beam, batch_size=args.batch_size,
+                       on_round=lambda r: print(f"# round {r + 1}/{args.rounds} done after {time.time() - start:.0f}s, "
+                                                f"load {_load_average()}", flush=True))
 
     base = archs[0]
-    rate = {key: statistics.median(run["rate"] for run in rows) for key, rows in runs.items()}
-    cpu = {key: statistics.median(run["cpu_s"] for run in rows) for key, rows in runs.items()}
-    out_len = {key: rows[0]["tokens_per_hyp"] for key, rows in runs.items()}
     # Per-token cost: CPU seconds spent generating / (sentences x output tokens per hypothesis).
-    per_token = {key: cpu[key] / (args.sentences * out_len[key]) for key in cpu}
+    per_token = {key: run.cpu_s / (args.sentences * run.tokens_per_hyp) for key, run in runs.items()}
     print(f"\nSpeed ratio: {base}'s CPU time / the arch's. GFLOP/s: the arithmetic done per CPU second. Ceiling: "
           f"{base}'s FLOPs per generated token / the arch's (what the arithmetic allows). Share: speed ratio / "
           f"ceiling, i.e. the arch's GFLOP/s over {base}'s.")
@@ -291,14 +284,14 @@ def main(argv=None):
                 print(f"| {arch} | {params[arch] / 1e6:.1f}M | beyond its {limit[arch]} target positions |"
                       + " |" * 10)
                 continue
-            speed = cpu[base, length] / cpu[key]
-            ceiling = flops.ceiling(arithmetic[key], arithmetic[base, length])
-            rounds = " ".join(f"{run['rate']:.2f}" for run in runs[key])
-            print(f"| {arch} | {params[arch] / 1e6:.1f}M | {out_len[key]:.0f} | {rate[key]:.2f} | {rounds} "
-                  f"| {rate[key] / rate[base, length]:.2f}x | {cpu[key]:.2f} | {speed:.2f}x "
+            run, base_run = runs[key], runs[base, length]
+            cmp = against(base_run.cpu_s / run.cpu_s, arithmetic[key], arithmetic[base, length])
+            rounds = " ".join(f"{r['rate']:.2f}" for r in run.rounds)
+            print(f"| {arch} | {params[arch] / 1e6:.1f}M | {run.tokens_per_hyp:.0f} | {run.rate:.2f} | {rounds} "
+                  f"| {run.rate / base_run.rate:.2f}x | {run.cpu_s:.2f} | {cmp.speed_ratio:.2f}x "
                   f"| {1000 * per_token[key]:.3f} | {arithmetic[key] / 1e6:.1f} "
-                  f"| {arithmetic[key] / per_token[key] / 1e9:.2f} | {ceiling:.2f}x "
-                  f"| {100 * speed / ceiling:.0f}% |")
+                  f"| {arithmetic[key] / per_token[key] / 1e9:.2f} | {cmp.ceiling:.2f}x "
+                  f"| {100 * cmp.share:.0f}% |")
     if len(args.lengths) > 1:
         first, last = args.lengths[0], args.lengths[-1]
         print(f"\nPer-token decoding cost (CPU ms per output token, median) and its growth: cost at {last} tokens "
@@ -314,9 +307,8 @@ def main(argv=None):
                 if (arch, n) not in runs:
                     cells.append(f"beyond {limit[arch]} positions")
                     continue
-                speed = per_token[base, n] / per_token[arch, n]
-                ceiling = flops.ceiling(arithmetic[arch, n], arithmetic[base, n])
-                cells.append(f"{speed:.2f}x ({ceiling:.2f}x, {100 * speed / ceiling:.0f}%)")
+                cmp = against(per_token[base, n] / per_token[arch, n], arithmetic[arch, n], arithmetic[base, n])
+                cells.append(f"{cmp.speed_ratio:.2f}x ({cmp.ceiling:.2f}x, {100 * cmp.share:.0f}%)")
             growth = f"{per_token[arch, last] / per_token[arch, first]:.2f}" \
                 if (arch, last) in runs and (arch, first) in runs else "n/a"
             print(f"| {arch} | {costs} | {growth} | {' | '.join(cells)} |")

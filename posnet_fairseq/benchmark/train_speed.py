@@ -42,6 +42,7 @@ import sys
 import torch
 
 from . import FAMILIES, resolve
+from .measurements import against, ratio
 from .training_step import TrainingStep
 
 
@@ -151,7 +152,8 @@ def measure(args):
 
 
 def _ratio(value, reference):
-    return "n/a" if value is None or not reference else f"{value / reference:.2f}x"
+    found = ratio(value, reference)
+    return "n/a" if found is None else f"{found:.2f}x"
 
 
 def speed_ratios(archs, results, device):
@@ -167,7 +169,7 @@ def speed_ratios(archs, results, device):
 def table(archs, results, args):
     base, ceiling = archs[0], archs[args.names.index(args.ceiling)]
     speed = {arch: statistics.median(r["tok_s"]) for arch, r in results.items()}
-    ratio = speed_ratios(archs, results, args.device)
+    ratio_ = speed_ratios(archs, results, args.device)
     cap = f"{args.memory_cap_gib:g} GiB" if args.memory_cap_gib > 0 and args.device == "cuda" else "n/a"
     measure_of = "process CPU seconds per step" if args.device == "cpu" else "tokens per second"
     lines = [
@@ -186,11 +188,12 @@ def table(archs, results, args):
         r = results[arch]
         peak = "n/a" if r["peak"] is None else f"{r['peak'] / 2 ** 20:.0f}"
         max_tokens = "n/a" if r["max_tokens"] is None else str(r["max_tokens"])
-        arithmetic = results[base]["flops"] / r["flops"]
+        cmp = against(ratio_[arch], r["flops"], results[base]["flops"])
         rounds = " ".join(f"{x:.0f}" for x in r["tok_s"])
         lines.append(
-            f"| {arch} | {r['params']:,} | {r['flops'] / 1e6:.1f} | {speed[arch]:.0f} | {rounds} | {ratio[arch]:.2f}x "
-            f"| {arithmetic:.2f}x | {100 * ratio[arch] / arithmetic:.0f}% | {ratio[arch] / ratio[ceiling]:.2f}x "
+            f"| {arch} | {r['params']:,} | {r['flops'] / 1e6:.1f} | {speed[arch]:.0f} | {rounds} "
+            f"| {cmp.speed_ratio:.2f}x | {cmp.ceiling:.2f}x | {100 * cmp.share:.0f}% "
+            f"| {ratio_[arch] / ratio_[ceiling]:.2f}x "
             f"| {peak} | {_ratio(r['peak'], results[base]['peak'])} "
             f"| {max_tokens} | {_ratio(r['max_tokens'], results[base]['max_tokens'])} "
             f"| {_ratio(r['max_tokens'], results[ceiling]['max_tokens'])} |")

@@ -31,10 +31,11 @@ import json
 import resource
 import statistics
 import subprocess
-import sys
 import time
 
 from ..plugin import PLUGIN_DIR, subprocess_env
+from ..process_pool import python_command
+from .measurements import StepTiming
 
 
 def dictionary(size, padding_factor=8):
@@ -209,14 +210,26 @@ def measure(arch, batch, length, vocab, flags=(), timed_steps=0, warmup=0, devic
 
 def measure_isolated(arch, batch, length, vocab, flags=(), timed_steps=0, warmup=0):
     """:func:`measure` on CPU in a fresh interpreter; raises RuntimeError with its stderr if it fails."""
-    command = [sys.executable, "-m", "posnet_fairseq.benchmark.training_step", arch, "--batch", str(batch),
-               "--length", str(length), "--vocab", str(vocab), "--timed-steps", str(timed_steps),
-               "--warmup", str(warmup), f"--flags={' '.join(flags)}"]
+    command = python_command("posnet_fairseq.benchmark.training_step", arch, "--batch", str(batch),
+                             "--length", str(length), "--vocab", str(vocab), "--timed-steps", str(timed_steps),
+                             "--warmup", str(warmup), f"--flags={' '.join(flags)}")
     env = subprocess_env(OMP_NUM_THREADS="1")
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"training step of {arch} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure_rounds(archs, batch, length, vocab, flags, timed_steps, rounds, on_round=None):
+    """{arch: :class:`~.measurements.StepTiming`} of :func:`measure_isolated` over ``rounds`` rounds, the archs
+    alternating within each (``flags[arch]``: its model flags); ``on_round(round_index)`` after each round."""
+    runs = {arch: [] for arch in archs}
+    for r in range(rounds):
+        for arch in archs:
+            runs[arch].append(measure_isolated(arch, batch, length, vocab, flags[arch], timed_steps))
+        if on_round is not None:
+            on_round(r)
+    return {arch: StepTiming(rows) for arch, rows in runs.items()}
 
 
 def main(argv=None):

@@ -2,6 +2,7 @@
 
 * :mod:`.options` - the command line and its checks
 * :mod:`.run` - one run, step by step, each step skipped when done earlier
+* :mod:`.steps` - the one way to skip finished work: a step's record of its settings, inputs and outputs
 * :mod:`.devices` - where models train, translate and are timed (CPU threads or one GPU per model)
 * :mod:`.data` - the corpus: synthetic with length controls, a user's raw text with its own or drawn
   valid/test splits (SentencePiece + binarisation) or a data-bin; test lengths and buckets
@@ -10,6 +11,7 @@
   paired significance, BLEU per source-length bucket
 * :mod:`.cost` - parameters, training-step memory and throughput, decoding speed
 * :mod:`.mixing` - each model's mean attention weight by position offset
+* :mod:`.records` - the quality and cost figures as typed records for the report
 * :mod:`.report` - ``results.md`` / ``results.csv``
 * :mod:`.plots` - the PNG figures
 """

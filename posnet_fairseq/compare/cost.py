@@ -21,7 +21,7 @@ the same run. Output lengths a model cannot reach are recorded as
 import statistics
 
 from ..benchmark import decode_speed, training_step
-from ..evaluation.evaluate import count_parameters, train_speed
+from ..evaluation.evaluate import count_parameters
 from ..precompute import DEFAULT_LENGTH as PRECOMPUTE_LENGTH
 
 
@@ -29,7 +29,7 @@ def parameters(checkpoint, data_bin):
     """{"params": trained model, "precomputed": after folding PosNet energies (None: not applicable)}."""
     from .. import precompute
 
-    result = {"params": count_parameters(checkpoint), "precomputed": None}
+    result = {"params": count_parameters(checkpoint, data_bin), "precomputed": None}
     _, _, model = precompute.load_checkpoint_model(checkpoint, data_bin)
     if precompute.position_mixers(model):
         length = min([PRECOMPUTE_LENGTH, *[n for n, needed in zip(model.max_positions(),
@@ -40,25 +40,10 @@ def parameters(checkpoint, data_bin):
 
 
 def training_steps(archs, flags, vocab, batch, length, rounds, timed_steps, log):
-    """{arch: medians of training_step.measure_isolated over ``rounds`` (archs alternating)}."""
-    runs = {arch: [] for arch in archs}
-    for r in range(rounds):
-        for arch in archs:
-            runs[arch].append(training_step.measure_isolated(arch, batch, length, vocab, flags[arch], timed_steps))
-        log(f"cost: training-step round {r + 1}/{rounds} done")
-    result = {}
-    for arch, rows in runs.items():
-        result[arch] = dict(rows[0])
-        for key in ("step_kb", "step_s", "step_cpu_s"):
-            result[arch][key] = statistics.median(row[key] for row in rows)
-        result[arch]["tokens_per_s"] = result[arch]["tokens"] / result[arch]["step_s"]
-        result[arch]["tokens_per_cpu_s"] = result[arch]["tokens"] / result[arch]["step_cpu_s"]
-    return result
-
-
-def logged_training_speed(log_path):
-    """Target tokens/s of a model's own training: the median of fairseq-train's logged wps."""
-    return train_speed(log_path)["wps"]
+    """{arch: training_step.measure_rounds' record} (medians over ``rounds``, archs alternating)."""
+    timings = training_step.measure_rounds(archs, batch, length, vocab, flags, timed_steps, rounds,
+                                           lambda r: log(f"cost: training-step round {r + 1}/{rounds} done"))
+    return {arch: timing.record() for arch, timing in timings.items()}
 
 
 def decoding_flops(checkpoints, limits, speed_bin, lengths, langs, beam):
@@ -81,8 +66,8 @@ def decoding_flops(checkpoints, limits, speed_bin, lengths, langs, beam):
 
 
 def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs, beam, batch_size, log, cpu=True):
-    """{arch: {length: {"rate", "cpu_s", "tokens_per_hyp", "rounds"} or {"beyond": N}}} (medians); on the
-    first GPU unless ``cpu``."""
+    """{arch: {length: decode_speed.time_rounds' record ("rate", "cpu_s", "tokens_per_hyp", "rounds") or
+    {"beyond": N}}}; on the first GPU unless ``cpu``."""
     import torch
 
     torch.set_num_threads(1)  # the models alternate on one core, like the trainings
@@ -91,23 +76,13 @@ def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs
     runnable = {}
     for length in lengths:
         # L tokens plus EOS need L + 1 decoder positions.
-        fit = {arch: path for arch, path in checkpoints.items() if length + 1 <= limits[arch][1]}
+        runnable[length] = {arch: path for arch, path in checkpoints.items() if length + 1 <= limits[arch][1]}
         for arch in checkpoints:
-            if arch not in fit:
+            if arch not in runnable[length]:
                 result[arch][length] = {"beyond": limits[arch][1]}
-        runnable[length] = fit
-    for r in range(rounds):
-        for length in lengths:
-            runs = decode_speed.time_rounds(runnable[length], speed_bin, [length], 1, results_dir,
-                                            beam=beam, batch_size=batch_size, source_lang=langs[0],
-                                            target_lang=langs[1], cpu=cpu)
-            for (arch, _), (run,) in runs.items():
-                result[arch].setdefault(length, {"rounds": []})["rounds"].append(run)
-        log(f"cost: decoding round {r + 1}/{rounds} done")
-    for arch, per_length in result.items():
-        for length, entry in per_length.items():
-            if "rounds" in entry:
-                entry.update(rate=statistics.median(x["rate"] for x in entry["rounds"]),
-                             cpu_s=statistics.median(x["cpu_s"] for x in entry["rounds"]),
-                             tokens_per_hyp=entry["rounds"][0]["tokens_per_hyp"])
+    timings = decode_speed.time_rounds(runnable, speed_bin, rounds, results_dir,
+                                       lambda r: log(f"cost: decoding round {r + 1}/{rounds} done"), beam=beam,
+                                       batch_size=batch_size, source_lang=langs[0], target_lang=langs[1], cpu=cpu)
+    for (arch, length), timing in timings.items():
+        result[arch][length] = timing.record()
     return result

@@ -1,7 +1,8 @@
 """The corpus of a ``posnet-compare`` run, its test-set lengths and length buckets.
 
-Three sources, one result (``OUT/data.json``: the data-bin, languages, how to
-score, the length buckets and the training length limit):
+Three sources, one result (:class:`DataInfo`: the data-bin, languages, how to
+score, the length buckets and the training length limit), kept by the step
+``data`` (:mod:`posnet_fairseq.compare.steps`):
 
 * synthetic (default): ``posnet_fairseq.data.synth`` with its length control:
   train and valid pairs of at most ``train_max_len`` tokens per side, a test
@@ -19,15 +20,16 @@ unit the length limit was applied in: words on the synthetic corpus (whose
 generator counts words; with the default 1000 pieces a word is one piece),
 SentencePiece pieces with ``--raw``, the data-bin's tokens with ``--data``.
 """
-import json
 import os
 import random
 import shutil
 import subprocess
-import sys
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
 
 from ..data import sentencepiece_model, synth
 from ..data.text import read_lines
+from ..process_pool import python_command
 
 SPLITS = ("train", "valid", "test")
 # The test split's first sentences, binarized again as the decoding-speed set (cost phase).
@@ -111,9 +113,9 @@ def sentencepiece(raw_dir, out_dir, vocab_size, train_max_len=None):
 
 def binarize(text_dir, data_bin, log_path):
     """fairseq-preprocess with a joined dictionary (a subprocess; its log goes to ``log_path``)."""
-    command = [sys.executable, "-m", "fairseq_cli.preprocess", "--source-lang", "src", "--target-lang", "tgt",
-               "--joined-dictionary", "--workers", "1", "--destdir", data_bin,
-               *[arg for split in SPLITS for arg in (f"--{split}pref", os.path.join(text_dir, split))]]
+    command = python_command("fairseq_cli.preprocess", "--source-lang", "src", "--target-lang", "tgt",
+                             "--joined-dictionary", "--workers", "1", "--destdir", data_bin,
+                             *[arg for split in SPLITS for arg in (f"--{split}pref", os.path.join(text_dir, split))])
     with open(log_path, "w") as log:
         done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT)
     if done.returncode != 0:
@@ -216,24 +218,57 @@ def merge_small_buckets(buckets, lengths, minimum, train_limit):
     return [(lo, hi, count((lo, hi)) < minimum) for lo, hi in merged]
 
 
-def prepare(out_dir, mode, log, *, raw=None, raw_given=None, data_bin=None, post_process=None,
+@dataclass
+class DataInfo:
+    """What the run knows about its corpus (the data step's result)."""
+
+    data_bin: str
+    source_lang: str
+    target_lang: str
+    post_process: Optional[str]  # fairseq-generate's --post-process
+    references: Optional[str]  # the raw reference text; None: fairseq's T- lines
+    train_max_len: Optional[int]
+    longest_train: int
+    vocab: int
+    buckets: List[Tuple[int, int]]
+    length_unit: str  # words, pieces or tokens
+    test_lengths: List[int]
+    test_sentences: int
+    train_pairs: int
+    splits: Optional[Dict[str, str]] = None  # --raw: where each split comes from
+
+    @property
+    def train_limit(self):
+        return self.train_max_len or self.longest_train
+
+    @property
+    def langs(self):
+        return self.source_lang, self.target_lang
+
+
+def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_process=None,
             train_max_len=None, test_max_len=None, n_buckets=5, synth_train=20000, valid=300, test=500,
-            vocab_size=None, seed=1):
-    """Makes (or reuses) the run's corpus; returns the info dict also stored in OUT/data.json."""
-    info_path = os.path.join(out_dir, "data.json")
-    settings = {"mode": mode, "raw": raw, **({"raw_given": raw_given} if raw_given else {}), "data": data_bin,
-                "post_process": post_process,
+            vocab_size=None, seed=1) -> DataInfo:
+    """Makes (or reuses) the run's corpus (the step "data" of ``steps``, a
+    :class:`posnet_fairseq.compare.steps.Steps`). Its input files are known by their content, not their paths:
+    a run on other data in the same --out is refused."""
+    out_dir = steps.out
+    inputs = {"data-bin": data_bin} if mode == "data" else {}
+    if mode == "raw":
+        inputs.update({"raw source": raw[0], "raw target": raw[1]})
+        for split, (src, tgt) in (raw_given or {}).items():
+            inputs.update({f"{split} source": src, f"{split} target": tgt})
+    settings = {"mode": mode, "post_process": post_process,
                 "train_max_len": train_max_len, "test_max_len": test_max_len, "buckets_requested": n_buckets,
                 "synth_train": synth_train, "valid": valid, "test": test, "vocab_size": vocab_size, "seed": seed}
-    if os.path.exists(info_path):
-        with open(info_path) as f:
-            info = json.load(f)
-        if info["settings"] != settings:
-            changed = sorted(k for k in settings if info["settings"].get(k) != settings[k])
-            raise ValueError(f"{out_dir} holds a run on other data (changed: {', '.join(changed)}); "
-                             f"use a new --out")
-        log(f"data: skipped, prepared earlier ({info_path})")
-        return info
+    why = steps.why_not_done("data", settings, inputs)
+    if why is None:
+        log(f"data: skipped, prepared earlier ({steps.relative(steps.dir)}/data.json)")
+        return _info(steps, steps.result("data"), data_bin)
+    if why.startswith(("its settings", "its input")):
+        raise ValueError(f"{out_dir} holds a run on other data ({why.replace('its ', '', 1)}); use a new --out")
+    if why != "not finished":
+        log(f"data: prepared again: {why}")
 
     # Leftovers of an interrupted preparation are made again.
     for name in ("raw", "spm_text", "data-bin", SPEED_DIR):
@@ -274,12 +309,23 @@ def prepare(out_dir, mode, log, *, raw=None, raw_given=None, data_bin=None, post
         test_lengths = split_lengths(data_bin, "test", src, tgt)
         longest_train = max(train_lengths + split_lengths(data_bin, "train", src, tgt, tgt))
         buckets = buckets_for(train_max_len or longest_train, max(test_lengths))
-    info = {"settings": settings, "splits": origin if mode == "raw" else None, "data_bin": data_bin,
-            "source_lang": src, "target_lang": tgt, "post_process": post_process, "references": references,
+    outputs = [] if mode == "data" else [data_bin, raw_dir]
+    info = {"splits": origin if mode == "raw" else None,
+            "source_lang": src, "target_lang": tgt, "post_process": post_process,
+            "references": None if references is None else steps.relative(references),
             "train_max_len": train_max_len, "longest_train": longest_train,
             "vocab": len(_dictionary(data_bin, tgt)), "buckets": buckets, "length_unit": unit,
             "test_lengths": test_lengths, "test_sentences": len(test_lengths), "train_pairs": len(train_lengths)}
-    with open(info_path + ".tmp", "w") as f:
-        json.dump(info, f, indent=2)
-    os.replace(info_path + ".tmp", info_path)
-    return info
+    steps.finish("data", settings, inputs, outputs, info)
+    # Read back as a re-run reads it, so that the first run and a re-run see the same figures.
+    return _info(steps, steps.result("data"), data_bin)
+
+
+def _info(steps, stored, data_bin):
+    """The DataInfo of a data step's stored result; ``data_bin``: --data's, else the run's own."""
+    own = os.path.join(steps.out, "data-bin")
+    references = stored["references"]
+    return DataInfo(data_bin=os.path.abspath(data_bin) if data_bin else own,
+                    references=None if references is None else steps.absolute(references),
+                    buckets=[tuple(b) for b in stored["buckets"]],
+                    **{k: v for k, v in stored.items() if k not in ("references", "buckets")})

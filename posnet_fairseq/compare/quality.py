@@ -20,69 +20,68 @@ a neighbour is marked too small and not scored.
 """
 import os
 import subprocess
-import sys
 
 from ..evaluation import bootstrap
 from ..plugin import PLUGIN_DIR, subprocess_env
+from ..process_pool import ProcessPool, python_command
 from . import data
 
 SEED = 12345  # sacreBLEU's default bootstrap seed
 
 
 def generate_command(info, checkpoint, generation_flags):
-    return [sys.executable, "-m", "posnet_fairseq.cli.fairseq_wrappers", "generate", info["data_bin"],
-            "--user-dir", PLUGIN_DIR,
-            "--path", checkpoint, "--source-lang", info["source_lang"], "--target-lang", info["target_lang"],
-            "--gen-subset", "test", *generation_flags, "--num-workers", "0",
-            # fairseq drops a last batch whose size is not a multiple of this (default 8).
-            "--required-batch-size-multiple", "1", "--skip-invalid-size-inputs-valid-test",
-            *(["--post-process", info["post_process"]] if info["post_process"] else [])]
+    return python_command("posnet_fairseq.cli.fairseq_wrappers", "generate", info.data_bin, "--user-dir", PLUGIN_DIR,
+                          "--path", checkpoint, "--source-lang", info.source_lang, "--target-lang", info.target_lang,
+                          "--gen-subset", "test", *generation_flags, "--num-workers", "0",
+                          # fairseq drops a last batch whose size is not a multiple of this (default 8).
+                          "--required-batch-size-multiple", "1", "--skip-invalid-size-inputs-valid-test",
+                          *(["--post-process", info.post_process] if info.post_process else []))
 
 
-def translate_all(checkpoints, info, out_dir, plan, generation_flags, log):
+def translate_all(steps, checkpoints, info, plan, generation_flags, log):
     """OUT/gen/ARCH.out (fairseq-generate's output) for every {arch: checkpoint}, one per slot of the
-    device ``plan`` at a time; an existing output is kept. Returns {arch: error message} for failures."""
-    import time
-
-    gen_dir = os.path.join(out_dir, "gen")
+    device ``plan`` at a time; the step translate/ARCH keeps an output while its checkpoint, the data and
+    the flags are the same. Returns {arch: error message} for failures."""
+    gen_dir = os.path.join(steps.out, "gen")
     os.makedirs(gen_dir, exist_ok=True)
-    queue, running, failed = [], {}, {}
-    for arch, checkpoint in checkpoints.items():
-        out = os.path.join(gen_dir, f"{arch}.out")
-        if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(checkpoint):
+    flags = [*generation_flags, *plan.generate_flags()]
+    settings = {"flags": flags}
+    inputs = {arch: {"checkpoint": checkpoint, "data": info.data_bin} for arch, checkpoint in checkpoints.items()}
+    queue, files, failed = [], {}, {}
+    for arch in checkpoints:
+        if steps.why_not_done(f"translate/{arch}", settings, inputs[arch]) is None:
             log(f"translate: skipped {arch}, translated earlier ({gen_dir}/{arch}.out)")
         else:
             queue.append(arch)
-    try:
-        while queue or running:
-            free = sorted(set(range(plan.jobs)) - {entry[3] for entry in running.values()})
-            while queue and free:
-                arch, slot = queue.pop(0), free.pop(0)
-                log(f"translate: {arch}")
-                out = open(os.path.join(gen_dir, f"{arch}.out.tmp"), "w")
-                err = open(os.path.join(gen_dir, f"{arch}.log"), "w")
-                command = generate_command(info, checkpoints[arch], [*generation_flags, *plan.generate_flags()])
-                running[arch] = (subprocess.Popen(command, stdout=out, stderr=err,
-                                                  env=subprocess_env(**plan.slots[slot])), out, err, slot)
-            for arch, (process, out, err, _) in list(running.items()):
-                if process.poll() is None:
-                    continue
-                out.close()
-                err.close()
-                del running[arch]
-                if process.returncode == 0:
-                    os.replace(os.path.join(gen_dir, f"{arch}.out.tmp"), os.path.join(gen_dir, f"{arch}.out"))
-                else:
-                    with open(os.path.join(gen_dir, f"{arch}.log"), errors="replace") as f:
-                        tail = f.readlines()[-5:]
-                    failed[arch] = f"fairseq-generate exit {process.returncode}: " + "".join(tail).strip()
-                    log(f"translate: {arch} FAILED, see {gen_dir}/{arch}.log")
-            time.sleep(0.2)
-    except BaseException:
-        for process, out, err, _ in running.values():
-            process.terminate()
-            process.wait()
-        raise
+
+    def start(arch, env):
+        log(f"translate: {arch}")
+        files[arch] = (open(os.path.join(gen_dir, f"{arch}.out.tmp"), "w"),
+                       open(os.path.join(gen_dir, f"{arch}.log"), "w"))
+        return subprocess.Popen(generate_command(info, checkpoints[arch], flags), stdout=files[arch][0],
+                                stderr=files[arch][1], env=subprocess_env(**env))
+
+    def close(arch, _=None):
+        for f in files.pop(arch):
+            f.close()
+
+    def finish(arch, process):
+        close(arch)
+        out = os.path.join(gen_dir, f"{arch}.out")
+        if process.returncode == 0:
+            os.replace(out + ".tmp", out)
+            steps.finish(f"translate/{arch}", settings, inputs[arch], [out])
+            return
+        if process.returncode < 0:
+            failed[arch] = (f"fairseq-generate was killed (signal {-process.returncode}); re-running the same "
+                            "command translates it again")
+        else:
+            with open(os.path.join(gen_dir, f"{arch}.log"), errors="replace") as f:
+                tail = f.readlines()[-5:]
+            failed[arch] = f"fairseq-generate exit {process.returncode}: " + "".join(tail).strip()
+        log(f"translate: {arch} FAILED ({failed[arch].splitlines()[0]}), see {gen_dir}/{arch}.log")
+
+    ProcessPool(plan.slots, poll_seconds=0.2).run(queue, start, finish, stopped=close)
     return failed
 
 
@@ -163,14 +162,13 @@ def score(archs, outputs, refs, lengths, src_tokens, tgt_tokens, limits, buckets
 
 def references(info, outputs_refs):
     """The raw reference text (synthetic, --raw) or fairseq's post-processed T- lines (--data)."""
-    if info["references"]:
-        with open(info["references"], encoding="utf-8") as f:
+    if info.references:
+        with open(info.references, encoding="utf-8") as f:
             return [line.rstrip("\n") for line in f]
     return outputs_refs
 
 
 def token_lengths(info):
     """(source, target) model tokens of every test sentence, EOS excluded."""
-    return (data.split_lengths(info["data_bin"], "test", info["source_lang"], info["target_lang"]),
-            data.split_lengths(info["data_bin"], "test", info["source_lang"], info["target_lang"],
-                               info["target_lang"]))
+    return (data.split_lengths(info.data_bin, "test", *info.langs),
+            data.split_lengths(info.data_bin, "test", *info.langs, info.target_lang))

@@ -3,81 +3,76 @@
 Every ratio divides by the first model's figure from the same run: speeds as
 model / first (above 1 = faster), memory as model / first (below 1 = less).
 Beside each speed ratio, the ceiling (the first model's FLOPs per token over
-this model's, :func:`posnet_fairseq.benchmark.flops.ceiling`) and the share of
-it measured (speed ratio / ceiling).
+this model's) and the share of it measured (speed ratio / ceiling), as
+:mod:`posnet_fairseq.benchmark.measurements` computes them.
 """
 import csv
 import os
 
-from ..benchmark import flops
-
-
-def _ratio(value, base):
-    return value / base if value is not None and base else None
+from ..benchmark.measurements import against, ratio as _ratio
+from .records import BucketScore, DecodeCost
 
 
 def _ceiling(prefix, speed_ratio, model_flops, base_flops):
     """{PREFIX_flops_per_token, PREFIX_ceiling, PREFIX_share}; empty without both FLOP counts."""
-    if not model_flops or not base_flops:
+    cmp = against(speed_ratio, model_flops, base_flops)
+    if cmp is None:
         return {}
-    ceiling = flops.ceiling(model_flops, base_flops)
-    return {f"{prefix}_flops_per_token": model_flops, f"{prefix}_ceiling": ceiling,
-            f"{prefix}_share": _ratio(speed_ratio, ceiling)}
+    return {f"{prefix}_flops_per_token": model_flops, f"{prefix}_ceiling": cmp.ceiling, f"{prefix}_share": cmp.share}
 
 
 def rows(archs, training, quality, cost, analysis):
-    """One dict per model with every figure of the run (the CSV's rows)."""
+    """One dict per model with every figure of the run (the CSV's rows); ``training``: {arch:
+    :class:`~posnet_fairseq.compare.training.TrainOutcome`}, ``quality`` and ``cost``: the run's
+    :class:`~posnet_fairseq.compare.records.Quality` and :class:`~posnet_fairseq.compare.records.Cost`."""
     base = archs[0]
     out = []
-    steps, decode, params = cost["training_steps"], cost["decoding"], cost["parameters"]
-    arithmetic = cost.get("decoding_flops", {})
     for arch in archs:
         row = {"arch": arch}
-        outcome = training.get(arch, {})
-        if "failed" in outcome:
-            row["failed"] = outcome["failed"]
+        outcome = training[arch]
+        if outcome.failed:
+            row["failed"] = outcome.failed
             out.append(row)
             continue
-        row.update(updates=outcome.get("updates"), epochs=outcome.get("epochs"))
-        if arch in quality.get("failed", {}):
-            row["failed"] = quality["failed"][arch]
-        system = quality["systems"].get(arch)
+        row.update(updates=outcome.updates, epochs=outcome.epochs)
+        if arch in quality.failed:
+            row["failed"] = quality.failed[arch]
+        system = quality.systems.get(arch)
         if system:
-            row.update(bleu=system["bleu"]["score"], bleu_mean=system["bleu"]["mean"],
-                       bleu_ci=system["bleu"]["ci"], bleu_p=system["bleu"].get("p"),
-                       bleu_direction=system["bleu"].get("direction"),
-                       chrf=system["chrf"]["score"], chrf_mean=system["chrf"]["mean"],
-                       chrf_ci=system["chrf"]["ci"], chrf_p=system["chrf"].get("p"),
-                       chrf_direction=system["chrf"].get("direction"), skipped=system["skipped"],
-                       max_source_positions=system["limits"][0], max_target_positions=system["limits"][1])
-        for bucket in quality["buckets"]:
-            entry = bucket["scores"].get(arch, {})
-            key = f"bleu_len_{bucket['lo']}_{bucket['hi']}"
-            row[key] = (f"beyond its {entry['beyond']} positions" if "beyond" in entry
-                        else too_few(bucket) if bucket.get("too_small") else entry.get("score"))
-            row[key + "_ci"] = entry.get("ci")
-            row[f"length_ratio_{bucket['lo']}_{bucket['hi']}"] = entry.get("length_ratio")
-        if arch in params:
-            row.update(params=params[arch]["params"], params_precomputed=params[arch]["precomputed"])
-        if arch in steps and base in steps:
-            s, b = steps[arch], steps[base]
-            row.update(train_tokens_per_s=s["tokens_per_s"],
-                       train_speed_ratio=_ratio(s["tokens_per_s"], b["tokens_per_s"]),
-                       train_cpu_speed_ratio=_ratio(s["tokens_per_cpu_s"], b["tokens_per_cpu_s"]),
-                       step_memory_mib=s["step_kb"] / 1024, step_memory_ratio=_ratio(s["step_kb"], b["step_kb"]),
-                       activation_kib_per_token=s["saved_bytes"] / s["tokens"] / 1024,
-                       activation_ratio=_ratio(s["saved_bytes"], b["saved_bytes"]))
-            row.update(_ceiling("train", row["train_speed_ratio"], s.get("flops_per_token"), b.get("flops_per_token")))
-        for length, entry in decode.get(arch, {}).items():
-            if "beyond" in entry:
-                row[f"decode_{length}_sentences_per_s"] = f"beyond its {entry['beyond']} positions"
+            for name, score in (("bleu", system.bleu), ("chrf", system.chrf)):
+                row.update({name: score.score, f"{name}_mean": score.mean, f"{name}_ci": score.ci,
+                            f"{name}_p": score.p, f"{name}_direction": score.direction})
+            row.update(skipped=system.skipped, max_source_positions=system.limits[0],
+                       max_target_positions=system.limits[1])
+        for bucket in quality.buckets:
+            entry = bucket.scores.get(arch, BucketScore())
+            key = f"bleu_len_{bucket.name}"
+            row[key] = (f"beyond its {entry.beyond} positions" if entry.beyond is not None
+                        else too_few(bucket) if bucket.too_small else entry.score)
+            row[key + "_ci"] = entry.ci
+            row[f"length_ratio_{bucket.name}"] = entry.length_ratio
+        if arch in cost.parameters:
+            row.update(params=cost.parameters[arch][0], params_precomputed=cost.parameters[arch][1])
+        if arch in cost.steps and base in cost.steps:
+            s, b = cost.steps[arch], cost.steps[base]
+            row.update(train_tokens_per_s=s.tokens_per_s,
+                       train_speed_ratio=_ratio(s.tokens_per_s, b.tokens_per_s),
+                       train_cpu_speed_ratio=_ratio(s.tokens_per_cpu_s, b.tokens_per_cpu_s),
+                       step_memory_mib=s.step_kb / 1024, step_memory_ratio=_ratio(s.step_kb, b.step_kb),
+                       activation_kib_per_token=s.saved_bytes / s.tokens / 1024,
+                       activation_ratio=_ratio(s.saved_bytes, b.saved_bytes))
+            row.update(_ceiling("train", row["train_speed_ratio"], s.flops_per_token, b.flops_per_token))
+        flops = cost.decoding_flops
+        for length, entry in cost.decoding.get(arch, {}).items():
+            if entry.beyond is not None:
+                row[f"decode_{length}_sentences_per_s"] = f"beyond its {entry.beyond} positions"
                 continue
-            base_entry = decode[base].get(length, {})
-            row[f"decode_{length}_sentences_per_s"] = entry["rate"]
-            row[f"decode_{length}_ratio"] = _ratio(entry["rate"], base_entry.get("rate"))
-            row[f"decode_{length}_cpu_ratio"] = _ratio(base_entry.get("cpu_s"), entry["cpu_s"])
+            base_entry = cost.decoding[base].get(length, DecodeCost())
+            row[f"decode_{length}_sentences_per_s"] = entry.rate
+            row[f"decode_{length}_ratio"] = _ratio(entry.rate, base_entry.rate)
+            row[f"decode_{length}_cpu_ratio"] = _ratio(base_entry.cpu_s, entry.cpu_s)
             row.update(_ceiling(f"decode_{length}", row[f"decode_{length}_ratio"],
-                                arithmetic.get(arch, {}).get(length), arithmetic.get(base, {}).get(length)))
+                                flops.get(arch, {}).get(length), flops.get(base, {}).get(length)))
         for name, r2 in analysis.get(arch, {}).items():
             row[f"toeplitz_r2_{name}"] = r2
         out.append(row)
@@ -85,7 +80,7 @@ def rows(archs, training, quality, cost, analysis):
 
 
 def too_few(bucket):
-    return f"too few sentences ({bucket['sentences']})"
+    return f"too few sentences ({bucket.sentences})"
 
 
 def write_csv(path, table):
@@ -123,12 +118,12 @@ def _ceiling_cell(row, prefix):
 def markdown(table, quality, cost, context):
     """results.md: the run's settings, the table, what the columns mean, signatures and figures."""
     base = table[0]["arch"]
-    lengths = cost["decode_lengths"]
-    buckets = quality["buckets"]
-    limit = quality["train_limit"]
+    c = cost.settings
+    lengths = c["decode_lengths"]
+    buckets = quality.buckets
+    limit = quality.train_limit
     header = ["model", "params", "params, precomputed", "BLEU", "chrF", f"p (BLEU) vs {base}"]
-    header += [f"BLEU {b['lo']}-{b['hi']}{' *' if b['beyond_training'] else ''} (n={b['sentences']})"
-               for b in buckets]
+    header += [f"BLEU {b.lo}-{b.hi}{' *' if b.beyond_training else ''} (n={b.sentences})" for b in buckets]
     header += ["train tokens/s (ratio)", "train ceiling (share)", "step memory MiB (ratio)"]
     for n in lengths:
         header += [f"decode L={n} sent/s (ratio)", f"decode L={n} ceiling (share)"]
@@ -147,7 +142,7 @@ def markdown(table, quality, cost, context):
         cells.append(("(baseline)" if row["arch"] == base else _num(row.get("bleu_p"), ".4f")
                       + (f" ({row['bleu_direction']})" if row.get("bleu_direction") else "")))
         for b in buckets:
-            cells.append(_num(row.get(f"bleu_len_{b['lo']}_{b['hi']}"), ".1f"))
+            cells.append(_num(row.get(f"bleu_len_{b.name}"), ".1f"))
         cells.append(_with_ratio(row.get("train_tokens_per_s"), row.get("train_speed_ratio"), ",.0f"))
         cells.append(_ceiling_cell(row, "train"))
         cells.append(_with_ratio(row.get("step_memory_mib"), row.get("step_memory_ratio"), ".1f"))
@@ -158,23 +153,25 @@ def markdown(table, quality, cost, context):
     lines += [
         "",
         f"- BLEU / chrF: sacreBLEU on the whole test set, then (in brackets) the bootstrap mean ± the 95% "
-        f"confidence half-width; p: paired bootstrap against `{base}` ({quality['samples']} resamples, every "
+        f"confidence half-width; p: paired bootstrap against `{base}` ({quality.samples} resamples, every "
         "model on the same ones; posnet_fairseq.evaluation.bootstrap), the smaller of P(not better) and P(not "
         "worse), with the direction where it is at most 0.05.",
         f"- BLEU a-b (n=N): corpus BLEU on the N test sentences with a source length of a to b "
-        f"{quality['length_unit']}. * = beyond the training lengths: every training pair has at most {limit} "
-        f"{quality['length_unit']} per side. A bucket of fewer than {quality.get('min_bucket_sentences', '-')} "
+        f"{quality.length_unit}. * = beyond the training lengths: every training pair has at most {limit} "
+        f"{quality.length_unit} per side. A bucket of fewer than {_num(quality.min_bucket_sentences, 'd')} "
         "sentences is merged into its neighbour on the same side of the training lengths; one that cannot be "
         "reads 'too few sentences' and is not scored.",
-        "- params, precomputed: after folding the aPosNet/rPosNet energies into tables of "
-        f"{cost.get('precompute_length', '-')} positions (`posnet-precompute`); '-' where nothing is precomputed.",
-        f"- train tokens/s: one training step (forward, backward, Adam) on {cost['step_batch']} x "
-        f"{cost['step_length']} random tokens, one thread, median over {cost['step_rounds']} rounds of "
-        f"{cost['timed_steps']} steps (on a GPU: fairseq-train's own throughput); step memory: the peak resident "
+        ("- params, precomputed: after folding the aPosNet/rPosNet energies into tables of "
+         f"{c['precompute_length']} positions (`posnet-precompute`); '-' where nothing is precomputed."
+         if c["precompute_length"] else "- params, precomputed: '-': no model of this run has position energies "
+         "to fold into tables (`posnet-precompute`)."),
+        f"- train tokens/s: one training step (forward, backward, Adam) on {c['step_batch']} x "
+        f"{c['step_length']} random tokens, one thread, median over {c['step_rounds']} rounds of "
+        f"{c['timed_steps']} steps (on a GPU: fairseq-train's own throughput); step memory: the peak resident "
         f"memory the step adds to the built model. Ratios against `{base}` measured in the same run.",
-        f"- decode: fairseq-generate, beam {cost['decode_beam']}, {cost['decode_sentences']} sentences in "
-        f"batches of {cost['decode_batch']}, every hypothesis forced to L tokens (+ EOS), one thread, median of "
-        f"{cost['decode_rounds']} rounds with the models alternating; ratio against `{base}`. CPU timings on a "
+        f"- decode: fairseq-generate, beam {c['decode_beam']}, {c['decode_sentences']} sentences in "
+        f"batches of {c['decode_batch']}, every hypothesis forced to L tokens (+ EOS), one thread, median of "
+        f"{c['decode_rounds']} rounds with the models alternating; ratio against `{base}`. CPU timings on a "
         "machine shared with other jobs are noisy; `results.csv` also has the CPU-time ratios.",
         f"- ceiling (share): the speed ratio the model's arithmetic allows against `{base}`, i.e. `{base}`'s "
         "FLOPs per token over the model's (per training token: the step above, forward and backward; per generated "
@@ -185,7 +182,7 @@ def markdown(table, quality, cost, context):
         "Signatures:",
         "",
     ]
-    lines += [f"- {name}: `{sig}`" for name, sig in quality["signatures"].items()]
+    lines += [f"- {name}: `{sig}`" for name, sig in quality.signatures.items()]
     lines += ["", "## Plots", ""]
     for name, title in (("bleu_vs_speed", "BLEU vs decoding speed"), ("bleu_by_length", "BLEU by source length"),
                         ("valid_loss", "Validation loss"),

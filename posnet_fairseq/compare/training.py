@@ -2,39 +2,37 @@
 
 Each model is a ``fairseq-train`` subprocess, one per slot of the run's
 :class:`~posnet_fairseq.compare.devices.Plan` at a time (a CPU thread or a
-GPU); its log is ``OUT/checkpoints/ARCH.train.log`` and its
-checkpoints ``OUT/checkpoints/ARCH/``. After training, the last checkpoints
-are averaged (``posnet-average-checkpoints``) into ``checkpoint_avg.pt`` and
-``done.json`` records the outcome, so a second run skips the model. A model
-without ``done.json`` but with ``checkpoint_last.pt`` resumes from it
-(fairseq's own resume: optimiser, scheduler and data iterator included);
-checkpoints are saved every ``interval`` updates, so at most that much work
-is lost to an interruption.
+GPU; :mod:`posnet_fairseq.process_pool`); its log is
+``OUT/checkpoints/ARCH.train.log`` and its checkpoints ``OUT/checkpoints/ARCH/``.
+After training, the last checkpoints are averaged
+(``posnet-average-checkpoints``) into ``checkpoint_avg.pt``, and the step
+``train/ARCH`` (:mod:`posnet_fairseq.compare.steps`) records it, so that a
+second run skips the model while that file is intact (a damaged or deleted
+average is made again). A model that did not finish but has
+``checkpoint_last.pt`` resumes from it (fairseq's own resume: optimiser,
+scheduler and data iterator included); checkpoints are saved every
+``interval`` updates, so at most that much work is lost to an interruption.
+A model whose ``checkpoint_last.pt`` is gone starts again from update 0,
+says so, and starts a new log (its validation curve and time start again).
 
 While models train, a progress line for the whole run (models done, each
 running model's epoch and update, ETA) is printed every ``progress_every``
 seconds.
 """
-import json
 import os
 import re
 import subprocess
-import sys
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
+from typing import List, Optional
 
+from .. import fairseq_log
 from ..checkpoint_averaging import write_average
 from ..plugin import PLUGIN_DIR, subprocess_env
+from ..process_pool import ProcessPool, python_command
 
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(e|epochs?|u|updates?|m|min|minutes?)\s*$")
-_INNER = re.compile(r"epoch (\d+):\s+(\d+) / (\d+) .*num_updates=(\d+)")
-_VALID = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \| INFO \| valid \| epoch (\d+) \| valid on '[^']*' subset"
-                    r" \| loss ([\d.]+) .*\| num_updates (\d+)")
-_UPDATES = re.compile(r"\| (?:train|valid) \| epoch (\d+) \|.*\| num_updates (\d+)")
-_SAVED = re.compile(r"Saved checkpoint (\S+) \(epoch \d+ @ (\d+) updates")
-_STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \|")
-# Written into the training log before each fairseq-train process starts.
-START_MARK = "posnet-compare: fairseq-train starts at "
+AVERAGE = "checkpoint_avg.pt"
 
 
 @dataclass(frozen=True)
@@ -107,79 +105,29 @@ class Recipe:
 
 
 def train_command(data_bin, save_dir, arch, flags, recipe, budget, device_flags=()):
-    return [sys.executable, "-m", "posnet_fairseq.cli.fairseq_wrappers", "train", data_bin, "--user-dir", PLUGIN_DIR,
-            "--arch", arch,
-            "--save-dir", save_dir, *recipe.fairseq_flags(budget), *device_flags, *flags]
+    return python_command("posnet_fairseq.cli.fairseq_wrappers", "train", data_bin, "--user-dir", PLUGIN_DIR,
+                          "--arch", arch, "--save-dir", save_dir, *recipe.fairseq_flags(budget), *device_flags,
+                          *flags)
 
 
-def _latest(log_path):
-    """(epoch, step, steps per epoch, updates) from the last progress lines of a training log."""
-    epoch, step, steps, updates = 1, 0, 1, 0
-    if os.path.exists(log_path):
-        with open(log_path, errors="replace") as f:
-            for line in f:
-                m = _INNER.search(line)
-                if m:
-                    epoch, step, steps, updates = (int(g) for g in m.groups())
-                    continue
-                m = _UPDATES.search(line)
-                if m:
-                    epoch, updates = int(m.group(1)), int(m.group(2))
-    return epoch, step, steps, updates
+def step_settings(recipe, budget, plan):
+    """What every step train/ARCH depends on besides the data and its own flags: the shared recipe."""
+    settings = {"budget": str(budget), **vars(recipe)}
+    if plan.device == "cuda":
+        settings.update(device="cuda", fp16=plan.fp16)
+    return settings
 
 
-def finished_in_log(log_path):
-    """Whether the last fairseq-train process of a log ran to the end of its budget."""
-    finished = False
-    if os.path.exists(log_path):
-        with open(log_path, errors="replace") as f:
-            for line in f:
-                if line.startswith(START_MARK):
-                    finished = False
-                elif "| fairseq_cli.train | done training in " in line:
-                    finished = True
-    return finished
+@dataclass
+class TrainOutcome:
+    """One model's training: its averaged checkpoint, or why it failed."""
 
-
-def saved_checkpoints(log_path):
-    """[(updates, file name)] of every checkpoint fairseq saved, in order (fairseq logs the first
-    file of each save; the others, checkpoint_last.pt among them, are copies of it)."""
-    saves = []
-    if os.path.exists(log_path):
-        with open(log_path, errors="replace") as f:
-            for line in f:
-                m = _SAVED.search(line)
-                if m:
-                    saves.append((int(m.group(2)), os.path.basename(m.group(1))))
-    return saves
-
-
-def valid_curve(log_path):
-    """[(updates, training seconds, valid loss)] from a training log. Seconds count from the first
-    "begin training epoch" of each fairseq-train process (start-up excluded); the time between an
-    interruption and the resumed run is left out."""
-    import datetime
-
-    def seconds(stamp):
-        return datetime.datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").timestamp()
-
-    points, offset, start, last = [], 0.0, None, None
-    with open(log_path, errors="replace") as f:
-        for line in f:
-            if line.startswith(START_MARK):
-                if start is not None and last is not None:
-                    offset += last - start
-                start, last = None, None
-                continue
-            m = _STAMP.match(line)
-            if m and start is None and "| fairseq.trainer | begin training epoch" in line:
-                start = seconds(m.group(1))
-            if m and start is not None:
-                last = seconds(m.group(1))
-            m = _VALID.match(line)
-            if m and start is not None:
-                points.append((int(m.group(4)), offset + seconds(m.group(1)) - start, float(m.group(3))))
-    return points
+    arch: str
+    checkpoint: Optional[str] = None
+    averaged: List[str] = field(default_factory=list)  # the files averaged into ``checkpoint``
+    epochs: Optional[int] = None
+    updates: Optional[int] = None
+    failed: Optional[str] = None
 
 
 def averaged_files(save_dir, log_path, budget, count):
@@ -189,7 +137,7 @@ def averaged_files(save_dir, log_path, budget, count):
         found = sorted((int(m.group(1)), name) for name in os.listdir(save_dir)
                        for m in [re.fullmatch(r"checkpoint(\d+)\.pt", name)] if m)
         return [os.path.join(save_dir, name) for _, name in found[-count:]]
-    saves = saved_checkpoints(log_path)
+    saves = fairseq_log.saved_checkpoints(log_path)
     chosen, seen = [], set()
     for i, (updates, name) in enumerate(reversed(saves)):
         if updates in seen:
@@ -208,13 +156,16 @@ def averaged_files(save_dir, log_path, budget, count):
 
 
 class Trainer:
-    """Runs the trainings of one ``posnet-compare`` run; see the module docstring."""
+    """Runs the trainings of one ``posnet-compare`` run (``steps``: its
+    :class:`~posnet_fairseq.compare.steps.Steps`); see the module docstring."""
 
-    def __init__(self, out_dir, data_bin, budget, recipe, plan, log, progress_every=30):
-        self.dir = os.path.join(out_dir, "checkpoints")
+    def __init__(self, steps, data_bin, budget, recipe, plan, log, progress_every=30):
+        self.steps = steps
+        self.dir = os.path.join(steps.out, "checkpoints")
         self.data_bin, self.budget, self.recipe, self.plan = data_bin, budget, recipe, plan
         self.log, self.progress_every = log, progress_every
-        self.running = {}  # arch -> (Popen, log file, start time, slot)
+        self.pool = ProcessPool(plan.slots)
+        self.log_files = {}  # arch -> its open training log
         os.makedirs(self.dir, exist_ok=True)
 
     def save_dir(self, arch):
@@ -223,19 +174,18 @@ class Trainer:
     def log_path(self, arch):
         return os.path.join(self.dir, f"{arch}.train.log")
 
-    def done_path(self, arch):
-        return os.path.join(self.save_dir(arch), "done.json")
+    def settings(self, flags):
+        return dict(step_settings(self.recipe, self.budget, self.plan), flags=list(flags))
 
-    def outcome(self, arch):
-        """done.json of a finished model, or None."""
-        if not os.path.exists(self.done_path(arch)):
-            return None
-        with open(self.done_path(arch)) as f:
-            return json.load(f)
+    def _inputs(self):
+        return {"data": self.data_bin}
 
-    def _start(self, arch, flags, slot):
+    def _pid_path(self, arch):
+        return os.path.join(self.save_dir(arch), "train.pid")
+
+    def _start(self, arch, flags, env):
         save_dir = self.save_dir(arch)
-        pid_path = os.path.join(save_dir, "train.pid")
+        pid_path = self._pid_path(arch)
         if os.path.exists(pid_path):
             with open(pid_path) as f:
                 pid = int(f.read())
@@ -248,47 +198,76 @@ class Trainer:
                                    f"that did not stop it); wait for it or kill it, then re-run")
         os.makedirs(save_dir, exist_ok=True)
         last = os.path.join(save_dir, "checkpoint_last.pt")
+        before = fairseq_log.progress(self.log_path(arch))
         if os.path.exists(last):
-            epoch, _, _, updates = _latest(self.log_path(arch))
-            self.log(f"train: resuming {arch} from {last} (epoch {epoch}, update {updates} in its log)")
+            self.log(f"train: resuming {arch} from {last} (epoch {before.epoch}, update {before.updates} in its log)")
+        elif os.path.exists(self.log_path(arch)):
+            self._restart(arch, before.updates)
         else:
             self.log(f"train: starting {arch} ({self.budget})")
+        self.steps.begin(f"train/{arch}", self.settings(flags))
         log_file = open(self.log_path(arch), "a")
-        log_file.write(f"{START_MARK}{time.time():.3f}\n")
+        log_file.write(f"{fairseq_log.START_MARK}{time.time():.3f}\n")
         log_file.flush()
-        env = subprocess_env(**self.plan.slots[slot])
         command = train_command(self.data_bin, save_dir, arch, flags, self.recipe, self.budget,
                                 self.plan.train_flags())
-        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=subprocess_env(**env))
         with open(pid_path, "w") as f:
             f.write(str(process.pid))
-        self.running[arch] = (process, log_file, time.time(), slot)
+        self.log_files[arch] = log_file
+        return process
 
-    def _finish(self, arch, process, log_file):
-        """done.json for a finished training (``process`` None: it finished in an earlier run)."""
-        if process is not None:
-            log_file.close()
-            os.remove(os.path.join(self.save_dir(arch), "train.pid"))
-        if process is not None and process.returncode != 0:
-            with open(self.log_path(arch), errors="replace") as f:
-                tail = f.readlines()[-15:]
+    def _restart(self, arch, updates):
+        """A model trained before whose checkpoint_last.pt is gone starts from update 0: its old log (curve,
+        time) and checkpoints would mix into the new ones, so they are set aside."""
+        discarded = self.log_path(arch) + ".discarded"
+        self.log(f"train: {arch}: {self.save_dir(arch)}/checkpoint_last.pt is gone (its log reached update "
+                 f"{updates}), so it trains again from update 0; its validation curve starts again (the old log "
+                 f"is {discarded})")
+        with open(self.log_path(arch), errors="replace") as old, open(discarded, "a") as f:
+            f.write(old.read())
+        os.remove(self.log_path(arch))
+        for name in os.listdir(self.save_dir(arch)):
+            if name.startswith("checkpoint") and name.endswith(".pt"):
+                os.remove(os.path.join(self.save_dir(arch), name))
+
+    def _close(self, arch):
+        self.log_files.pop(arch).close()
+        os.remove(self._pid_path(arch))
+
+    def _ended(self, arch, process):
+        """The outcome of a training process that exited."""
+        self._close(arch)
+        if process.returncode == 0:
+            return self._finish(arch)
+        with open(self.log_path(arch), errors="replace") as f:
+            tail = f.readlines()[-15:]
+        if process.returncode < 0:  # killed by a signal (kill -9, the OOM killer): its checkpoints stay
+            reason = (f"fairseq-train was killed (signal {-process.returncode}); re-running the same command "
+                      "resumes it from its last checkpoint")
+            self.log(f"train: {arch} FAILED: {reason}")
+        else:  # its flags or data are wrong: they must not lock --out
+            self.steps.forget(f"train/{arch}")
+            reason = f"fairseq-train exit {process.returncode}: " + next(
+                (line.strip() for line in reversed(tail) if "Error" in line), tail[-1].strip() if tail else "")
             self.log(f"train: {arch} FAILED (exit {process.returncode}); end of {self.log_path(arch)}:\n"
                      + "".join("    " + line for line in tail))
-            return {"arch": arch, "failed": f"fairseq-train exit {process.returncode}: "
-                    + next((line.strip() for line in reversed(tail) if "Error" in line), tail[-1].strip() if tail else "")}
+        return TrainOutcome(arch, failed=reason)
+
+    def _finish(self, arch):
+        """Averages the last checkpoints of a finished training and records the step."""
         files = averaged_files(self.save_dir(arch), self.log_path(arch), self.budget, self.recipe.average)
         if not files:
             raise RuntimeError(f"{arch}: fairseq-train saved no checkpoint (see {self.log_path(arch)})")
-        checkpoint = os.path.join(self.save_dir(arch), "checkpoint_avg.pt")
+        checkpoint = os.path.join(self.save_dir(arch), AVERAGE)
         write_average(files, checkpoint)
-        epoch, _, _, updates = _latest(self.log_path(arch))
-        outcome = {"arch": arch, "checkpoint": checkpoint, "averaged": [os.path.basename(f) for f in files],
-                   "epochs": epoch, "updates": updates, "budget": str(self.budget)}
-        with open(self.done_path(arch) + ".tmp", "w") as f:
-            json.dump(outcome, f, indent=2)
-        os.replace(self.done_path(arch) + ".tmp", self.done_path(arch))
-        self.log(f"train: {arch} finished ({updates} updates, epoch {epoch}; averaged "
-                 f"{', '.join(outcome['averaged'])})")
+        progress = fairseq_log.progress(self.log_path(arch))
+        outcome = TrainOutcome(arch, checkpoint, [os.path.basename(f) for f in files], progress.epoch,
+                               progress.updates)
+        self.steps.finish(f"train/{arch}", self.steps.load(f"train/{arch}").settings, self._inputs(), [checkpoint],
+                          {k: v for k, v in asdict(outcome).items() if k not in ("arch", "checkpoint", "failed")})
+        self.log(f"train: {arch} finished ({outcome.updates} updates, epoch {outcome.epochs}; averaged "
+                 f"{', '.join(outcome.averaged)})")
         return outcome
 
     def _progress(self, archs, finished, started_at, done_before):
@@ -296,11 +275,11 @@ class Trainer:
         for arch in archs:
             if arch in finished:
                 fractions.append(1.0)
-            elif arch in self.running:
-                epoch, step, steps, updates = _latest(self.log_path(arch))
-                frac = self.budget.fraction(epoch, step, steps, updates, time.time() - self.running[arch][2])
-                fractions.append(frac)
-                parts.append(f"{arch} epoch {epoch} update {updates}")
+            elif arch in self.pool.running:
+                p = fairseq_log.progress(self.log_path(arch))
+                fractions.append(self.budget.fraction(p.epoch, p.step, p.steps, p.updates,
+                                                      time.time() - self.pool.running[arch].started))
+                parts.append(f"{arch} epoch {p.epoch} update {p.updates}")
             else:
                 fractions.append(0.0)
         # ETA from the work done in this run (models skipped as finished earlier do not count).
@@ -311,47 +290,45 @@ class Trainer:
         self.log(f"progress: model {len(finished)}/{len(archs)} finished; running: "
                  f"{', '.join(parts) or 'none'}; {eta}")
 
-    def stop(self):
-        """Terminates running trainings (their checkpoints stay for the resume)."""
-        for arch, (process, log_file, _, _) in list(self.running.items()):
-            process.terminate()
-            process.wait()
-            log_file.close()
-            os.remove(os.path.join(self.save_dir(arch), "train.pid"))
-            self.log(f"train: stopped {arch}; a re-run resumes it")
-        self.running.clear()
+    def _stopped(self, arch, _):
+        self._close(arch)
+        self.log(f"train: stopped {arch}; a re-run resumes it")
+
+    def _skip(self, arch, flags):
+        """The outcome of a model finished earlier (its step intact), or None; averages again a finished
+        training whose average is missing or damaged."""
+        name = f"train/{arch}"
+        why = self.steps.why_not_done(name, self.settings(flags), self._inputs())
+        if why is None:
+            self.log(f"train: skipped {arch}, finished earlier ({self.save_dir(arch)}/{AVERAGE})")
+            return TrainOutcome(arch, os.path.join(self.save_dir(arch), AVERAGE), **self.steps.result(name))
+        if fairseq_log.finished(self.log_path(arch)) and averaged_files(
+                self.save_dir(arch), self.log_path(arch), self.budget, self.recipe.average):
+            # Interrupted after training, before averaging, or the average was lost: resuming would train
+            # one more update.
+            self.log(f"train: {arch} finished training earlier ({why}); averaging its checkpoints")
+            self.steps.begin(name, self.settings(flags))
+            return self._finish(arch)
+        return None
 
     def run(self, archs, flags):
-        """Trains ``archs`` (``flags[arch]``: its fairseq flags); returns {arch: outcome}."""
+        """Trains ``archs`` (``flags[arch]``: its fairseq flags); returns {arch: TrainOutcome}."""
         outcomes = {}
         for arch in archs:
-            outcome = self.outcome(arch)
+            outcome = self._skip(arch, flags[arch])
             if outcome is not None:
-                self.log(f"train: skipped {arch}, finished earlier ({self.done_path(arch)})")
                 outcomes[arch] = outcome
-        for arch in archs:
-            if arch not in outcomes and finished_in_log(self.log_path(arch)):
-                # Interrupted after training, before averaging: resuming would train one more update.
-                self.log(f"train: {arch} finished training earlier; averaging its checkpoints")
-                outcomes[arch] = self._finish(arch, None, None)
         done_before = len(outcomes)
-        queue = [a for a in archs if a not in outcomes]
-        started_at = last_progress = time.time()
-        try:
-            while queue or self.running:
-                free = sorted(set(range(self.plan.jobs)) - {entry[3] for entry in self.running.values()})
-                while queue and free:
-                    arch = queue.pop(0)
-                    self._start(arch, flags[arch], free.pop(0))
-                for arch, (process, log_file, _, _) in list(self.running.items()):
-                    if process.poll() is not None:
-                        del self.running[arch]
-                        outcomes[arch] = self._finish(arch, process, log_file)
-                if time.time() - last_progress >= self.progress_every and self.running:
-                    self._progress(archs, outcomes, started_at, done_before)
-                    last_progress = time.time()
-                time.sleep(0.5)
-        except BaseException:  # KeyboardInterrupt, or SIGTERM turned into one by posnet-compare
-            self.stop()
-            raise
+        started_at, last_progress = time.time(), [time.time()]
+
+        def ended(arch, process):
+            outcomes[arch] = self._ended(arch, process)
+
+        def every():
+            if time.time() - last_progress[0] >= self.progress_every and self.pool.running:
+                self._progress(archs, outcomes, started_at, done_before)
+                last_progress[0] = time.time()
+
+        self.pool.run([a for a in archs if a not in outcomes], lambda arch, env: self._start(arch, flags[arch], env),
+                      ended, stopped=self._stopped, every=every)
         return outcomes

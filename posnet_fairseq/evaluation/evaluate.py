@@ -40,6 +40,7 @@ import os
 import re
 import sys
 
+from ..fairseq_log import decode_seconds, train_speed
 from . import bootstrap, generate_output, hooks, meteor
 
 THRESHOLD = 0.05  # the PosNet paper's p <= 0.05
@@ -133,37 +134,6 @@ def significance(out_dir, baseline_dir, hyp_tok, hyp_detok, ref_tok, ref_raw, co
         res["significant"] = res["direction"] is not None
         sig[name] = res
     return sig
-
-
-_TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s")
-# fairseq's --log-file with --log-format simple (the messages, with or without a logging prefix):
-# "epoch 001:    100 / 900 loss=9.1, ..., wps=1234.5, ..." every --log-interval updates, and
-# "epoch 001 | loss 9.3 | ... | wps 1720.1 | ..." at the end of an epoch ("valid on" lines are validation).
-_WPS_INNER = re.compile(r"epoch \d+:\s+\d+ / \d+ .*?\bwps=([\d.]+)")
-_WPS_EPOCH = re.compile(r"epoch \d+ \| (?!valid on).*?\| wps ([\d.]+) \|")
-
-
-def decode_seconds(log_path):
-    """fairseq-generate's own timing of the translation (model loading excluded), from its log."""
-    with open(log_path, encoding="utf-8", errors="replace") as f:
-        found = _TRANSLATED.findall(f.read())
-    if not found:
-        raise ValueError(f"{log_path}: no 'Translated N sentences ... in Xs' line (is it fairseq-generate's stderr?)")
-    sentences, tokens, seconds = found[-1]
-    return {"seconds": float(seconds), "sentences": int(sentences.replace(",", "")),
-            "tokens": int(tokens.replace(",", ""))}
-
-
-def train_speed(log_path):
-    """Median target tokens per second of fairseq's log lines every --log-interval updates, or of its
-    end-of-epoch lines when training was shorter than one log interval."""
-    with open(log_path, encoding="utf-8", errors="replace") as f:
-        text = f.read()
-    for kind, pattern in (("train_inner", _WPS_INNER), ("train", _WPS_EPOCH)):
-        values = sorted(float(v) for v in pattern.findall(text))
-        if values:
-            return {"wps": values[len(values) // 2], "lines": len(values), "source": kind}
-    raise ValueError(f"{log_path}: no training line with wps (is it fairseq-train's --log-file?)")
 
 
 def evaluate(args):

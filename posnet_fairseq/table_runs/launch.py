@@ -12,7 +12,8 @@ rank fails; a failed rank stops the others, which would otherwise wait for it fo
 import argparse
 import subprocess
 import sys
-import time
+
+from ..process_pool import ProcessPool
 
 
 def main(argv=None):
@@ -23,18 +24,16 @@ def main(argv=None):
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command or args.procs < 1:
         parser.error("usage: launch --procs N -- fairseq-train ARGS")
-    procs = [subprocess.Popen(command + ["--distributed-rank", str(rank)]) for rank in range(args.procs)]
-    codes = [None] * len(procs)
-    while None in codes:
-        for rank, p in enumerate(procs):
-            if codes[rank] is None:
-                codes[rank] = p.poll()
-        if any(c not in (None, 0) for c in codes):
-            for rank, p in enumerate(procs):
-                if codes[rank] is None:
-                    p.terminate()
-                    codes[rank] = p.wait()
-        time.sleep(0.2)
+    codes = {}
+
+    def record(rank, process):
+        codes[rank] = process.returncode
+
+    # One slot per rank: every rank starts at once; a failed one stops the others, which would wait for it.
+    ProcessPool([{}] * args.procs, poll_seconds=0.2).run(
+        range(args.procs), lambda rank, _: subprocess.Popen(command + ["--distributed-rank", str(rank)]),
+        finish=record, stopped=record, stop_on_failure=True)
+    codes = [codes[rank] for rank in range(args.procs)]
     failed = [rank for rank, code in enumerate(codes) if code != 0]
     if failed:
         print(f"launch: rank(s) {failed} failed with exit codes {[codes[r] for r in failed]}", file=sys.stderr)

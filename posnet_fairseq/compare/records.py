@@ -1,0 +1,121 @@
+"""The figures of a ``posnet-compare`` run as typed records, for the report.
+
+``quality.json`` and ``cost.json`` keep their JSON form (scripts and the
+saved ``docs/compare`` run read it); :meth:`Quality.read` and :meth:`Cost.read`
+turn it into these records, so that :mod:`posnet_fairseq.compare.report`
+reads named fields, not string keys.
+"""
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class Score:
+    """One metric of one model: sacreBLEU's score, the bootstrap mean and 95% half-width, and the p-value
+    against the first model (the smaller one-sided one) with its direction where it is at most 0.05."""
+
+    score: float
+    mean: float
+    ci: float
+    p: Optional[float] = None
+    direction: Optional[str] = None
+
+    @classmethod
+    def read(cls, entry):
+        return cls(entry["score"], entry["mean"], entry["ci"], entry.get("p"), entry.get("direction"))
+
+
+@dataclass(frozen=True)
+class System:
+    bleu: Score
+    chrf: Score
+    skipped: int  # test sentences fairseq-generate skipped (longer than the model takes)
+    limits: Tuple[int, int]  # (source, target) positions
+
+
+@dataclass(frozen=True)
+class BucketScore:
+    score: Optional[float] = None
+    ci: Optional[float] = None
+    length_ratio: Optional[float] = None  # hypothesis / reference length
+    beyond: Optional[int] = None  # the model takes this many positions, fewer than every sentence of the bucket
+
+
+@dataclass(frozen=True)
+class Bucket:
+    lo: int
+    hi: int
+    sentences: int
+    beyond_training: bool
+    too_small: bool
+    scores: Dict[str, BucketScore]
+
+    @property
+    def name(self):
+        return f"{self.lo}_{self.hi}"
+
+
+@dataclass(frozen=True)
+class Quality:
+    systems: Dict[str, System]
+    buckets: List[Bucket]
+    signatures: Dict[str, str]
+    train_limit: int
+    samples: int
+    length_unit: str
+    min_bucket_sentences: Optional[int]
+    failed: Dict[str, str] = field(default_factory=dict)  # {arch: why its translation failed}
+
+    @classmethod
+    def read(cls, q):
+        systems = {arch: System(Score.read(s["bleu"]), Score.read(s["chrf"]), s["skipped"], tuple(s["limits"]))
+                   for arch, s in q["systems"].items()}
+        buckets = [Bucket(b["lo"], b["hi"], b["sentences"], b["beyond_training"], b.get("too_small", False),
+                          {arch: BucketScore(e.get("score"), e.get("ci"), e.get("length_ratio"), e.get("beyond"))
+                           for arch, e in b["scores"].items()}) for b in q["buckets"]]
+        return cls(systems, buckets, q.get("signatures", {}), q.get("train_limit"), q.get("samples"),
+                   q.get("length_unit"), q.get("min_bucket_sentences"), q.get("failed", {}))
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """One training step (medians over rounds, :class:`posnet_fairseq.benchmark.measurements.StepTiming`)."""
+
+    tokens: int
+    tokens_per_s: float
+    tokens_per_cpu_s: float
+    step_kb: float
+    saved_bytes: float
+    flops_per_token: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class DecodeCost:
+    """Decoding at one forced output length (medians), or ``beyond``: the model takes that many positions."""
+
+    rate: Optional[float] = None
+    cpu_s: Optional[float] = None
+    beyond: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class Cost:
+    parameters: Dict[str, Tuple[int, Optional[int]]]  # {arch: (trained, after precomputation or None)}
+    steps: Dict[str, StepCost]
+    decoding: Dict[str, Dict[str, DecodeCost]]  # {arch: {length: ...}}
+    decoding_flops: Dict[str, Dict[str, float]]  # {arch: {length: FLOPs per generated token}}
+    settings: dict  # decode_lengths, step_batch, ... as the command line gave them
+
+    @classmethod
+    def read(cls, c):
+        steps = {arch: StepCost(s["tokens"], s["tokens_per_s"], s["tokens_per_cpu_s"], s["step_kb"],
+                                s["saved_bytes"], s.get("flops_per_token"))
+                 for arch, s in c["training_steps"].items()}
+        decoding = {arch: {str(n): DecodeCost(e.get("rate"), e.get("cpu_s"), e.get("beyond"))
+                           for n, e in per.items()} for arch, per in c["decoding"].items()}
+        flops = {arch: {str(n): v for n, v in per.items()} for arch, per in c.get("decoding_flops", {}).items()}
+        parameters = {arch: (p["params"], p["precomputed"]) for arch, p in c["parameters"].items()}
+        settings = {k: c.get(k) for k in ("decode_lengths", "decode_sentences", "decode_beam", "decode_batch",
+                                          "decode_rounds", "step_rounds", "timed_steps", "step_length",
+                                          "step_batch", "precompute_length")}
+        return cls(parameters, steps, decoding, flops, settings)

@@ -1,0 +1,150 @@
+"""The one way a ``posnet-compare`` run skips finished work: a step's record.
+
+Every step of a run (the data, each model's training, translation and
+analysis, the cost) keeps ``OUT/steps/NAME.json``: its settings, its inputs
+and its outputs, each file or folder identified by its content (size and
+SHA-256), with paths relative to ``--out`` (a run moved or copied elsewhere
+finds its own files), and what it found (``result``). A re-run skips a step
+only when
+
+* the settings are the same,
+* every input has the same content (the same file under another path, or
+  the same relative path to other contents, is recognised as what it is), and
+* every output the step claims is there and intact;
+
+otherwise the step runs again (a damaged or deleted output is made again).
+A step that starts records its settings at once (:meth:`Steps.begin`), so
+that a run which changes a half-done model's flags is told; a step that
+fails forgets them (:meth:`Steps.forget`), so that broken flags lock nothing.
+"""
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Dict, Iterable, List, Optional
+
+_CHUNK = 1 << 20
+
+
+@dataclass
+class Record:
+    settings: dict
+    inputs: Dict[str, dict] = field(default_factory=dict)  # role ("data", "checkpoint") -> content
+    outputs: Optional[Dict[str, dict]] = None  # path relative to --out -> content; None: begun, not finished
+    result: object = None
+
+
+class Steps:
+    """The step records of the run in ``out_dir``."""
+
+    def __init__(self, out_dir):
+        self.out = os.path.abspath(out_dir)
+        self.dir = os.path.join(self.out, "steps")
+        self._hashes = {}  # (path, size, mtime_ns) -> content, within one run
+
+    # Paths: relative to --out when inside it, so that a moved or copied run refers to its own files.
+    def relative(self, path):
+        path = os.path.abspath(path)
+        inside = os.path.commonpath([path, self.out]) == self.out
+        return os.path.relpath(path, self.out) if inside else path
+
+    def absolute(self, path):
+        return os.path.join(self.out, path)  # an absolute path stays as it is
+
+    def content(self, path) -> Optional[dict]:
+        """{"size", "sha256"} of a file, or of a folder's files (names and contents); None when missing. A
+        relative ``path`` is one the user gave: relative to the current directory."""
+        path = os.path.abspath(path)
+        if os.path.isdir(path):
+            digest, size = hashlib.sha256(), 0
+            for root, dirs, files in os.walk(path):
+                dirs.sort()
+                for name in sorted(files):
+                    inner = self.content(os.path.join(root, name))
+                    digest.update(f"{os.path.relpath(os.path.join(root, name), path)}\0{inner['sha256']}\0".encode())
+                    size += inner["size"]
+            return {"size": size, "sha256": digest.hexdigest()}
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return None
+        key = (path, stat.st_size, stat.st_mtime_ns)
+        if key not in self._hashes:
+            digest = hashlib.sha256()
+            with open(path, "rb") as f:
+                for chunk in iter(lambda: f.read(_CHUNK), b""):
+                    digest.update(chunk)
+            self._hashes[key] = {"size": stat.st_size, "sha256": digest.hexdigest()}
+        return self._hashes[key]
+
+    def contents(self, paths: Iterable[str]) -> Dict[str, dict]:
+        return {self.relative(p): self.content(p) for p in paths}
+
+    def input_contents(self, inputs: Dict[str, str]) -> Dict[str, dict]:
+        return {role: self.content(path) for role, path in inputs.items()}
+
+    def _path(self, name):
+        return os.path.join(self.dir, name.replace("/", "--") + ".json")
+
+    def load(self, name) -> Optional[Record]:
+        try:
+            with open(self._path(name)) as f:
+                return Record(**json.load(f))
+        except FileNotFoundError:
+            return None
+
+    def _save(self, name, record):
+        os.makedirs(self.dir, exist_ok=True)
+        path = self._path(name)
+        with open(path + ".tmp", "w") as f:
+            json.dump(asdict(record), f, indent=1)
+        os.replace(path + ".tmp", path)
+
+    def names(self, prefix=""):
+        """The steps recorded under ``prefix`` ("train/": every model's training)."""
+        if not os.path.isdir(self.dir):
+            return []
+        return sorted(name[:-len(".json")].replace("--", "/") for name in os.listdir(self.dir)
+                      if name.endswith(".json") and name.replace("--", "/").startswith(prefix))
+
+    def changed(self, name, settings) -> List[str]:
+        """The settings (keys) that differ from those recorded for step ``name`` (begun or finished)."""
+        record = self.load(name)
+        if record is None:
+            return []
+        return sorted(k for k in set(record.settings) | set(settings) if record.settings.get(k) != settings.get(k))
+
+    def why_not_done(self, name, settings, inputs: Dict[str, str]) -> Optional[str]:
+        """None when step ``name`` finished with these settings and inputs and its outputs are intact, else
+        why it must run (for the log)."""
+        record = self.load(name)
+        if record is None or record.outputs is None:
+            return "not finished"
+        if record.settings != settings:
+            return "its settings changed (" + ", ".join(self.changed(name, settings)) + ")"
+        now = self.input_contents(inputs)
+        if now != record.inputs:
+            return "its input changed: " + ", ".join(sorted(role for role in set(now) | set(record.inputs)
+                                                            if now.get(role) != record.inputs.get(role)))
+        for path, content in record.outputs.items():
+            found = self.content(self.absolute(path))
+            if found != content:
+                return f"its output {path} is {'missing' if found is None else 'damaged'}"
+        return None
+
+    def result(self, name):
+        return self.load(name).result
+
+    def begin(self, name, settings):
+        """Records the settings of a step that starts (the outputs follow when it finishes)."""
+        self._save(name, Record(settings))
+
+    def finish(self, name, settings, inputs: Dict[str, str], outputs: Iterable[str], result=None):
+        """Records a finished step: ``inputs`` {role: path} and ``outputs`` [path] by content."""
+        self._save(name, Record(settings, self.input_contents(inputs), self.contents(outputs), result))
+
+    def forget(self, name):
+        try:
+            os.remove(self._path(name))
+        except FileNotFoundError:
+            pass
