@@ -72,6 +72,10 @@ class Rotary(nn.Module):
         pairs = torch.view_as_complex(x.float().contiguous().unflatten(-1, (-1, 2)))  # B x H x T x d/2
         return torch.view_as_real(pairs * rotation).flatten(-2).to(x.dtype)
 
+    def rotate_key(self, x: Tensor, rotation: Tensor) -> Tensor:
+        """Keys turn as the queries do: f_q and f_k share R^d_{Theta,m} (Eq. 14)."""
+        return self.rotate(x, rotation)
+
     def forward(self, x: Tensor, positions: Tensor) -> Tensor:
         return self.rotate(x, self.rotation(positions, x.device))
 
