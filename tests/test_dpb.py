@@ -37,6 +37,15 @@ def test_direction_is_kept_and_far_distances_are_compressed():
     assert x.tolist() == pytest.approx([math.log(4), 0.0, -math.log(4), -math.log(1001)], abs=1e-6)
 
 
+def test_the_bias_stays_fp32_under_autocast():
+    torch.manual_seed(2)
+    bias = DynamicPositionBias(4)
+    positions = torch.arange(9).unsqueeze(0)
+    reference = bias(positions, positions)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(bias(positions, positions), reference)
+
+
 def test_one_mlp_per_stack_shared_by_its_layers():
     model, _ = build_model(["--dpb-width", "12", "--dpb-depth", "3"], arch="dpb_transformer_tiny")
     encoder = [layer.self_attn for layer in model.encoder.layers]

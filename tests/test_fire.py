@@ -70,6 +70,17 @@ def test_c_and_the_threshold_are_learned():
     assert all(p.grad is not None for p in bias.mlp.parameters())
 
 
+def test_the_bias_stays_fp32_under_autocast_and_in_a_half_model():
+    torch.manual_seed(2)
+    bias = FireBias(4, init_threshold=3.0)
+    positions = torch.arange(9).unsqueeze(0)
+    reference = bias(positions, positions)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert torch.equal(bias(positions, positions), reference)
+    half = bias.half()(positions, positions)
+    assert half.dtype == torch.float32 and torch.allclose(half, reference, atol=1e-2)
+
+
 def test_presets_build_fire_with_a_module_per_layer_and_the_flags():
     model, _ = build_model(["--fire-mlp-width", "16", "--fire-init-threshold", "64"], arch="fire_transformer_tiny")
     mixers = [layer.self_attn for layer in (*model.encoder.layers, *model.decoder.layers)]

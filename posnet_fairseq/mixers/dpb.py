@@ -26,6 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import families, flags
+from .attention import autocast_off
 from .registry import register_mixer
 from .content_attention import ContentAttention, DistanceBias, scheme_family
 
@@ -61,10 +62,12 @@ class DynamicPositionBias(DistanceBias):
 
     def profile(self, distances: Tensor) -> Tensor:
         x = log_distance(distances).unsqueeze(1)  # N x 1
-        # The MLP in fp32 whatever the model's dtype (the table is small: one row per distance).
-        for layer in self.mlp:
-            x = (torch.nn.functional.linear(x, layer.weight.float(), layer.bias.float())
-                 if isinstance(layer, nn.Linear) else layer(x))
+        # The MLP in fp32 whatever the model's dtype, autocast (--amp) included (the
+        # table is small: one row per distance).
+        with autocast_off(x):
+            for layer in self.mlp:
+                x = (torch.nn.functional.linear(x, layer.weight.float(), layer.bias.float())
+                     if isinstance(layer, nn.Linear) else layer(x))
         return x.t()  # H x N
 
 

@@ -45,6 +45,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import families, flags
+from .attention import autocast_off
 from .registry import register_mixer
 from .content_attention import ContentAttention, scheme_family
 
@@ -95,9 +96,11 @@ class FireBias(nn.Module):
         x = self.normalised_distances(query_positions, key_positions)
         weight1, bias1 = self.mlp[0].weight.float(), self.mlp[0].bias.float()
         weight2, bias2 = self.mlp[2].weight.float(), self.mlp[2].bias.float()
-        # The MLP in fp32 whatever the model's dtype: its input resolves distances of 1 in thousands.
-        hidden = torch.relu(x.unsqueeze(-1) * weight1[:, 0] + bias1)  # B x T x S x W
-        return (hidden @ weight2.t() + bias2).permute(0, 3, 1, 2)  # B x H x T x S
+        # The MLP in fp32 whatever the model's dtype, autocast (--amp) included: its
+        # input resolves distances of 1 in thousands.
+        with autocast_off(x):
+            hidden = torch.relu(x.unsqueeze(-1) * weight1[:, 0] + bias1)  # B x T x S x W
+            return (hidden @ weight2.t() + bias2).permute(0, 3, 1, 2)  # B x H x T x S
 
     def extra_repr(self):
         return f"causal={self.causal}, init_threshold={self.init_threshold:g}"
