@@ -82,6 +82,19 @@ def test_presets_and_flags():
                     arch="alibi_seq2seq_transformer_tiny")
 
 
+def test_parameters_at_base_size():
+    """8 slopes per layer; with shifts and the directional encoder 8 more each (docs/position-schemes.md)."""
+    def count(arch, *flags):
+        return sum(p.numel() for p in build_model(list(flags), arch=arch, dims=[])[0].parameters())
+
+    transformer = count("posnet_transformer_base")
+    assert transformer == 44181504
+    assert count("alibi_seq2seq_transformer_base") - transformer == 12 * 8
+    assert count("alibi_seq2seq_transformer_base", "--alibi-seq2seq-head-shift", "--alibi-seq2seq-encoder",
+                 "directional") - transformer == 12 * 8 + 12 * 8 + 6 * 8
+    assert count("alibi_seq2seq_transformer_base", "--alibi-seq2seq-slopes", "fixed") == transformer
+
+
 def test_model_decodes_as_it_trains():
     model, task = build_model(["--alibi-seq2seq-head-shift"], arch="alibi_seq2seq_transformer_tiny")
     with torch.no_grad():

@@ -60,6 +60,13 @@ def test_one_mlp_per_stack_shared_by_its_layers():
         build_model(["--dpb-depth", "0"], arch="dpb_transformer_tiny")
 
 
+def test_parameters_at_base_size():
+    """One MLP 1 -> 32 -> 32 -> 8 heads per encoder/decoder (docs/position-schemes.md)."""
+    transformer = sum(p.numel() for p in build_model(arch="posnet_transformer_base", dims=[])[0].parameters())
+    dpb = sum(p.numel() for p in build_model(arch="dpb_transformer_base", dims=[])[0].parameters())
+    assert transformer == 44181504 and dpb - transformer == 2 * (33 * 8 + 1120)
+
+
 def test_model_decodes_as_it_trains():
     model, task = build_model(arch="dpb_transformer_tiny")
     src, lengths, prev = random_batch(task.source_dictionary, [7, 4], [6, 3])

@@ -93,6 +93,13 @@ def test_presets_build_fire_with_a_module_per_layer_and_the_flags():
         build_model(["--fire-init-c", "0"], arch="fire_transformer_tiny")
 
 
+def test_parameters_at_base_size():
+    """An MLP 1 -> 32 -> 8 heads, c and L in each of the 12 self-attention layers (docs/position-schemes.md)."""
+    transformer = sum(p.numel() for p in build_model(arch="posnet_transformer_base", dims=[])[0].parameters())
+    fire = sum(p.numel() for p in build_model(arch="fire_transformer_base", dims=[])[0].parameters())
+    assert transformer == 44181504 and fire - transformer == 12 * (33 * 8 + 66)
+
+
 def test_fire_model_decodes_as_it_trains_beyond_the_threshold():
     model, task = build_model(["--fire-init-threshold", "2"], arch="fire_transformer_tiny")
     src, lengths, prev = random_batch(task.source_dictionary, [7, 4], [6, 3])
