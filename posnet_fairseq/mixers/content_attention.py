@@ -12,9 +12,12 @@ and 2), with two places where a position scheme plugs in:
   and gathers the Toeplitz pattern from that;
 * a **q/k transform** applied to the queries and to the keys (B x H x T x
   d_h, with their positions) before the dot product: RoPE's rotation
-  (``rope.py``). It is a module with ``rotation(positions, device)``, the
-  per-position transform, computed once per call for queries and keys, and
-  ``rotate(x, rotation)``.
+  (``rope.py``), xPos's scaled rotation (``xpos.py``). It is a module with
+  ``rotation(positions, device)``, the per-position transform, computed
+  once per call for queries and keys, ``rotate(x, rotation)`` for the
+  queries and ``rotate_key(x, rotation)`` for the keys: the two may differ
+  (xPos scales keys by the inverse of the queries' scale; RoPE turns both
+  alike).
 
 The transform takes 0-based real positions (B x T) from the padding mask
 (sources are left-padded), or, while decoding, the decoding step (targets
@@ -131,7 +134,7 @@ class ContentAttention(Mixer):
         if self.transform is not None:
             # Self-attention: this call's keys are its queries' tokens, at the same positions.
             rotation = self.transform.rotation(query_pos, q.device)
-            q, k = self.transform.rotate(q, rotation), self.transform.rotate(k, rotation)
+            q, k = self.transform.rotate(q, rotation), self.transform.rotate_key(k, rotation)
         if incremental_state is None:
             key_pos = query_pos
             # Column indices: they differ from the real positions by one shift per
@@ -204,12 +207,14 @@ class ContentAttention(Mixer):
         return torch.matmul(dropped.to(v.dtype), v), probs
 
 
-def scheme_family(prefix, mixer, what):
+def scheme_family(prefix, mixer, what, encoder_mixer=None):
     """The presets of a position scheme on content attention (families.py): the scheme in every
     self-attention instead of the token position embeddings, as in the schemes' papers; cross attention
-    stays MHA (no distance between a target and a source position; T5 uses no bias there)."""
+    stays MHA (no distance between a target and a source position; T5 uses no bias there). A scheme
+    defined for causal attention only names the encoder's mixer (``encoder_mixer``)."""
     return families.Family(
         prefix, what,
-        {"encoder_self_mixer": mixer, "decoder_self_mixer": mixer, "no_token_positional_embeddings": True},
+        {"encoder_self_mixer": encoder_mixer or mixer, "decoder_self_mixer": mixer,
+         "no_token_positional_embeddings": True},
         {"tiny": families.TESTS, "small": families.NO_TABLE, "base": families.NO_TABLE, "big": families.NO_TABLE},
         benchmark="mechanism")

@@ -14,10 +14,10 @@ used, so the stored values may fall lower but the kernel never sees them).
 The paper's model is causal; the kernel is symmetric in m - n, so the
 encoder uses the same form. Cross attention: no shared position axis.
 
-Why KERPLE and not FIRE (Li et al., ICLR 2024): KERPLE's bias is a
+KERPLE beside FIRE (Li et al., ICLR 2024, ``fire.py``): KERPLE's bias is a
 function of the distance alone, so it is evaluated once per distance and
 gathered (``DistanceBias``), with two scalars per head; FIRE's MLP takes
-the distance normalised by the query position, so it has to be evaluated on
+the distance normalised by the query position, so it is evaluated on
 every query-key pair, with an MLP per layer.
 """
 import torch

@@ -15,7 +15,9 @@ so that the logit depends on the positions only through their difference::
 computed elementwise as in Eq. 34:
 ``R x = x * cos(m theta) + rotate_pairs(x) * sin(m theta)`` with
 ``rotate_pairs(x1, x2, ...) = (-x2, x1, ...)``. d is the head dimension; no
-parameters. Many codebases (GPT-NeoX, LLaMA) pair dimension i with i + d/2
+parameters. At generation time a trained model's frequencies can be scaled
+for lengths beyond training (position interpolation, NTK-aware, YaRN:
+``rope_scaling.py``). Many codebases (GPT-NeoX, LLaMA) pair dimension i with i + d/2
 instead: a fixed permutation of W_q and W_k's rows, i.e. the same model
 family, not the same parameters.
 
@@ -31,6 +33,7 @@ from torch import Tensor, nn
 from .. import families, flags
 from .registry import register_mixer
 from .content_attention import ContentAttention, scheme_family
+from .rope_scaling import FLAGS as SCALING_FLAGS, RopeScaling
 
 FLAGS = flags.declare(
     "RoPE (rotary position embedding)", "position-schemes",
@@ -47,22 +50,24 @@ families.declare(__name__, "RoPE", "position-schemes", scheme_family(
 class Rotary(nn.Module):
     """R^d_{Theta,m} applied to B x H x T x d_h vectors at B x T positions m (Eq. 15, 34), in fp32."""
 
-    def __init__(self, head_dim: int, base: float = 10000.0):
+    def __init__(self, head_dim: int, base: float = 10000.0, scaling: RopeScaling = RopeScaling()):
         super().__init__()
         if head_dim % 2:
             raise ValueError(f"rope rotates pairs of dimensions: the head dimension {head_dim} "
                              "(embedding dimension / attention heads) must be even")
-        self.head_dim, self.base = head_dim, base
+        self.head_dim, self.base, self.scaling = head_dim, base, scaling
 
     def frequencies(self, device) -> Tensor:
-        """theta_i, i = 1..d/2 (Eq. 15), fp32: computed on use, so that a half-precision model keeps them exact."""
+        """theta_i, i = 1..d/2 (Eq. 15), changed by the inference-time scaling if any (``rope_scaling.py``),
+        fp32: computed on use, so that a half-precision model keeps them exact."""
         exponents = torch.arange(0, self.head_dim, 2, device=device, dtype=torch.float32) / self.head_dim
-        return self.base ** -exponents
+        return self.scaling.frequencies(self.base ** -exponents, self.base, self.head_dim)
 
     def rotation(self, positions: Tensor, device) -> Tensor:
-        """e^{i m theta_i} at the B x T positions m: B x 1 x T x d/2 complex, computed once for queries and keys."""
+        """e^{i m theta_i} at the B x T positions m: B x 1 x T x d/2 complex, computed once for queries and keys
+        (of modulus 1, or YaRN's factor on both)."""
         angles = positions.float()[:, None, :, None] * self.frequencies(device)
-        return torch.polar(torch.ones_like(angles), angles)
+        return torch.polar(torch.full_like(angles, self.scaling.magnitude), angles)
 
     def rotate(self, x: Tensor, rotation: Tensor) -> Tensor:
         """R^d_{Theta,m} x (Eq. 34) for B x H x T x d_h vectors, given :meth:`rotation` of their positions."""
@@ -72,18 +77,26 @@ class Rotary(nn.Module):
         pairs = torch.view_as_complex(x.float().contiguous().unflatten(-1, (-1, 2)))  # B x H x T x d/2
         return torch.view_as_real(pairs * rotation).flatten(-2).to(x.dtype)
 
+    def rotate_key(self, x: Tensor, rotation: Tensor) -> Tensor:
+        """Keys turn as the queries do: f_q and f_k share R^d_{Theta,m} (Eq. 14)."""
+        return self.rotate(x, rotation)
+
     def forward(self, x: Tensor, positions: Tensor) -> Tensor:
         return self.rotate(x, self.rotation(positions, x.device))
 
     def extra_repr(self):
-        return f"head_dim={self.head_dim}, base={self.base:g}"
+        scaling = "" if self.scaling.method == "none" else f", scaling={self.scaling.method} x{self.scaling.factor:g}"
+        return f"head_dim={self.head_dim}, base={self.base:g}{scaling}"
 
 
-@register_mixer("rope", sites=("encoder_self", "decoder_self"), variants={"base100": {"rope_base": 100.0}})
+@register_mixer("rope", sites=("encoder_self", "decoder_self"), variants={
+    "base100": {"rope_base": 100.0},
+    "yarn": {"rope_scaling": "yarn", "rope_scaling_factor": 4.0, "rope_scaling_train_length": 8}})
 class RopeAttention(ContentAttention):
     """Content attention with rotary position embedding on queries and keys (RoFormer Eq. 14-16, 34)."""
 
     @classmethod
     def build(cls, ctx):
-        rotary = Rotary(ctx.embed_dim // ctx.num_heads, ctx.options(FLAGS).rope_base)
+        rotary = Rotary(ctx.embed_dim // ctx.num_heads, ctx.options(FLAGS).rope_base,
+                        RopeScaling.from_options(ctx.options(SCALING_FLAGS)))
         return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, transform=rotary)
