@@ -13,13 +13,15 @@ still be different models (``rope_transformer_tiny`` has exactly the parameters 
 import argparse
 import os
 import pickle
-from typing import Dict, List, Optional, Tuple
+from typing import Collection, Dict, List, Optional, Tuple
 
 import torch
 
 # Settings that change training only (regularisation), not the function a model computes: checkpoints that
 # differ in them alone are the same model.
 _TRAINING_ONLY = ("dropout", "layerdrop")
+# torch.load's mmap reads only the zip format (torch >= 1.6); an older file is read whole.
+_NOT_ZIP = "mmap can only be used with files saved with"
 
 
 class CheckpointFileError(ValueError):
@@ -35,6 +37,10 @@ def load(path: str, mmap: bool = False) -> dict:
         raise CheckpointFileError(f"{path}: no such checkpoint file")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
+    except RuntimeError as err:
+        if not (mmap and _NOT_ZIP in str(err)):
+            raise _not_a_checkpoint(path, err) from err
+        return load(path)
     except pickle.UnpicklingError as err:
         refused = next((line.strip() for line in str(err).splitlines() if "Unsupported global" in line), None)
         if refused is None:
@@ -82,16 +88,25 @@ def _model_flags(arch: str) -> Optional[Dict[str, str]]:
         return None
 
 
-def differences(mine: Tuple[str, Dict[str, object]], other: Tuple[str, Dict[str, object]]) -> List[str]:
-    """``--flag a vs b`` for the architecture and every model setting on which two models (as
-    :func:`model_of` gives them) differ; [] for the same model."""
+def stored_model(path: str) -> Optional[Tuple[str, Dict[str, object]]]:
+    """:func:`model_of` the checkpoint ``path``, read without its tensors."""
+    return model_of(load(path, mmap=True))
+
+
+def differences(mine: Tuple[str, Dict[str, object]], other: Tuple[str, Dict[str, object]],
+                only: Optional[Collection[str]] = None) -> List[str]:
+    """``--flag a vs b`` for the architecture and every model setting (those named in ``only``) on which two
+    models (as :func:`model_of` gives them) differ; [] for the same model."""
     (arch, values), (other_arch, other_values) = mine, other
     if arch != other_arch:
         return [f"--arch {arch} vs {other_arch}"]
     flags = _model_flags(arch) or {}
     found = []
     for key, flag in sorted(flags.items(), key=lambda item: item[1]):
-        if key.endswith(_TRAINING_ONLY) or key not in values or key not in other_values:
+        if only is not None and key not in only:
+            continue
+        # None: unset, filled in when the model is built (--length-ratio from the data)
+        if key.endswith(_TRAINING_ONLY) or values.get(key) is None or other_values.get(key) is None:
             continue
         if values[key] != other_values[key]:
             found.append(f"{flag} {values[key]} vs {other_values[key]}")
