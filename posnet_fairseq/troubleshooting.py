@@ -100,7 +100,7 @@ def _other_checkpoint(err: BaseException, tool: str, argv: Sequence[str]) -> Opt
         detail = next((line.strip() for t in texts for line in t.splitlines()
                        if line.strip().startswith(("size mismatch", "Missing key", "Unexpected key"))), "")
         return (f"{checkpoint} holds another model than --arch and the model flags given build "
-                f"({detail[:160]}): train into a new --save-dir, or give the checkpoint's own --arch and flags "
+                f"({detail[:160]}): train into a new --save-dir, or give the checkpoint's own architecture and flags "
                 f"({PAGE}#a-checkpoint-of-another-data-bin-or-model)")
     return None
 

@@ -168,7 +168,7 @@ def _check_checkpoints(module_name, argv):
     if differing:
         return (f"--save-dir {os.path.dirname(path)} holds a checkpoint of another model ({', '.join(differing)}: "
                 f"this command vs {os.path.basename(path)}), which it would resume from: give a new --save-dir, or "
-                f"the checkpoint's --arch and model flags to resume it ({troubleshooting.PAGE}"
+                f"the checkpoint's architecture and model flags to resume it ({troubleshooting.PAGE}"
                 "#a-checkpoint-of-another-data-bin-or-model)")
     return None
 
