@@ -489,3 +489,19 @@ def test_valid_curve_leaves_out_the_interruption(tmp_path):
         "num_updates 100 | best_loss 4.25\n")
     # 40 s in the first process (until its last line), then 20 s in the second
     assert training.valid_curve(log) == [(50, 30.0, 5.5), (100, 60.0, 4.25)]
+
+
+@pytest.mark.parametrize("signum,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_compare_says_it_resumes_and_exits_with_the_signals_status(tmp_path, capsys, monkeypatch,
+                                                                                   signum, status):
+    """Issue 27: SIGINT / SIGTERM ended posnet-compare with a KeyboardInterrupt traceback and exit status 1."""
+    from posnet_fairseq.compare import run as compare_run
+
+    def interrupted(*args):
+        os.kill(os.getpid(), signum)
+        time.sleep(5)  # the signal arrives first
+    monkeypatch.setattr(compare_run, "run", interrupted)
+    with pytest.raises(SystemExit) as exit_:
+        compare.main(["--archs", "posnet_transformer_tiny", "--out", str(tmp_path / "run")])
+    assert exit_.value.code == status
+    assert capsys.readouterr().err == "posnet-compare: interrupted; the same command resumes\n"
