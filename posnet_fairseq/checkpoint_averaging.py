@@ -17,15 +17,22 @@ Takes explicit files, or a directory plus one selection rule:
 * ``--num-best-checkpoints N``: the N with the lowest validation metric
   recorded in each checkpoint.
 
-The output keeps the first input's config, so it loads wherever that
-checkpoint loads. Loading uses torch's safe loader with fairseq's classes
-allow-listed (posnet_fairseq.compat).
+The inputs must hold one model: the same architecture and model settings
+(:func:`posnet_fairseq.checkpoint_files.differences`: the same parameter
+names are not enough) and the same shapes (other shapes of the embeddings:
+other dictionaries). The output keeps the first input's config, so it loads
+wherever that checkpoint loads; it is written whole or not at all
+(:mod:`posnet_fairseq.atomic_files`). Loading uses torch's safe loader with
+fairseq's classes allow-listed (posnet_fairseq.compat).
 """
 import collections
 import os
 import re
 
 import torch
+
+from .checkpoint_files import differences, load, model_of
+from .atomic_files import written_atomically
 
 # fairseq's checkpoint names (fairseq.checkpoint_utils.save_checkpoint): one parser for every rule.
 _NAMES = {"update": re.compile(r"checkpoint_\d+_(\d+)\.pt"), "epoch": re.compile(r"checkpoint(\d+)\.pt")}
@@ -43,7 +50,7 @@ def checkpoint_files(directory, kind):
 
 
 def _load(path):
-    return torch.load(path, map_location="cpu", weights_only=True)
+    return load(path)
 
 
 def _num_updates(state):
@@ -114,10 +121,8 @@ def average_checkpoints(paths):
         state = _load(path)
         if first is None:
             first = state
-        params = state["model"]
-        if set(params) != set(first["model"]):
-            raise ValueError(f"{path} has different parameters than {paths[0]}: not the same model")
-        for key, tensor in params.items():
+        _check_same_model(path, state, paths[0], first)
+        for key, tensor in state["model"].items():
             value = tensor.double() if tensor.is_floating_point() else tensor
             sums[key] = sums[key] + value if key in sums and tensor.is_floating_point() else value
     averaged = {}
@@ -132,8 +137,27 @@ def average_checkpoints(paths):
     return first
 
 
+def _check_same_model(path, state, first_path, first):
+    """Raises ValueError naming both paths unless ``state`` holds the model ``first`` holds."""
+    models = model_of(state), model_of(first)
+    differing = differences(*models) if None not in models else []
+    if differing:
+        raise ValueError(f"{path} and {first_path} are checkpoints of other models ({', '.join(differing)}): "
+                         "average checkpoints of one training")
+    params, first_params = state["model"], first["model"]
+    if set(params) != set(first_params):
+        raise ValueError(f"{path} has different parameters than {first_path}: not the same model")
+    for key, tensor in params.items():
+        if tensor.shape != first_params[key].shape:
+            shapes = " vs ".join("x".join(map(str, t.shape)) for t in (tensor, first_params[key]))
+            why = ("other dictionaries (trained on other data-bins)" if key.endswith(("embed_tokens.weight",
+                   "output_projection.weight")) else "not the same model")
+            raise ValueError(f"{path} and {first_path} have other shapes of {key} ({shapes}): {why}; average "
+                             "checkpoints of one training")
+
+
 def write_average(paths, output):
     """Averages ``paths`` into ``output``, written atomically (never a half-written checkpoint)."""
-    tmp = output + ".tmp"
-    torch.save(average_checkpoints(paths), tmp)
-    os.replace(tmp, output)
+    average = average_checkpoints(paths)
+    with written_atomically(output) as f:
+        torch.save(average, f)

@@ -73,3 +73,109 @@ def test_average_checkpoints_cli_averages_the_chosen_weights(tmp_path):
     assert torch.load(out, weights_only=True)["model"]["w"].item() == pytest.approx(70 / 3)
     with pytest.raises(SystemExit):
         average_checkpoints.main(["--inputs", d, "--output", out, "--best-and-following", "5"])
+
+
+def _fairseq_checkpoint(path, arch, flags=(), vocab=6, value=1.0):
+    """A checkpoint as fairseq-train stores one: cfg.model holds ``arch`` with its settings (``flags`` on top),
+    the weights ``vocab`` x 2 embeddings and one more tensor."""
+    import argparse
+
+    import torch
+
+    from posnet_fairseq import presets
+
+    model = argparse.Namespace(**presets.resolve(arch, list(flags)), arch=arch)
+    state = {"cfg": {"model": model}, "optimizer_history": [{"num_updates": 1}],
+             "model": {"encoder.embed_tokens.weight": torch.full((vocab, 2), value), "w": torch.full((2,), value)}}
+    torch.save(state, path)
+    return str(path)
+
+
+def _refusal(capsys, argv):
+    """(exit status, stderr) of posnet-average-checkpoints ARGV, which must exit."""
+    with pytest.raises(SystemExit) as exit_:
+        average_checkpoints.main(argv)
+    code, err = exit_.value.code, capsys.readouterr().err
+    return (1, err + code + "\n") if isinstance(code, str) else (code, err)  # sys.exit(message) prints it
+
+
+def test_averaging_refuses_another_architecture_with_the_same_parameter_names(tmp_path, capsys):
+    """Issue 27.1: rope_transformer_tiny has exactly posnet_transformer_tiny's parameters; their average is
+    neither model."""
+    mha = _fairseq_checkpoint(tmp_path / "mha.pt", "posnet_transformer_tiny")
+    rope = _fairseq_checkpoint(tmp_path / "rope.pt", "rope_transformer_tiny", value=3.0)
+    out = str(tmp_path / "avg.pt")
+    status, err = _refusal(capsys, ["--inputs", mha, rope, "--output", out])
+    assert status == 1 and not os.path.exists(out)
+    assert err.strip().count("\n") == 0 and "Traceback" not in err
+    assert f"{rope} and {mha} are checkpoints of other models (--arch rope_transformer_tiny vs " \
+           "posnet_transformer_tiny)" in err
+    # the same architecture with another model setting; dropout alone (training only) is the same model
+    rposnet = _fairseq_checkpoint(tmp_path / "rposnet.pt", "posnet_transformer_tiny",
+                                  ["--encoder-self-mixer", "rposnet"])
+    with pytest.raises(ValueError, match=r"other models \(--encoder-self-mixer rposnet vs mha\)"):
+        checkpoint_averaging.average_checkpoints([mha, rposnet])
+    dropout = _fairseq_checkpoint(tmp_path / "dropout.pt", "posnet_transformer_tiny", ["--dropout", "0.3"],
+                                  value=3.0)
+    assert checkpoint_averaging.average_checkpoints([mha, dropout])["model"]["w"].tolist() == [2.0, 2.0]
+
+
+def test_averaging_other_vocabularies_is_one_line_naming_the_paths(tmp_path, capsys):
+    a = _fairseq_checkpoint(tmp_path / "a.pt", "posnet_transformer_tiny", vocab=6)
+    b = _fairseq_checkpoint(tmp_path / "b.pt", "posnet_transformer_tiny", vocab=8)
+    status, err = _refusal(capsys, ["--inputs", a, b, "--output", str(tmp_path / "avg.pt")])
+    assert status == 1 and err.strip().count("\n") == 0 and "Traceback" not in err
+    assert f"{b} and {a} have other shapes of encoder.embed_tokens.weight (8x2 vs 6x2): other dictionaries" in err
+
+
+def test_averaging_a_truncated_or_missing_checkpoint_says_which(tmp_path, capsys):
+    a = _fairseq_checkpoint(tmp_path / "a.pt", "posnet_transformer_tiny")
+    truncated = tmp_path / "b.pt"
+    truncated.write_bytes(open(a, "rb").read()[:300])
+    status, err = _refusal(capsys, ["--inputs", a, str(truncated), "--output", str(tmp_path / "avg.pt")])
+    assert status == 1 and "Traceback" not in err
+    assert f"{truncated} is not a complete checkpoint" in err and "copy it again" in err
+
+
+def _stopping_torch_save(monkeypatch, stop):
+    """torch.save writes a few bytes, then ``stop()`` (a full disk, a signal) interrupts it."""
+    import torch
+
+    def save(obj, f, *args, **kwargs):
+        if isinstance(f, str):  # given a path rather than a file
+            f = open(f, "wb")
+        f.write(b"partial")
+        f.flush()
+        stop()
+    monkeypatch.setattr(torch, "save", save)
+
+
+def test_a_full_disk_is_said_and_leaves_no_tmp_file(tmp_path, capsys, monkeypatch):
+    import errno
+
+    a = _fairseq_checkpoint(tmp_path / "a.pt", "posnet_transformer_tiny")
+    out = tmp_path / "out" / "avg.pt"
+    out.parent.mkdir()
+
+    def full():
+        raise OSError(errno.ENOSPC, "No space left on device")
+    _stopping_torch_save(monkeypatch, full)
+    status, err = _refusal(capsys, ["--inputs", a, a, "--output", str(out)])
+    assert status == 1 and "Traceback" not in err
+    assert f"no space left on {out.parent} (writing avg.pt, removed again)" in err
+    assert os.listdir(out.parent) == []
+
+
+@pytest.mark.parametrize("signum,status", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_an_interrupted_average_exits_with_the_signals_status_and_leaves_no_tmp_file(
+        tmp_path, capsys, monkeypatch, signum, status):
+    import signal
+
+    a = _fairseq_checkpoint(tmp_path / "a.pt", "posnet_transformer_tiny")
+    out = tmp_path / "out" / "avg.pt"
+    out.parent.mkdir()
+    _stopping_torch_save(monkeypatch, lambda: os.kill(os.getpid(), getattr(signal, signum)))
+    code, err = _refusal(capsys, ["--inputs", a, a, "--output", str(out)])
+    assert (code, err) == (status, "posnet-average-checkpoints: interrupted\n")
+    assert os.listdir(out.parent) == []
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the tool's handler is gone again

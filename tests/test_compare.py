@@ -608,3 +608,19 @@ def test_steps_know_their_files_by_content(tmp_path):
     steps.begin("t", {"flags": ["--x"]})
     assert steps.why_not_done("t", {"flags": ["--x"]}, {}) == "not finished"
     assert steps.changed("t", {"flags": ["--y"]}) == ["flags"] and steps.names() == ["s", "t"]
+
+
+@pytest.mark.parametrize("signum,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_compare_says_it_resumes_and_exits_with_the_signals_status(tmp_path, capsys, monkeypatch,
+                                                                                   signum, status):
+    """Issue 27: SIGINT / SIGTERM ended posnet-compare with a KeyboardInterrupt traceback and exit status 1."""
+    from posnet_fairseq.compare import run as compare_run
+
+    def interrupted(*args):
+        os.kill(os.getpid(), signum)
+        time.sleep(5)  # the signal arrives first
+    monkeypatch.setattr(compare_run, "run", interrupted)
+    with pytest.raises(SystemExit) as exit_:
+        compare.main(["--archs", "posnet_transformer_tiny", "--out", str(tmp_path / "run")])
+    assert exit_.value.code == status
+    assert capsys.readouterr().err == "posnet-compare: interrupted; the same command resumes\n"

@@ -4,6 +4,7 @@ fairseq's own behaviour: the model flags in --help with the architecture's value
 (posnet_fairseq/tool_logging.py). Each tool runs as a user runs it, in a fresh interpreter."""
 import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -145,6 +146,102 @@ def test_the_errors_link_headings_of_the_troubleshooting_page():
 
     source = open(os.path.join(REPO, "posnet_fairseq", "troubleshooting.py")).read()
     anchors = re.findall(r"\{PAGE\}#([\w-]+)", source)
-    assert len(anchors) == 4
+    assert len(anchors) == 7
     page = open(os.path.join(REPO, troubleshooting.PAGE)).read()
     assert set(anchors) <= github_anchors(page)
+
+
+TRAIN = ["--optimizer", "adam", "--lr", "1e-3", "--max-tokens", "400", "--num-workers", "0", "--no-progress-bar",
+         "--disable-validation", "--no-epoch-checkpoints", *TINY_DIMS]
+
+
+def test_a_refused_model_flag_is_printed_alone_with_status_2(data_bin):
+    """Issue 27: the plugin's refusal of a model flag came with a traceback and exit status 1."""
+    status, text = tool("train", data_bin, "--arch", "posnet_transformer_tiny", *TRAIN, "--no-save",
+                        "--max-update", "1", "--encoder-self-mixer", "hc_gaussian", "--hc-sigma", "-1")
+    assert status == 2 and "Traceback" not in text, text[-2000:]
+    assert text.rstrip().splitlines()[-1] == "posnet-train: error: --hc-sigma -1.0: must be a positive number"
+
+
+def test_generate_says_that_arch_is_not_used():
+    """Issue 27.6: posnet-generate --arch X translated with the checkpoint's model without a word."""
+    status, text = tool("generate", os.path.join(FIXTURE, "data-bin"), "--path",
+                        os.path.join(FIXTURE, "transformer", "checkpoint.pt"), "--arch", "rope_transformer_tiny",
+                        "--beam", "2", "--max-len-b", "5", "--batch-size", "8", "--gen-subset", "valid")
+    assert status == 0, text[-2000:]
+    assert "posnet-generate: warning: --arch rope_transformer_tiny is not used: the model is rebuilt as the " \
+           "checkpoint stores it (--arch posnet_transformer_tiny" in text
+
+
+def test_a_truncated_checkpoint_is_said_in_one_line(tmp_path):
+    truncated = tmp_path / "checkpoint_best.pt"
+    truncated.write_bytes(open(os.path.join(FIXTURE, "transformer", "checkpoint.pt"), "rb").read()[:20000])
+    status, text = tool("generate", os.path.join(FIXTURE, "data-bin"), "--path", str(truncated))
+    assert status == 1 and "Traceback" not in text
+    assert text.rstrip().splitlines()[-1].startswith(f"posnet-generate: --path {truncated} is not a complete "
+                                                     "checkpoint (")
+    assert "copy it again" in text
+
+
+def test_resuming_a_save_dir_of_another_model_is_refused(data_bin, tmp_path):
+    """Issue 27: rope_transformer_tiny has posnet_transformer_tiny's parameter names, so fairseq resumed the
+    other model's checkpoint_last.pt without a word."""
+    save = tmp_path / "save"
+    save.mkdir()
+    (save / "checkpoint_last.pt").write_bytes(open(os.path.join(FIXTURE, "transformer", "checkpoint.pt"),
+                                                   "rb").read())
+    status, text = tool("train", data_bin, "--arch", "rope_transformer_tiny", *TRAIN, "--max-update", "1",
+                        "--save-dir", str(save))
+    assert status == 1 and "Traceback" not in text
+    assert f"posnet-train: --save-dir {save} holds a checkpoint of another model (--arch rope_transformer_tiny " \
+           "vs posnet_transformer_tiny: this command vs checkpoint_last.pt)" in text
+
+
+def test_a_checkpoint_of_another_data_bin_is_said_with_the_cause(data_bin):
+    checkpoint = os.path.join(FIXTURE, "transformer", "checkpoint.pt")
+    status, text = tool("generate", data_bin, "--path", checkpoint, "--beam", "2", "--batch-size", "8")
+    assert status == 1 and "Traceback" not in text, text[-2000:]
+    assert re.search(rf"posnet-generate: {re.escape(checkpoint)} was trained with a dictionary of 360 entries but "
+                     r"the data-bin's has \d+: another data-bin \(it was trained on ", text)
+
+
+@pytest.mark.parametrize("signum,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_training_says_it_resumes_and_exits_with_the_signals_status(data_bin, tmp_path, signum,
+                                                                                     status):
+    env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "posnet_fairseq.cli.fairseq_wrappers", "train", data_bin, "--arch",
+         "posnet_transformer_tiny", *TRAIN, "--max-update", "100000", "--save-dir", str(tmp_path / "save")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        # a shell's background job ignores SIGINT, and its children would inherit that
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    lines = []
+    for line in child.stdout:  # fairseq-train's log (on stdout): interrupt once the training loop runs
+        lines.append(line)
+        if "begin training epoch 1" in line:
+            break
+    child.send_signal(signum)
+    lines += child.stdout.readlines()
+    assert child.wait(timeout=120) == status, "".join(lines[-30:])
+    assert lines[-1] == "posnet-train: interrupted; the same command resumes\n"
+    assert not any("Traceback" in line for line in lines)
+
+
+def test_a_full_disk_names_the_save_dir_and_leaves_no_tmp_file(data_bin, tmp_path):
+    save = tmp_path / "save"
+    # fairseq's atomic save on a full disk: a partial NAME.pt.tmp, then OSError 28 (seen on a small tmpfs)
+    full_disk = ("import errno\n"
+                 "from fairseq import checkpoint_utils\n"
+                 "def save(obj, filename, async_write=False):\n"
+                 "    open(filename + '.tmp', 'wb').write(b'partial')\n"
+                 "    raise OSError(errno.ENOSPC, 'No space left on device')\n"
+                 "checkpoint_utils.torch_persistent_save = save\n"
+                 "from posnet_fairseq.cli import fairseq_wrappers\n"
+                 "fairseq_wrappers.train()\n")
+    env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", full_disk, data_bin, "--arch", "posnet_transformer_tiny", *TRAIN,
+                           "--max-update", "1", "--save-dir", str(save)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.splitlines()[-1].startswith(f"posnet-train: no space left on {save}: free space there")
+    assert os.listdir(save) == []

@@ -185,3 +185,67 @@ def test_cli_writes_a_checkpoint_that_fairseq_generate_translates_identically(tm
     before = translations(trained)
     assert len(before) == 2 * 8
     assert translations(folded) == before
+
+
+FIXTURE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "regression")
+
+
+def _cli_refusal(capsys, argv):
+    """posnet-precompute ARGV's exit status and stderr; it must exit."""
+    with pytest.raises(SystemExit) as exit_:
+        precompute_cli.main(argv)
+    code, err = exit_.value.code, capsys.readouterr().err
+    return (1, err + code + "\n") if isinstance(code, str) else (code, err)  # sys.exit(message) prints it
+
+
+def test_cli_says_a_missing_or_non_checkpoint_file_in_one_line(tmp_path, capsys):
+    """Issue 27: a text file gave 'IndexError: pop from empty list', a truncated copy 'OSError 22'."""
+    text = tmp_path / "dict.txt"
+    text.write_text("a 1\nb 2\n")
+    truncated = tmp_path / "truncated.pt"
+    truncated.write_bytes(open(os.path.join(FIXTURE, "rposnet", "checkpoint.pt"), "rb").read()[:20000])
+    weights = tmp_path / "weights.pt"
+    torch.save({"model": {"w": torch.zeros(2)}}, str(weights))
+    for path, said in [(tmp_path / "missing.pt", "no such checkpoint file"),
+                       (tmp_path, "is a directory, not a checkpoint file"),
+                       (text, "is not a complete checkpoint"), (truncated, "is not a complete checkpoint"),
+                       (weights, "stores no model configuration")]:
+        status, err = _cli_refusal(capsys, [str(path), str(tmp_path / "out.pt")])
+        assert status == 1 and "Traceback" not in err and err.count("\n") == 1, err
+        assert f"posnet-precompute: {path}" in err and said in err
+    assert not os.path.exists(tmp_path / "out.pt")
+
+
+def _stopping_torch_save(monkeypatch, stop):
+    def save(obj, f, *args, **kwargs):
+        f.write(b"partial")
+        f.flush()
+        stop()
+    monkeypatch.setattr(torch, "save", save)
+
+
+def test_cli_says_a_full_disk_and_leaves_no_tmp_file(tmp_path, capsys, monkeypatch):
+    import errno
+
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def full():
+        raise OSError(errno.ENOSPC, "No space left on device")
+    _stopping_torch_save(monkeypatch, full)
+    status, err = _cli_refusal(capsys, [os.path.join(FIXTURE, "rposnet", "checkpoint.pt"), str(out / "p.pt"),
+                                        "--max-length", "16", "--data", os.path.join(FIXTURE, "data-bin")])
+    assert status == 1 and f"posnet-precompute: no space left on {out} (writing p.pt, removed again)" in err
+    assert os.listdir(out) == []
+
+
+def test_cli_interrupted_exits_143_and_leaves_no_tmp_file(tmp_path, capsys, monkeypatch):
+    import signal
+
+    out = tmp_path / "out"
+    out.mkdir()
+    _stopping_torch_save(monkeypatch, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    status, err = _cli_refusal(capsys, [os.path.join(FIXTURE, "rposnet", "checkpoint.pt"), str(out / "p.pt"),
+                                        "--max-length", "16", "--data", os.path.join(FIXTURE, "data-bin")])
+    assert (status, err.splitlines()[-1]) == (143, "posnet-precompute: interrupted")
+    assert os.listdir(out) == []

@@ -7,9 +7,16 @@ import os
 import sys
 
 from ..checkpoint_averaging import select_checkpoints, write_average
+from . import interruption
+
+TOOL = "posnet-average-checkpoints"
 
 
 def main(argv=None):
+    interruption.run(TOOL, lambda: _main(argv))
+
+
+def _main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--inputs", nargs="+", required=True, help="checkpoint files, or one directory with a rule")
     parser.add_argument("--output", required=True)
@@ -41,7 +48,10 @@ def main(argv=None):
         missing = [p for p in paths if not os.path.isfile(p)]
         if missing:
             parser.error(f"--inputs: no such checkpoint file(s): {', '.join(missing)}")
-    write_average(paths, args.output)
+    try:
+        write_average(paths, args.output)
+    except (ValueError, OSError) as err:  # other models, other dictionaries, no checkpoint, a full disk
+        sys.exit(f"{TOOL}: {err}")
     print(f"averaged {len(paths)} checkpoints -> {args.output}", file=sys.stderr)
     for p in paths:
         print(f"  {p}", file=sys.stderr)

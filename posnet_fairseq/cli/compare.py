@@ -30,13 +30,9 @@ point). See docs/compare.md.
 """
 import logging
 import os
-import signal
 import sys
 
-
-def _interrupt(signum, frame):
-    # SIGTERM unwinds like Ctrl-C, so running trainings and translations are stopped, not orphaned.
-    raise KeyboardInterrupt(f"signal {signum}")
+from . import interruption
 
 
 def main(argv=None):
@@ -46,11 +42,9 @@ def main(argv=None):
 
     parser = options.build_parser(description=__doc__.split("\n\n")[0].split(": ", 1)[1])
     args = options.check_args(parser, parser.parse_args(argv))
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        return run.run(parser, args, argv)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    # SIGTERM unwinds like Ctrl-C, so running trainings and translations are stopped, not orphaned; then one
+    # line and exit status 130 / 143.
+    return interruption.run("posnet-compare", lambda: run.run(parser, args, argv), resumes=True)
 
 
 if __name__ == "__main__":

@@ -16,14 +16,28 @@ What the wrappers add to fairseq's own behaviour:
   ``posnet-train --arch X --show-preset [Y]`` prints where X differs from Y
   (default: the model's defaults);
 * errors users meet are said directly, with the fixing flag
-  (:mod:`posnet_fairseq.troubleshooting`, docs/troubleshooting.md);
+  (:mod:`posnet_fairseq.troubleshooting`, docs/troubleshooting.md); a model
+  flag the plugin refuses is printed alone with exit status 2, as argparse
+  does;
+* checkpoints are checked before fairseq reads them: a truncated or missing
+  ``--path`` is said in one line; ``posnet-train`` refuses to resume a
+  ``--save-dir`` whose ``checkpoint_last.pt`` holds another model (another
+  ``--arch`` or plugin flag: fairseq would load it without a word when the
+  parameter names match); the evaluation tools say that ``--arch`` is not
+  used (the checkpoint's architecture is);
+* Ctrl-C and SIGTERM print one line and exit 130 / 143
+  (:mod:`posnet_fairseq.cli.interruption`); a full disk says which directory,
+  and the ``.tmp`` checkpoint fairseq was writing is removed;
 * fairseq's "Please install tensorboardX" line is left out unless
   ``--tensorboard-logdir`` is given.
 """
+import glob
+import os
 import sys
 
 from .. import presets, troubleshooting
 from ..plugin import PLUGIN_DIR
+from . import interruption
 
 HELP = ("-h", "--help")
 
@@ -112,28 +126,113 @@ def _show_preset(argv):
         sys.exit(f"posnet-train --show-preset: {err}")
 
 
+def _option(argv, flag, default=None):
+    import argparse
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument(flag, default=default)
+    return getattr(parser.parse_known_args(argv)[0], flag.lstrip("-").replace("-", "_"))
+
+
+def _resumed_checkpoint(argv):
+    """The checkpoint posnet-train ARGV resumes from when it exists (fairseq: --save-dir's checkpoint_last.pt
+    unless --restore-file names another), else None."""
+    if _option(argv, "--restore-file", "checkpoint_last.pt") != "checkpoint_last.pt" or \
+            _has_flag(argv, "--checkpoint-suffix"):
+        return None  # a checkpoint chosen on purpose, e.g. to fine-tune another model
+    path = os.path.join(_option(argv, "--save-dir", "checkpoints"), "checkpoint_last.pt")
+    return path if os.path.exists(path) else None
+
+
+def _check_checkpoints(module_name, argv):
+    """A message for a checkpoint the command would read that is unreadable or holds another model, else None."""
+    from .. import flags
+    from ..checkpoint_files import CheckpointFileError, differences, model_of, load
+
+    if module_name != "train":
+        for path in filter(None, (_option(argv, "--path") or "").split(":")):
+            try:
+                load(path, mmap=True)
+            except CheckpointFileError as err:
+                return f"--path {err}"
+        return None
+    path, arch = _resumed_checkpoint(argv), _given(argv).arch
+    if path is None or arch is None:
+        return None
+    try:
+        stored = model_of(load(path, mmap=True))
+    except CheckpointFileError as err:
+        return f"{err} (posnet-train resumes from it; move it away to train from update 0)"
+    plugin_flags = {f.dest for group in flags.GROUPS for f in group.flags}
+    differing = differences((arch, presets.resolve(arch, argv)), stored, only=plugin_flags) if stored else []
+    if differing:
+        return (f"--save-dir {os.path.dirname(path)} holds a checkpoint of another model ({', '.join(differing)}: "
+                f"this command vs {os.path.basename(path)}), which it would resume from: give a new --save-dir, or "
+                f"the checkpoint's architecture and model flags to resume it ({troubleshooting.PAGE}"
+                "#a-checkpoint-of-another-data-bin-or-model)")
+    return None
+
+
+def _warn_unused_arch(module_name, argv):
+    """The evaluation tools rebuild the model stored in --path; a --arch on their command line is not used."""
+    from ..checkpoint_files import CheckpointFileError, stored_model
+
+    arch, path = _given(argv).arch, (_given(argv).path or "").split(":")[0]
+    if arch is None or not path:
+        return
+    try:
+        stored = (stored_model(path) or ("unknown",))[0]
+    except CheckpointFileError:
+        return
+    print(f"posnet-{module_name}: warning: --arch {arch} is not used: the model is rebuilt as the checkpoint "
+          f"stores it (--arch {stored}, {path}); change a stored setting with --model-overrides "
+          "\"{'name': value}\"", file=sys.stderr)
+
+
+def _remove_partial_checkpoints(argv):
+    """fairseq writes a checkpoint to NAME.pt.tmp, then renames it; an interrupted write leaves the .tmp file."""
+    for path in glob.glob(os.path.join(glob.escape(_option(argv, "--save-dir", "checkpoints")), "*.pt.tmp")):
+        os.remove(path)
+
+
 def _run(module_name, evaluation=False):
+    argv = sys.argv[1:]
+    resumes = module_name == "train" and not _has_flag(argv, "--no-save")
+    interruption.run(f"posnet-{module_name}", lambda: _tool(module_name, argv, evaluation), resumes=resumes)
+
+
+def _tool(module_name, argv, evaluation):
     import importlib
 
-    argv = sys.argv[1:]
     sys.argv = [sys.argv[0]] + _with_user_dir(argv)  # fairseq's parsers read --user-dir from sys.argv
     if module_name == "train" and "--show-preset" in argv:
         return _show_preset(argv)
     _check_arch(module_name, argv)
     if any(a in HELP for a in argv):
         return print_help(module_name, argv)
-    problem = troubleshooting.check_command_line(argv)
+    problem = troubleshooting.check_command_line(argv) or _check_checkpoints(module_name, argv)
     if problem:
         sys.exit(f"posnet-{module_name}: {problem}")
-    argv = _with_user_dir(argv)
-    sys.argv = [sys.argv[0]] + (_keeping_every_sentence(argv) if evaluation else argv)
+    if evaluation:
+        _warn_unused_arch(module_name, argv)
+    full = _with_user_dir(argv)
+    sys.argv = [sys.argv[0]] + (_keeping_every_sentence(full) if evaluation else full)
     try:
         importlib.import_module(f"fairseq_cli.{module_name}").cli_main()
     except Exception as err:  # noqa: BLE001  (re-raised unless it is one the troubleshooting page explains)
-        explanation = troubleshooting.explain(err)
+        explanation = troubleshooting.explain(err, module_name, argv)
+        if explanation is None and troubleshooting.flag_error(err):
+            print(f"posnet-{module_name}: error: {err}", file=sys.stderr)
+            sys.exit(2)
         if explanation is None:
             raise
+        if module_name == "train" and troubleshooting.no_space(err, argv):
+            _remove_partial_checkpoints(argv)
         sys.exit(f"posnet-{module_name}: {explanation}")
+    except KeyboardInterrupt:
+        if module_name == "train":
+            _remove_partial_checkpoints(argv)
+        raise
 
 
 def train():

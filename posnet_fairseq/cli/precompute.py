@@ -5,15 +5,24 @@ tables (see ``posnet_fairseq/precompute.py``), prints the parameter counts
 before and after and the largest logit difference between the two models on
 random batches, and optionally exports every table as ``.npy``. The output
 loads like any checkpoint: ``fairseq-generate DATA --user-dir posnet_fairseq
---path OUTPUT``.
+--path OUTPUT``. It is written whole or not at all (a full disk or an
+interruption leaves no ``.tmp`` file).
 """
 import argparse
 import copy
+import sys
 
 from ..precompute import DEFAULT_LENGTH
+from . import interruption
+
+TOOL = "posnet-precompute"
 
 
 def main(argv=None):
+    interruption.run(TOOL, lambda: _main(argv))
+
+
+def _main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0].split(": ", 1)[1])
     parser.add_argument("checkpoint", help="a posnet_transformer checkpoint from fairseq-train")
     parser.add_argument("output", help="where to write the precomputed checkpoint")
@@ -25,10 +34,19 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     import posnet_fairseq  # noqa: F401  (registers the model and mixers)
-    from fairseq import checkpoint_utils
+    import torch
     from omegaconf import OmegaConf
 
     from .. import precompute
+    from ..atomic_files import written_atomically
+    from ..checkpoint_files import CheckpointFileError, load, model_of
+
+    try:
+        if model_of(load(args.checkpoint)) is None:  # read before fairseq's loader, which says neither
+            raise CheckpointFileError(f"{args.checkpoint} stores no model configuration (cfg.model): give a "
+                                      "checkpoint that fairseq-train wrote, e.g. checkpoint_best.pt")
+    except CheckpointFileError as err:
+        sys.exit(f"{TOOL}: {err}")
 
     state, task, model = precompute.load_checkpoint_model(args.checkpoint, args.data)
     before = precompute.parameter_counts(model)
@@ -40,7 +58,11 @@ def main(argv=None):
     state["model"] = precompute.capped_state_dict(model, state["cfg"].model, args.max_length)
     # Stored as fairseq's trainer stores it: plain containers, which the safe loader accepts.
     state["cfg"] = OmegaConf.to_container(state["cfg"], resolve=True, enum_to_str=True)
-    checkpoint_utils.torch_persistent_save(state, args.output)
+    try:
+        with written_atomically(args.output) as f:
+            torch.save(state, f)
+    except OSError as err:  # a full disk: atomic_files.NoSpaceLeft names the directory
+        sys.exit(f"{TOOL}: {err}")
 
     # What fairseq will load: the written checkpoint, rebuilt from its arguments.
     _, _, reloaded = precompute.load_checkpoint_model(args.output, args.data)
