@@ -19,8 +19,8 @@ translates the test set, and writes ``DIR/results.md`` (one table),
 * cost: parameters (and after PosNet precomputation), training tokens/s and
   step memory, decoding speed at forced output lengths, as ratios to the
   first architecture measured in the same run;
-* plots: BLEU vs decoding speed, BLEU by length, validation loss vs updates
-  and vs wall time, each model's mean self-attention weight by position
+* plots: BLEU vs decoding speed, BLEU by length (a model x bucket map), validation loss
+  per model beside the baseline, each model's mean self-attention weight by position
   offset (``posnet-analyze``'s figures per model under ``DIR/analysis/``).
 
 Re-running the same command skips what is finished (the log says
