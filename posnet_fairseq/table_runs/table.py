@@ -71,6 +71,7 @@ class Settings:
                              f"older than the --keep-interval-updates {window} window stops the table after its "
                              "training")
 
+
 @dataclass(frozen=True)
 class Run:
     """One model the recipe trains: a row on one dataset."""
