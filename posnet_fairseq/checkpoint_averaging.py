@@ -10,7 +10,9 @@ Takes explicit files, or a directory plus one selection rule:
   checkpoints saved after it; when fewer than N-1 follow it, the last N
   update checkpoints (the PosNet paper, section 5.3: "an average over the
   best checkpoint and its following if there are enough checkpoints to
-  average, or else ... over the last checkpoints"). The best is
+  average, or else ... over the last checkpoints"). When the ones after the
+  best were deleted (``--keep-interval-updates`` kept a later window), the N
+  best copies that fairseq's ``--keep-best-checkpoints N`` kept. The best is
   ``checkpoint_best.pt``, i.e. fairseq's ``--best-checkpoint-metric`` (the
   PosNet recipes set ``nll_loss``: perplexity is 2^nll_loss, so the same
   order);
@@ -36,6 +38,8 @@ from .atomic_files import written_atomically
 
 # fairseq's checkpoint names (fairseq.checkpoint_utils.save_checkpoint): one parser for every rule.
 _NAMES = {"update": re.compile(r"checkpoint_\d+_(\d+)\.pt"), "epoch": re.compile(r"checkpoint(\d+)\.pt")}
+# --keep-best-checkpoints' copies: the metric's value to 3 decimals, then a random digit against ties.
+_BEST_COPY = re.compile(r"checkpoint\.best_\w+?_(-?\d+\.\d{3})\d*\.pt")
 
 
 def checkpoint_files(directory, kind):
@@ -78,12 +82,29 @@ def best_and_following(directory, count, best_update=None):
     numbers = [u for u, _ in updates]
     interval = min(b - a for a, b in zip(numbers, numbers[1:])) if len(numbers) > 1 else None
     if interval is not None and following[0][0] - best_update > interval:
+        # The checkpoints after the best were deleted (--keep-interval-updates): the copies of the best ones
+        # that fairseq's --keep-best-checkpoints kept, the recipes' window around the best.
+        kept = best_copies(directory)
+        if len(kept) >= count:
+            return kept[:count]
         raise ValueError(
             f"--best-and-following {count}: the best checkpoint (update {best_update}) is older than the update "
-            f"checkpoints kept in {directory} (the first is update {following[0][0]}, {interval} apart): "
-            "train with a larger --keep-interval-updates, or average chosen files with --inputs")
+            f"checkpoints kept in {directory} (the first is update {following[0][0]}, {interval} apart), and "
+            f"only {len(kept)} checkpoint.best_*.pt copies are there: train with --keep-best-checkpoints {count} "
+            "or a larger --keep-interval-updates, or average chosen files with --inputs")
     same = [p for u, p in updates if u == best_update]
     return (same or [best_path]) + [p for _, p in following[:count - 1]]
+
+
+def best_copies(directory):
+    """The copies fairseq's ``--keep-best-checkpoints`` keeps (checkpoint.best_<metric>_<value>.pt), lowest value
+    first (the recipes' metric is a loss)."""
+    found = []
+    for name in os.listdir(directory):
+        m = _BEST_COPY.fullmatch(name)
+        if m:
+            found.append((float(m.group(1)), os.path.join(directory, name)))
+    return [p for _, p in sorted(found)]
 
 
 def select_checkpoints(directory, num_update=None, num_epoch=None, num_best=None, upper_bound=None,

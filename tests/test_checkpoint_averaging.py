@@ -41,8 +41,24 @@ def test_best_and_following_checkpoints(tmp_path):
 def test_best_and_following_refuses_when_the_followers_were_deleted(tmp_path):
     d = str(tmp_path / "c")
     _checkpoints(d, range(2400, 3301, 300), best=600)  # --keep-interval-updates kept 2400..3300 only
-    with pytest.raises(ValueError, match="older than the update checkpoints kept"):
+    with pytest.raises(ValueError, match="older than the update checkpoints kept .* --keep-best-checkpoints 2"):
         checkpoint_averaging.best_and_following(d, 2)
+
+
+def test_best_and_following_reads_the_kept_best_copies_when_the_followers_were_deleted(tmp_path):
+    """The recipes' window around the best: fairseq's --keep-best-checkpoints N copies (value to 3 decimals, then
+    a digit against ties), the lowest first, when the checkpoints after an early best are gone."""
+    import shutil
+
+    d = str(tmp_path / "c")
+    _checkpoints(d, range(2400, 3301, 300), best=600)
+    for name, value in (("checkpoint.best_nll_loss_2.3401.pt", 2.340), ("checkpoint.best_nll_loss_2.1003.pt", 2.1),
+                        ("checkpoint.best_nll_loss_2.2000.pt", 2.2)):
+        shutil.copy(os.path.join(d, "checkpoint_best.pt"), os.path.join(d, name))
+    assert [os.path.basename(p) for p in checkpoint_averaging.best_and_following(d, 2)] == [
+        "checkpoint.best_nll_loss_2.1003.pt", "checkpoint.best_nll_loss_2.2000.pt"]
+    with pytest.raises(ValueError, match="only 3 checkpoint.best_"):
+        checkpoint_averaging.best_and_following(d, 4)
 
 
 def test_averaging_keeps_tied_embeddings_tied(tmp_path):

@@ -54,7 +54,7 @@ def test_speed_columns_are_ratios_to_the_reference_row(tmp_path):
 def test_sentences_per_second_are_absolute(tmp_path):
     """You et al. Tables 3 and 7 print sentences per second; ours come from fairseq-generate's timing."""
     res = str(tmp_path / "results")
-    path = f"{res}/hc_sa/wmt16_en_ro/test"
+    path = f"{res}/hc_sa/wmt16_en_ro_nodiacritics/test"
     os.makedirs(path)
     with open(os.path.join(path, "result.json"), "w") as f:
         json.dump({"decode_seconds": {"seconds": 70.0, "sentences": 1999}}, f)

@@ -159,6 +159,28 @@ def test_prepare_wmt14_en_de(tmp_path):
     assert "@-@" in open(os.path.join(out, "tok", "train.en")).read()  # tokenizer.perl -a
 
 
+def test_prepare_wmt14_en_de_as_the_posnet_authors(tmp_path):
+    """apptek/posnet-position_based_attention data/wmt14/en-de/prepare.bash: BPE_TOKENS=40000, News Commentary
+    v12 (WMT17's archive), and ’ written ' in the test references (its sed "s/’/'/g") before scoring."""
+    _wmt_train(tmp_path, "de-en", {
+        "training-parallel-europarl-v7.tgz": "training/europarl-v7.de-en",
+        "training-parallel-commoncrawl.tgz": "commoncrawl.de-en",
+        "training-parallel-nc-v12.tgz": "training/news-commentary-v12.de-en"}, 40, 7, "en", "de")
+    test = [(a, b + " Das ist\u2019s.") for a, b in _pairs(6, seed=97)]
+    _tar(str(tmp_path / "archives" / "test-full.tgz"), {
+        "test-full/newstest2014-deen-src.en.sgm": _sgm([p[0] for p in test], "newstest2014", "en"),
+        "test-full/newstest2014-deen-ref.de.sgm": _sgm([p[1] for p in test], "newstest2014", "de")})
+    proc = subprocess.run(["bash", os.path.join(REPO, "recipes", "data", "prepare-wmt14-en-de.sh"), "--workers", "1",
+                           "--archives", str(tmp_path / "archives")], env=_env(), capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    stats = _stats(str(tmp_path / "data" / "wmt14_en_de_bpe40k"))
+    assert (stats["dataset"], stats["bpe_merges"]) == ("wmt14_en_de_bpe40k", "40000")
+    assert stats["corpora"] == "europarl-v7.de-en,commoncrawl.de-en,news-commentary-v12.de-en"
+    refs = open(tmp_path / "data" / "wmt14_en_de_bpe40k" / "raw" / "test.de", encoding="utf-8").read()
+    assert "Das ist's." in refs and "\u2019" not in refs
+
+
 def test_prepare_wmt14_en_fr(tmp_path):
     corpora = {"training-parallel-europarl-v7.tgz": "training/europarl-v7.fr-en",
                "training-parallel-commoncrawl.tgz": "commoncrawl.fr-en",
@@ -187,10 +209,11 @@ def test_prepare_wmt14_en_fr(tmp_path):
     ep = _pairs(1400, seed=9)  # enough for one valid pair (every 1333rd)
     _tar(str(tmp_path / "archives" / "training-parallel-europarl-v7.tgz"), {
         "training/europarl-v7.fr-en.en": [p[0] for p in ep], "training/europarl-v7.fr-en.fr": [p[1] for p in ep]})
-    run_recipe("prepare-wmt14-en-fr.sh", "--archives", str(tmp_path / "archives"), "--bpe-merges", "300",
+    run_recipe("prepare-wmt14-en-fr.sh", "--archives", str(tmp_path / "archives"),
                "--paper", "gaussian", "--out", str(tmp_path / "epcc"))
     stats = _stats(str(tmp_path / "epcc"))
     assert stats["corpora"] == "europarl-v7.fr-en,commoncrawl.fr-en" and stats["dataset"] == "wmt14_en_fr_epcc"
+    assert stats["bpe_merges"] == "32000"  # the authors' bpe.32000 (stupidNMT data/annotated.py)
     assert stats["pairs"]["test"] == 10 and stats["pairs"]["valid"] == 1 and 1300 <= stats["pairs"]["train"] <= 1459
 
 
@@ -279,3 +302,33 @@ def test_prepare_wmt16_en_ro(tmp_path):
     for path in (os.path.join(out, "tok", "train.ro"), os.path.join(out, "raw", "test.ro")):
         content = open(path, encoding="utf-8").read()
         assert "\u0219" in content and "\u021b" in content and "\u015f" not in content and "\u0163" not in content
+    assert "@-@" in open(os.path.join(out, "tok", "train.en")).read()  # tokenizer.perl -a
+    # --paper gaussian: the authors' process_enro.sh (normalise-romanian.py | remove-diacritics.py on the
+    # Romanian train, dev and test sides, references included; no -a; MERGE_OPS=32000), its own dataset name
+    out = str(tmp_path / "nodiac")
+    run_recipe("prepare-wmt16-en-ro.sh", "--out", out, "--archives", str(arch), "--paper", "gaussian")
+    stats = _stats(out)
+    assert (stats["dataset"], stats["bpe_merges"], stats["romanian_diacritics"]) == (
+        "wmt16_en_ro_nodiacritics", "32000", "removed")
+    assert stats["pairs"]["valid"] == 10 and stats["pairs"]["test"] == 10
+    for path in ("tok/train.ro", "tok/valid.ro", "raw/valid.ro", "raw/test.ro", "tok/test.ro"):
+        content = open(os.path.join(out, path), encoding="utf-8").read()
+        marked = "\u0218\u0219\u021a\u021b\u015e\u015f\u0162\u0163\u0102\u0103\u00c2\u00e2\u00ce\u00ee"
+        assert not set(content) & set(marked), path
+    assert "@-@" not in open(os.path.join(out, "tok", "train.en")).read()
+    # BPE learned on the training data only (process_enro.sh line 64 learns it on dev and test as well)
+    assert "learning 32000 BPE merges on " + os.path.join(out, "tok", "train.en") + " " + \
+        os.path.join(out, "tok", "train.ro") + "\n" in run_recipe(
+            "prepare-wmt16-en-ro.sh", "--out", out, "--archives", str(arch), "--paper", "gaussian").stderr
+
+
+def test_romanian_letters_without_diacritics():
+    """The WMT16 scripts' documented behaviour: normalise-romanian.py writes s/t with cedilla (U+015E/F, U+0162/3)
+    with comma below (U+0218/9, U+021A/B); remove-diacritics.py writes s, t with comma below, a with breve, a and i
+    with circumflex as s, t, a, a, i (either case). Nothing else changes."""
+    from posnet_fairseq.data.text import romanian_line
+
+    line = "\u015etiin\u0163\u0103 \u0219i \u021a\u0102R\u00c2 \u00een \u00ceNCHIS\u0102 \u00e2 \u201ex\u201d \u00e9"
+    assert romanian_line(line) == ("\u0218tiin\u021b\u0103 \u0219i \u021a\u0102R\u00c2 \u00een \u00ceNCHIS\u0102 "
+                                   "\u00e2 \u201ex\u201d \u00e9")
+    assert romanian_line(line, remove_diacritics=True) == "Stiinta si TARA in INCHISA a \u201ex\u201d \u00e9"

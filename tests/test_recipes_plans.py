@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from posnet_fairseq.evaluation import evaluate
-from posnet_fairseq.table_runs import aan, plancheck, posnet
+from posnet_fairseq.table_runs import aan, datasets, gaussian, plancheck, posnet
 from posnet_fairseq.table_runs.papers import TABLES
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -291,7 +291,7 @@ def test_hard_coded_gaussian_iwslt_schedule_is_the_authors(tmp_path):
     scheduler = build_lr_scheduler(cfg.lr_scheduler, optimizer)
     lrs = [scheduler.step_update(n) for n in (0, 25000, 50000, 100000)]
     assert lrs == pytest.approx([3e-4, 3e-4 - 0.25 * (3e-4 - 1e-5), 3e-4 - 0.5 * (3e-4 - 1e-5), 1e-5])
-    for ds in ("wmt16_en_ro", AAN_DE, "wmt14_en_fr_epcc"):
+    for ds in (gaussian.EN_RO, AAN_DE, "wmt14_en_fr_epcc"):
         argv = rows["hc_sa", ds]
         assert (_flag(argv, "--arch"), _flag(argv, "--warmup-updates"), _flag(argv, "--lr")) == \
             ("hc_gaussian", "4000", "0.0007"), ds
@@ -303,17 +303,17 @@ def test_hard_coded_gaussian_tables_3_5_7_and_figures(tmp_path):
     archs = {r: _flag(a, "--arch") for (r, _), a in rows.items()}
     assert archs == {"base": "posnet_transformer_base", "hc_sa": "hc_gaussian", "sh_x": "hc_gaussian_shx",
                      "base_nosa": "transformer_nosa", "sh_x_nosa": "hc_gaussian_shx_nosa"}
-    assert _flag(_generate_flags(plan, "sh_x", "wmt16_en_ro"), "--batch-size") == "256"  # section 5: batches of 256
+    assert _flag(_generate_flags(plan, "sh_x", gaussian.EN_RO), "--batch-size") == "256"  # section 5: batches of 256
     rows, _ = _plan_rows(tmp_path, "gaussian-table7")
     assert {r: _flag(a, "--arch") for (r, _), a in rows.items()}["sh_x_nosa"] == "hc_gaussian_shx_nosa_iwslt"
     rows, _ = _plan_rows(tmp_path, "gaussian-table5")
-    for ds in ("wmt16_en_ro", "iwslt14_de_en"):  # Original / Conv (window=3) / Indexing
+    for ds in (gaussian.EN_RO, "iwslt14_de_en"):  # Original / Conv (window=3) / Indexing
         assert [_flag(rows[r, ds], "--hc-kernel") for r in ("original", "conv", "index")] == [None, "conv", "index"]
     rows, _ = _plan_rows(tmp_path, "gaussian-figure3")
     for n in range(1, 7):
         for row, arch, no_ff in (("base", "posnet_transformer_base", False), ("base_ff", "posnet_transformer_base", True),
                                  ("hc_sa", "hc_gaussian", False), ("hc_sa_ff", "hc_gaussian", True)):
-            argv = rows[f"{row}_l{n}", "wmt16_en_ro"]
+            argv = rows[f"{row}_l{n}", gaussian.EN_RO]
             assert _flag(argv, "--arch") == arch and _flag(argv, "--encoder-layers") == str(n)
             assert _flag(argv, "--decoder-layers") == str(n)
             assert ("--no-encoder-ffn" in argv and "--no-decoder-ffn" in argv) == no_ff
@@ -379,7 +379,7 @@ def test_dry_run_names_each_dataset_with_the_papers_values(tmp_path):
     assert "# dataset wmt14_en_de_bpe32k: joint BPE 32000 merges, test 3003 pairs" in plan
     assert "prepare: bash recipes/data/prepare-wmt14-en-de.sh --paper aan" in plan
     plan = dry_run(tmp_path, "posnet/table2.sh").stdout
-    for line in ("# dataset wmt14_en_de_bpe44k: joint BPE 44000 merges", "# dataset wmt14_en_fr_bpe40k: joint BPE "
+    for line in ("# dataset wmt14_en_de_bpe40k: joint BPE 40000 merges", "# dataset wmt14_en_fr_bpe40k: joint BPE "
                  "40000 merges", "# dataset wmt18_en_zh: joint BPE 32000 merges, test 2001 pairs"):
         assert line in plan
 
@@ -415,3 +415,74 @@ def test_check_refuses_a_dataset_that_is_not_the_papers(tmp_path):
     os.rename(data / "wmt14_en_de", data / "wmt14_en_de_bpe32k")
     proc = subprocess.run(check, env=env, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+# --- issue 31: as the authors ran them ---------------------------------------------------------------
+
+def test_hard_coded_gaussian_data_is_the_authors(tmp_path):
+    """You et al.'s code: process_enro.sh (normalise-romanian.py, remove-diacritics.py on every Romanian split,
+    MERGE_OPS=32000) and data/annotated.py's bpe.32000 for En-Fr; every En-Ro column reads that preparation."""
+    for table in ("gaussian-table2", "gaussian-table3", "gaussian-table5", "gaussian-figure3", "gaussian-figure7"):
+        assert "wmt16_en_ro_nodiacritics" in {r.dataset for r in TABLES[table].runs}, table
+        assert "wmt16_en_ro" not in {r.dataset for r in TABLES[table].runs}, table
+    plan = dry_run(tmp_path, "gaussian/table2.sh").stdout
+    assert ("# dataset wmt16_en_ro_nodiacritics: joint BPE 32000 merges, test 1999 pairs, train >= 580000 pairs, "
+            "romanian_diacritics=removed") in plan
+    assert "# dataset wmt14_en_fr_epcc: joint BPE 32000 merges" in plan
+    assert "prepare: bash recipes/data/prepare-wmt16-en-ro.sh --paper gaussian" in plan
+    assert datasets.problems(datasets.DATASETS["wmt16_en_ro_nodiacritics"], {
+        "dataset": "wmt16_en_ro_nodiacritics", "bpe_merges": "32000", "romanian_diacritics": "kept",
+        "pairs": {"train": 600_000, "test": 1999}}) == ["romanian_diacritics 'kept', expected 'removed'"]
+
+
+def test_posnet_runs_as_the_authors_code(tmp_path):
+    """apptek/posnet-position_based_attention: *.iwslt.de-en.yaml lr_scale 2.0, i.e. a peak of
+    2 * 512^-0.5 * 4000^-0.5 = 1.4e-3 (pytorchmt optimizers.py), Adam eps 1e-9; data/wmt14/en-de/prepare.bash
+    BPE_TOKENS=40000. TISA's small rows train as PosNet's."""
+    assert 2.0 * 512 ** -0.5 * 4000 ** -0.5 == pytest.approx(0.0014, rel=2e-3)
+    for table in ("posnet-table3", "tisa-mt"):
+        rows, plan = _plan_rows(tmp_path, table)
+        for (row, ds), argv in rows.items():
+            small = ds == "iwslt14_de_en"
+            assert (_flag(argv, "--lr"), _flag(argv, "--adam-eps")) == \
+                ("0.0014" if small else {"posnet-table3": "0.000494", "tisa-mt": "0.0007"}[table], "1e-09"), row
+        assert "# dataset wmt14_en_de_bpe40k: joint BPE 40000 merges" in plan
+    for table in ("posnet-table2", "posnet-table3", "posnet-table4", "posnet-table5", "posnet-table6"):
+        notes = " ".join(TABLES[table].notes)
+        assert "post-norm" in notes and "pre-norm" in notes and "0.78" in notes, table
+
+
+def test_hard_coded_gaussian_table5_and_figure7_en_ro_at_the_iwslt_size(tmp_path):
+    """Footnote 19: 'the smaller IWSLT En-De architecture' on WMT16 En-Ro; section 4.2: the larger datasets train
+    with 4,000 warm-up updates (peak 288^-0.5 * 4000^-0.5, the code's rule); the choice is in the headers."""
+    assert 288 ** -0.5 * 4000 ** -0.5 == pytest.approx(0.000932, rel=1e-3)
+    for table in ("gaussian-table5", "gaussian-figure7"):
+        rows, _ = _plan_rows(tmp_path, table)
+        en_ro = {r: a for (r, ds), a in rows.items() if ds == gaussian.EN_RO}
+        assert en_ro
+        for row, argv in en_ro.items():
+            a = options_of(argv)
+            assert (a.encoder_embed_dim, a.encoder_ffn_embed_dim, a.encoder_attention_heads, a.encoder_layers,
+                    a.dropout) == (288, 507, 4, 5, 0.1), row
+            assert (_flag(argv, "--lr"), _flag(argv, "--lr-scheduler"), _flag(argv, "--warmup-updates"),
+                    _flag(argv, "--label-smoothing")) == ("0.000932", "inverse_sqrt", "4000", "0.1"), row
+        assert "IWSLT" in TABLES[table].title and "4000 warm-up" in " ".join(TABLES[table].notes), table
+
+
+def test_the_iwslt_presets_carry_the_authors_dropout():
+    """stupidNMT args.py: dropout 0.1 (the paper gives none); the *_iwslt presets, trained without the recipe."""
+    for arch in ("hc_gaussian_iwslt", "hc_gaussian_all_iwslt", "hc_gaussian_shx_iwslt", "hc_gaussian_shx_nosa_iwslt",
+                 "transformer_nosa_iwslt"):
+        assert options_of(["data", "--arch", arch]).dropout == 0.1, arch
+
+
+def test_dry_run_writes_nothing(tmp_path):
+    """Issue 31 point 8: without --work a dry run used to write work/<table>/plan.sh into the checkout."""
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+               PYTHON=sys.executable, POSNET_RECIPE_GPUS="1")
+    for args in ((), ("--micro",)):
+        proc = subprocess.run(["bash", os.path.join(REPO, "recipes", "posnet", "table4.sh"), "--dry-run", *args],
+                              env=env, capture_output=True, text=True, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert f"--save-dir {tmp_path}/work/posnet-table4/" in proc.stdout
+        assert os.listdir(tmp_path) == []

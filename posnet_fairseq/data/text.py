@@ -10,6 +10,11 @@
             [--remove-non-printing] [--lowercase] [--workers N] IN OUT
         sacremoses: normalize-punctuation.perl, remove-non-printing-char.perl,
         tokenizer.perl [-a] (escaping on, as tokenizer.perl), lowercase.perl
+    python -m posnet_fairseq.data.text romanian [--remove-diacritics] IN OUT
+        Romanian s and t with cedilla written with comma below (the WMT16 scripts'
+        normalise-romanian.py); --remove-diacritics then writes every Romanian letter
+        without its diacritic (their remove-diacritics.py), as Sennrich et al. (2016)
+        prepared WMT16 En-Ro and the hard-coded Gaussian paper after them
     python -m posnet_fairseq.data.text holdout --every N CORPUS L1 L2 TRAIN VALID
         every N-th pair (1-based line numbers divisible by N) to VALID, the rest to TRAIN
     python -m posnet_fairseq.data.text long-pair --min-tokens N PREFIX L1 L2
@@ -59,6 +64,19 @@ def seg_lines(lines):
         if m is None:
             raise ValueError(f"malformed <seg> line: {line.strip()[:120]!r}")
         yield m.group(1).replace("\u2019", "'")
+
+
+# The two spellings of s and t in Romanian text: cedilla (U+015E/F, U+0162/3) -> comma below (U+0218/9, U+021A/B).
+_COMMA_BELOW = str.maketrans("\u015e\u015f\u0162\u0163", "\u0218\u0219\u021a\u021b")
+# The Romanian letters with diacritics (s, t with comma below, a with breve, a, i with circumflex) -> the base letter.
+_NO_DIACRITICS = str.maketrans("\u0218\u0219\u021a\u021b\u0102\u0103\u00c2\u00e2\u00ce\u00ee", "SsTtAaAaIi")
+
+
+def romanian_line(line, remove_diacritics=False):
+    """One spelling of the Romanian letters; without diacritics when ``remove_diacritics`` (the cedilla forms
+    first become comma below, so both spellings lose their mark)."""
+    line = line.translate(_COMMA_BELOW)
+    return line.translate(_NO_DIACRITICS) if remove_diacritics else line
 
 
 def remove_non_printing(line):
@@ -165,6 +183,10 @@ def main(argv=None):
         p = sub.add_parser(name)
         p.add_argument("input")
         p.add_argument("output")
+    ro = sub.add_parser("romanian")
+    ro.add_argument("--remove-diacritics", action="store_true", help="then write the letters without diacritics")
+    ro.add_argument("input")
+    ro.add_argument("output")
     tok = sub.add_parser("tokenize")
     tok.add_argument("-l", "--lang", required=True)
     tok.add_argument("-a", "--aggressive", action="store_true", help="split hyphens (@-@), tokenizer.perl -a")
@@ -188,6 +210,9 @@ def main(argv=None):
         _map_file(iwslt_train_lines, args.input, args.output)
     elif args.command == "segs":
         _map_file(seg_lines, args.input, args.output)
+    elif args.command == "romanian":
+        _map_file(lambda lines: (romanian_line(l.rstrip("\n"), args.remove_diacritics) for l in lines),
+                  args.input, args.output)
     elif args.command == "tokenize":
         tokenize_file(args.input, args.output, workers=args.workers, lang=args.lang, aggressive=args.aggressive,
                       normalize=args.normalize, non_printing=args.remove_non_printing, lowercase=args.lowercase)

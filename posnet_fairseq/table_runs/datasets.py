@@ -4,8 +4,8 @@
     python posnet_fairseq/table_runs/datasets.py describe NAME...
 
 Each preparation of a corpus has its own dataset name (the AAN+ paper's 32K-merge
-WMT14 En-De is ``wmt14_en_de_bpe32k``, the PosNet paper's 44K one
-``wmt14_en_de_bpe44k``), and every table recipe names the dataset of its paper.
+WMT14 En-De is ``wmt14_en_de_bpe32k``, the PosNet authors' 40K-merge one with News
+Commentary v12 ``wmt14_en_de_bpe40k``), and every table recipe names the dataset of its paper.
 Before a table trains (its ``--check`` and its run), ``check`` reads each
 dataset's ``stats.json`` (written by ``recipes/data/prepare-*.sh``) and refuses
 one whose BPE merges, vocabulary or split sizes are not the paper's, naming the
@@ -57,9 +57,11 @@ DATASETS = {d.name: d for d in (
     Dataset("iwslt14_de_en", "bash recipes/data/prepare-iwslt14.sh",
             "PosNet Table 1: 10k joint vocabulary, 160k / 7283 / 6750 pairs", 10000,
             {"test": 6750, "valid": 7283}, 150_000, {"de": _range(10_000), "en": _range(10_000)}),
-    Dataset("wmt14_en_de_bpe44k", "bash recipes/data/prepare-wmt14-en-de.sh --paper posnet",
-            "PosNet Table 1: 44k joint vocabulary, 4M training pairs, newstest2014", 44000,
-            _WMT14_TEST, 3_600_000, {"en": _range(44_000), "de": _range(44_000)}, old_names=("wmt14_en_de",)),
+    Dataset("wmt14_en_de_bpe40k", "bash recipes/data/prepare-wmt14-en-de.sh --paper posnet",
+            "PosNet Table 1: 44k joint vocabulary, 4M training pairs, newstest2014; 40000 merges and News "
+            "Commentary v12: the authors' data/wmt14/en-de/prepare.bash", 40000,
+            _WMT14_TEST, 3_600_000, {"en": _range(44_000), "de": _range(44_000)},
+            {"corpora": "europarl-v7.de-en,commoncrawl.de-en,news-commentary-v12.de-en"}),
     Dataset("wmt14_en_de_bpe32k", "bash recipes/data/prepare-wmt14-en-de.sh --paper aan",
             "AAN+ section 6.1: BPE with 32K merges, 4.5M pairs (before cleaning), newstest2014", 32000,
             _WMT14_TEST, 3_600_000, old_names=("wmt14_en_de",)),
@@ -71,15 +73,19 @@ DATASETS = {d.name: d for d in (
             "AAN+ section 6.1: BPE with 32K merges, 36M pairs (before cleaning), newstest2014", 32000,
             _WMT14_TEST, 32_000_000, old_names=("wmt14_en_fr",)),
     Dataset("wmt14_en_fr_epcc", "bash recipes/data/prepare-wmt14-en-fr.sh --paper gaussian",
-            "hard-coded Gaussian footnote 10: Europarl + Common Crawl only (~5.2M pairs); merges not given "
-            "(ours: 40000)", 40000, _WMT14_TEST, 4_000_000,
+            "hard-coded Gaussian footnote 10: Europarl + Common Crawl only (~5.2M pairs); 32000 merges: the "
+            "authors' code (stupidNMT data/annotated.py, bpe.32000)", 32000, _WMT14_TEST, 4_000_000,
             extra={"corpora": "europarl-v7.fr-en,commoncrawl.fr-en"}),
     Dataset("wmt18_en_zh", "bash recipes/data/prepare-wmt18-en-zh.sh",
             "PosNet Table 1: vocabularies 32k (en) / 45k (zh), 17M training pairs, newstest2017 (2001)", 32000,
             {"test": 2001}, 15_000_000, {"en": _range(32_000), "zh": _range(45_000)}),
+    Dataset("wmt16_en_ro_nodiacritics", "bash recipes/data/prepare-wmt16-en-ro.sh --paper gaussian",
+            "hard-coded Gaussian Table 1: 612,422 training pairs, newstest2016 (1,999); Romanian without "
+            "diacritics (footnote 13: Sennrich et al., 2016) and 32000 merges: the authors' process_enro.sh",
+            32000, {"test": 1999}, 580_000, extra={"romanian_diacritics": "removed"}),
     Dataset("wmt16_en_ro", "bash recipes/data/prepare-wmt16-en-ro.sh",
-            "hard-coded Gaussian Table 1: 612,422 training pairs, newstest2016 (1,999); merges not given "
-            "(ours: 40000)", 40000, {"test": 1999}, 580_000),
+            "WMT16 En-Ro with its Romanian diacritics (not the hard-coded Gaussian paper's preparation: "
+            "wmt16_en_ro_nodiacritics), newstest2016 (1,999); 40000 merges (ours)", 40000, {"test": 1999}, 580_000),
 )}
 
 

@@ -50,6 +50,27 @@ class Settings:
     tokens: int = 0  # the paper's target tokens per update (reached with --update-freq); 0: the row's --max-tokens
     eval: Tuple[str, ...] = ()  # flags of posnet_fairseq.evaluation.evaluate
 
+    def __post_init__(self):
+        """The checkpoints the averaging reads are kept whatever update turns out best: refused here, when the
+        table is declared (its dry run), not when the averaging step finds them deleted after the training."""
+        rule, count = self.avg.split()
+        count = int(count)
+        kept = {f: int(self.train[self.train.index(f) + 1]) if f in self.train else None
+                for f in ("--keep-interval-updates", "--keep-best-checkpoints")}
+        window = kept["--keep-interval-updates"]  # None: fairseq keeps every update checkpoint
+        if window is None:
+            return
+        if rule == "last" and window < count:
+            raise ValueError(f"averaging 'last {count}' needs --keep-interval-updates {count} or more in the training "
+                             f"flags (they keep {window})")
+        # The update checkpoints after an early best are deleted by --keep-interval-updates; the N best copies
+        # (fairseq's --keep-best-checkpoints) are what the averaging then reads (checkpoint_averaging.py).
+        if rule == "best" and (kept["--keep-best-checkpoints"] or 0) < count:
+            raise ValueError(f"averaging 'best {count}' needs --keep-best-checkpoints {count} in the training flags "
+                             f"(they keep {kept['--keep-best-checkpoints'] or 0}): without them a best checkpoint "
+                             f"older than the --keep-interval-updates {window} window stops the table after its "
+                             "training")
+
 
 @dataclass(frozen=True)
 class Run:

@@ -12,15 +12,15 @@
 # PosNet paper's Table 1 reports a ~46k vocabulary) -> data/wmt14_en_fr_bpe40k; --paper aan
 # 32000 merges (the AAN+ paper's 32K for every task) -> data/wmt14_en_fr_bpe32k; --paper
 # gaussian: Europarl v7 + Common Crawl only (~5M pairs), as the hard-coded Gaussian paper
-# trains En-Fr (its footnote 10, after Akoury et al., 2019), 40000 merges (not in the paper)
-# -> data/wmt14_en_fr_epcc. --bpe-merges N overrides the merges (and the posnet/aan name).
+# trains En-Fr (its footnote 10, after Akoury et al., 2019), 32000 merges (the paper does not
+# say; the authors' code reads bpe.32000, stupidNMT data/annotated.py) -> data/wmt14_en_fr_epcc. --bpe-merges N overrides the merges (and the posnet/aan name).
 # The merges, the dataset name and the vocabulary go to stats.json, which the tables check.
 source "$(dirname "$0")/../lib/data.sh"
 PAPER="$(arg_value --paper "$@")"; PAPER="${PAPER:-posnet}"; MERGES="$(arg_value --bpe-merges "$@")"
 case "$PAPER" in
   posnet) MERGES="${MERGES:-40000}"; DATASET="wmt14_en_fr_$(bpe_name "$MERGES")" ;;
   aan) MERGES="${MERGES:-32000}"; DATASET="wmt14_en_fr_$(bpe_name "$MERGES")" ;;
-  gaussian) MERGES="${MERGES:-40000}"; DATASET=wmt14_en_fr_epcc ;;
+  gaussian) MERGES="${MERGES:-32000}"; DATASET=wmt14_en_fr_epcc ;;
   *) die "--paper $PAPER: posnet, aan or gaussian" ;;
 esac
 data_init "$DATASET" "$@"

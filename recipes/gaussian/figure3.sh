@@ -7,7 +7,7 @@
 # Settings: posnet_fairseq/table_runs/gaussian.py (wmt).
 #
 #   bash recipes/gaussian/figure3.sh [--dry-run|--check|--micro] [--rows a,b] ...
-# Data: prepare-wmt16-en-ro.sh.
+# Data: prepare-wmt16-en-ro.sh --paper gaussian (Romanian without diacritics, 32000 merges).
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init gaussian-figure3 "$@"
 run_table

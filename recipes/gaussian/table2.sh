@@ -16,8 +16,10 @@
 # 5 checkpoints averaged.
 #
 #   bash recipes/gaussian/table2.sh [--dry-run|--check|--micro] [--rows a,b] [--datasets a,b] ...
-# Data: prepare-wmt16-en-ro.sh, prepare-wmt14-en-de.sh --paper aan (our choice of its 32k BPE:
-# the paper gives none), prepare-wmt14-en-fr.sh --paper gaussian, prepare-iwslt14.sh.
+# Data: prepare-wmt16-en-ro.sh --paper gaussian (the authors' process_enro.sh: Romanian without
+# diacritics, references included; 32000 merges), prepare-wmt14-en-de.sh --paper aan (its 32k
+# BPE: the paper gives none, the code's bpe.32000 agrees), prepare-wmt14-en-fr.sh --paper gaussian
+# (32000 merges, the code's), prepare-iwslt14.sh.
 source "$(dirname "$0")/../lib/common.sh"
 recipe_init gaussian-table2 "$@"
 run_table

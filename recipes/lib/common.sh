@@ -8,7 +8,7 @@
 # with fairseq and the plugin (architecture, mixers, flags) before anything starts, and runs it.
 #
 # Options every table script takes (docs/recipes.md):
-#   --dry-run             print the plan and exit
+#   --dry-run             print the plan and exit (writes nothing: no work directory, no plan.sh)
 #   --check               check the plan (every arch/flag exists) and the datasets (their stats.json
 #                         hold the paper's BPE merges, vocabulary and split sizes), then exit
 #   --micro               run on the synthetic corpus with tiny dims and 4 updates
@@ -100,8 +100,9 @@ recipe_init() {
   [ "$NODES" -ge 1 ] || die "--nodes $NODES: at least 1"
   if [ "$CPU_PROCS" -gt 0 ] && [ "$NODES" -gt 1 ]; then die "--cpu-procs and --nodes cannot be combined"; fi
   WORK="${WORK:-work/$TABLE}"
-  mkdir -p "$WORK"
-  WORK="$(cd "$WORK" && pwd)"
+  # A dry run writes nothing: the work directory is only named (absolute), not made.
+  case "$WORK" in /*) ;; *) WORK="$PWD/$WORK" ;; esac
+  [ "$DRY_RUN" = 1 ] || { mkdir -p "$WORK"; WORK="$(cd "$WORK" && pwd)"; }
   if [ "$MICRO" = 1 ]; then DATA_ROOT="$WORK/data"; fi
   case "$DATA_ROOT" in /*) ;; *) DATA_ROOT="$PWD/$DATA_ROOT" ;; esac
 }
@@ -276,9 +277,9 @@ run_table() {
       [[ " ${ROW_DATA[*]} " == *" $d "* ]] || die "--datasets: no row of $TABLE is on $d (datasets: $(printf '%s ' "${ROW_DATA[@]}" | tr ' ' '\n' | sort -u | tr '\n' ' '))"
     done
   fi
+  if [ "$DRY_RUN" = 1 ]; then emit_plan; return 0; fi
   local plan="$WORK/plan.sh"
   emit_plan > "$plan"
-  if [ "$DRY_RUN" = 1 ]; then cat "$plan"; return 0; fi
   PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m posnet_fairseq.table_runs.plancheck "$plan" \
     || die "not started: the plan $plan names something that does not exist (see above)"
   if [ "$MICRO" != 1 ]; then

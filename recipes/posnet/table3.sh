@@ -7,7 +7,8 @@
 # Big: 300k updates of ~27k tokens, 20 checkpoints 600 updates apart averaged; K = 8 (the
 # paper's section 5.2; Table 3's rPosNet count, 210M, fits K = 16 - AppTek's configuration -
 # slightly better than K = 8, 209.2M: we follow the text). Small: Base with FFN 1024, dropout
-# 0.3, 8 heads; 30k updates of ~16k tokens, 30 checkpoints 300 updates apart averaged.
+# 0.3, 8 heads; 30k updates of ~16k tokens at peak lr 1.4e-3 (the authors' IWSLT configs:
+# lr_scale 2.0), 30 checkpoints 300 updates apart averaged.
 # Settings: posnet_fairseq/table_runs/posnet.py.
 #
 #   bash recipes/posnet/table3.sh [--dry-run|--check|--micro] [--rows a,b] [--datasets a,b] ...
