@@ -16,7 +16,7 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 # Lowest first. A module may import from its own layer and the layers below it.
 LAYERS = (
     ("sites", "tool_logging", "plugin", "compat", "troubleshooting", "fairseq_log", "process_pool", "launcher",
-     "data"),
+     "data", "atomic_files", "checkpoint_files"),
     ("flags", "families"),
     ("mixers",),
     ("models", "precompute", "translation_invariance", "checkpoint_averaging", "presets"),
