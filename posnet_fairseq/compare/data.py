@@ -10,7 +10,8 @@ score, the length buckets and the training length limit), kept by the step
 * ``--raw SRC TGT``: a user's parallel text, split into train/valid/test
   (seeded), or with the user's own ``--raw-valid`` / ``--raw-test`` file
   pairs (then the whole of SRC/TGT that is not drawn for a missing split
-  trains); train and valid pairs longer than ``train_max_len`` pieces dropped;
+  trains); train and valid pairs longer than ``train_max_len`` pieces dropped, and pairs of any split
+  longer than every model of the run takes (counted in results.md);
 * ``--data DATA_BIN``: a binarized corpus used as it is.
 
 The first two get a joint SentencePiece model (``posnet-spm``) and
@@ -90,8 +91,9 @@ def sentencepiece(raw_dir, out_dir, vocab_size, train_max_len=None, positions=No
     """Joint SentencePiece model OUT/spm.model, learned on the training split, and
     OUT/spm_text/{split}.{src,tgt}; train and valid pairs over ``train_max_len`` pieces are dropped, and
     pairs of every split that no model takes (``positions``: the most (source, target) positions of the
-    run's models, EOS included, as fairseq counts them; fairseq would drop them unsaid). Returns ({split:
-    pairs kept}, {split: pairs dropped as over ``positions``})."""
+    run's models, EOS included, as fairseq counts them; fairseq would drop them unsaid), from the raw
+    text too (raw_dir/test.tgt is the reference). Returns ({split: pairs kept}, {split: pairs dropped as
+    over ``positions``})."""
     prefix = os.path.join(out_dir, "spm")
     sentencepiece_model.train([os.path.join(raw_dir, "train.src"), os.path.join(raw_dir, "train.tgt")], prefix,
                               vocab_size)
@@ -100,16 +102,19 @@ def sentencepiece(raw_dir, out_dir, vocab_size, train_max_len=None, positions=No
     os.makedirs(text_dir, exist_ok=True)
     kept, too_long = {}, {}
     for split in SPLITS:
-        sides = [[encode(line) for line in read_lines(
-            os.path.join(raw_dir, f"{split}.{lang}"))] for lang in ("src", "tgt")]
-        pairs = list(zip(*sides))
+        raw = [read_lines(os.path.join(raw_dir, f"{split}.{lang}")) for lang in ("src", "tgt")]
+        pairs = [(encode(s), encode(t)) for s, t in zip(*raw)]
         if positions is not None:
-            fitting = [p for p in pairs if len(p[0].split()) < positions[0] and len(p[1].split()) < positions[1]]
-            too_long[split] = len(pairs) - len(fitting)
-            pairs = fitting
+            fits = [len(p[0].split()) < positions[0] and len(p[1].split()) < positions[1] for p in pairs]
+            too_long[split] = fits.count(False)
+            pairs = [p for p, fit in zip(pairs, fits) if fit]
             if not pairs:
                 raise ValueError(f"--raw: no {split} pair fits the models' {positions[0]} source / {positions[1]} "
                                  "target positions (--max-source-positions, --max-target-positions)")
+            if too_long[split]:
+                for side, lang in enumerate(("src", "tgt")):
+                    _write_lines(os.path.join(raw_dir, f"{split}.{lang}"),
+                                 [line for line, fit in zip(raw[side], fits) if fit])
         if train_max_len is not None and split != "test":
             pairs = [p for p in pairs if max(len(p[0].split()), len(p[1].split())) <= train_max_len]
             if not pairs:
