@@ -269,7 +269,8 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
             vocab_size=None, seed=1, positions=None) -> DataInfo:
     """Makes (or reuses) the run's corpus (the step "data" of ``steps``, a
     :class:`posnet_fairseq.compare.steps.Steps`). Its input files are known by their content, not their paths:
-    a run on other data in the same --out is refused."""
+    a run on other data in the same --out is refused. ``positions``: the most (source, target) positions the
+    run's models take; --raw pairs longer than that are left out (None: none is)."""
     out_dir = steps.out
     inputs = {"data-bin": data_bin} if mode == "data" else {}
     if mode == "raw":
@@ -280,7 +281,7 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
                 "train_max_len": train_max_len, "test_max_len": test_max_len, "buckets_requested": n_buckets,
                 "synth_train": synth_train, "valid": valid, "test": test, "vocab_size": vocab_size, "seed": seed}
     if mode == "raw":  # a user's corpus may hold pairs longer than the models take: they are left out
-        settings["positions"] = list(positions)
+        settings["positions"] = list(positions) if positions else None
     why = steps.why_not_done("data", settings, inputs)
     if why is None:
         log(f"data: skipped, prepared earlier ({steps.relative(steps.dir)}/data.json)")
@@ -335,7 +336,8 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
         buckets = buckets_for(train_max_len or longest_train, max(test_lengths))
     outputs = [] if mode == "data" else [data_bin, raw_dir]
     info = {"splits": origin if mode == "raw" else None,
-            "too_long": too_long if mode == "raw" else None, "positions": list(positions) if mode == "raw" else None,
+            "too_long": too_long if mode == "raw" else None,
+            "positions": list(positions) if mode == "raw" and positions else None,
             "source_lang": src, "target_lang": tgt, "post_process": post_process,
             "references": None if references is None else steps.relative(references),
             "train_max_len": train_max_len, "longest_train": longest_train,
