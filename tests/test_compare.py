@@ -624,3 +624,130 @@ def test_an_interrupted_compare_says_it_resumes_and_exits_with_the_signals_statu
         compare.main(["--archs", "posnet_transformer_tiny", "--out", str(tmp_path / "run")])
     assert exit_.value.code == status
     assert capsys.readouterr().err == "posnet-compare: interrupted; the same command resumes\n"
+
+
+def test_every_bad_model_flag_is_named_before_any_data(tmp_path, capsys):
+    """Each model's flags go through the plugin's own checks (its model built on a tiny dictionary) before the
+    data is prepared: every bad flag at once, with its architecture, exit 2, nothing written."""
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exc:
+        compare.main(["--archs", "posnet_transformer_tiny,rope_transformer_tiny,aan_plus_avg_tiny",
+                      "--arch-flags", "posnet_transformer_tiny=--encoder-self-mixer foo",
+                      "--arch-flags", "rope_transformer_tiny=--no-such-flag 3", "--out", str(out)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "posnet_transformer_tiny: --encoder-self-mixer foo: unknown mixer" in err
+    assert "rope_transformer_tiny: unrecognized arguments: --no-such-flag 3" in err
+    assert "aan_plus_avg_tiny" not in err and "Traceback" not in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("make, fix", [("file", "is a file"), ("under_file", "is a file"),
+                                       ("unwritable", "cannot be written")])
+def test_out_that_is_not_a_writable_directory_is_one_line(make, fix, tmp_path, capsys):
+    (tmp_path / "f").write_text("x")
+    out = {"file": tmp_path / "f", "under_file": tmp_path / "f" / "run",
+           "unwritable": "/proc/posnet-compare-out"}[make]  # /proc: not writable even for root
+    with pytest.raises(SystemExit) as exc:
+        compare.main(["--archs", "posnet_transformer_tiny", "--out", str(out)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]  # argparse's usage, then the error on one line
+    assert last.startswith(f"posnet-compare: error: --out {out}") and fix in last and "Traceback" not in err
+
+
+def _failing_training(monkeypatch, failing):
+    """fairseq-train commands of the ``failing`` architectures exit 1 with a plugin-like error."""
+    real = training.train_command
+
+    def command(data_bin, save_dir, arch, *rest):
+        if arch in failing:
+            return [sys.executable, "-c", "import sys; print('ValueError: broken on purpose'); sys.exit(1)"]
+        return real(data_bin, save_dir, arch, *rest)
+
+    monkeypatch.setattr(training, "train_command", command)
+
+
+SMALL_SYNTHETIC = ["--budget", "2u", "--train-pairs", "60", "--valid", "6", "--test", "12", "--train-max-len", "10",
+                   "--vocab-size", "200", "--interval", "1", "--decode-lengths", "8", "--jobs", "2",
+                   "--min-bucket-sentences", "2", *CHEAP]
+
+
+def test_a_failed_baseline_is_said_and_nothing_is_compared_to_another_model(tmp_path, monkeypatch, capsys):
+    archs = ["posnet_transformer_tiny", "rope_transformer_tiny"]
+    _failing_training(monkeypatch, {archs[0]})
+    out = tmp_path / "run"
+    status = compare.main(["--archs", ",".join(archs), "--out", str(out), *SMALL_SYNTHETIC])
+    assert status == 1
+    text = (out / "results.md").read_text()
+    assert f"baseline `{archs[0]}` FAILED" in text and "broken on purpose" in text
+    assert "no BLEU, ratio or p-value" in text
+    rows = read_csv(out / "results.csv")
+    assert list(rows) == archs and "broken on purpose" in rows[archs[0]]["failed"]
+    assert not rows[archs[1]].get("bleu_p") and not rows[archs[1]].get("train_speed_ratio")
+    # a failed training locks nothing: the same --out takes other flags for it
+    assert Steps(out).names("train/") == [f"train/{archs[1]}"]
+
+
+def test_a_failed_model_has_a_failed_row_and_the_plots_still_draw(tmp_path, monkeypatch):
+    archs = ["posnet_transformer_tiny", "rope_transformer_tiny"]
+    _failing_training(monkeypatch, {archs[1]})
+    out = tmp_path / "run"
+    assert compare.main(["--archs", ",".join(archs), "--out", str(out), *SMALL_SYNTHETIC]) == 0
+    text = (out / "results.md").read_text()
+    failed_line = next(line for line in text.splitlines() if line.startswith(f"| `{archs[1]}`"))
+    assert "FAILED" in failed_line and "broken on purpose" in failed_line
+    rows = read_csv(out / "results.csv")
+    assert list(rows) == archs and float(rows[archs[0]]["train_speed_ratio"]) == 1.0
+    with open(out / "results.json") as f:
+        assert [row["arch"] for row in json.load(f)["table"]] == archs
+    assert (out / "plots" / "bleu_vs_speed.png").stat().st_size > 0
+
+
+def test_all_failed_trainings_lock_nothing(tmp_path, monkeypatch, capsys):
+    archs = ["posnet_transformer_tiny", "rope_transformer_tiny"]
+    _failing_training(monkeypatch, set(archs))
+    out = tmp_path / "run"
+    argv = ["--archs", ",".join(archs), "--out", str(out), *SMALL_SYNTHETIC]
+    assert compare.main(argv) == 1
+    assert Steps(out).names("train/") == []
+    monkeypatch.undo()
+    _failing_training(monkeypatch, set(archs))
+    # other flags for both models in the same --out: not refused as "other settings"
+    assert compare.main([*argv, "--arch-flags", f"{archs[0]}=--dropout 0.3"]) == 1
+    assert "other settings" not in capsys.readouterr().err
+
+
+def test_over_long_pairs_are_left_out_and_counted(tmp_path):
+    """A pair longer than every model takes is dropped up front (train: over --train-max-len too), counted in
+    results.md; the length buckets never collapse into one spanning the whole test set."""
+    from posnet_fairseq.compare.data import buckets_for, merge_small_buckets
+
+    lengths = [3] * 5 + [7] * 5 + [12] * 5
+    merged = merge_small_buckets(buckets_for(5000, max(lengths)), lengths, 30, 5000)
+    assert len(merged) > 1 and not any(lo <= 1 and hi >= max(lengths) for lo, hi, _ in merged)
+
+    from posnet_fairseq.data.synth import generate_pairs
+
+    pairs = generate_pairs(120, seed=9, max_len=12)
+    long = " ".join(["dog"] * 1500)
+    src = [s for s, _ in pairs] + [long]
+    tgt = [t for _, t in pairs] + [long]
+    (tmp_path / "c.en").write_text("".join(s + "\n" for s in src))
+    (tmp_path / "c.xx").write_text("".join(t + "\n" for t in tgt))
+    (tmp_path / "t.en").write_text("".join(s + "\n" for s, _ in pairs[:10]) + long + "\n")
+    (tmp_path / "t.xx").write_text("".join(t + "\n" for _, t in pairs[:10]) + long + "\n")
+    out = tmp_path / "run"
+    run_compare(["--archs", "posnet_transformer_tiny", "--raw", str(tmp_path / "c.en"), str(tmp_path / "c.xx"),
+                 "--raw-test", str(tmp_path / "t.en"), str(tmp_path / "t.xx"), "--valid", "5",
+                 "--vocab-size", "200", "--out", str(out), "--budget", "1u", "--interval", "1",
+                 "--decode-lengths", "8", "--min-bucket-sentences", "2", *CHEAP])
+    text = (out / "results.md").read_text()
+    left_out = text.split("left out as longer than the models take (1024 source / 1024 target positions, EOS "
+                          "included): ")[1].split("\n")[0]
+    counts = dict(part.split() for part in left_out.split(", "))
+    assert int(counts["train"]) + int(counts["valid"]) == 1 and counts["test"] == "1"
+    assert max(len(line.split()) for line in (out / "spm_text" / "train.src").open()) < 1024
+    with open(out / "quality.json") as f:
+        buckets = json.load(f)["buckets"]
+    assert sum(b["sentences"] for b in buckets) == 10 and len(buckets) > 1

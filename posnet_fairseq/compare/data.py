@@ -10,7 +10,8 @@ score, the length buckets and the training length limit), kept by the step
 * ``--raw SRC TGT``: a user's parallel text, split into train/valid/test
   (seeded), or with the user's own ``--raw-valid`` / ``--raw-test`` file
   pairs (then the whole of SRC/TGT that is not drawn for a missing split
-  trains); train and valid pairs longer than ``train_max_len`` pieces dropped;
+  trains); train and valid pairs longer than ``train_max_len`` pieces dropped, and pairs of any split
+  longer than every model of the run takes (counted in results.md);
 * ``--data DATA_BIN``: a binarized corpus used as it is.
 
 The first two get a joint SentencePiece model (``posnet-spm``) and
@@ -86,21 +87,34 @@ def split_raw(src_path, tgt_path, raw_dir, valid, test, seed, given=None):
     return origin
 
 
-def sentencepiece(raw_dir, out_dir, vocab_size, train_max_len=None):
+def sentencepiece(raw_dir, out_dir, vocab_size, train_max_len=None, positions=None):
     """Joint SentencePiece model OUT/spm.model, learned on the training split, and
-    OUT/spm_text/{split}.{src,tgt}; train and valid pairs over ``train_max_len`` pieces are dropped.
-    Returns {split: pairs kept}."""
+    OUT/spm_text/{split}.{src,tgt}; train and valid pairs over ``train_max_len`` pieces are dropped, and
+    pairs of every split that no model takes (``positions``: the most (source, target) positions of the
+    run's models, EOS included, as fairseq counts them; fairseq would drop them unsaid), from the raw
+    text too (raw_dir/test.tgt is the reference). Returns ({split: pairs kept}, {split: pairs dropped as
+    over ``positions``})."""
     prefix = os.path.join(out_dir, "spm")
     sentencepiece_model.train([os.path.join(raw_dir, "train.src"), os.path.join(raw_dir, "train.tgt")], prefix,
                               vocab_size)
     encode = sentencepiece_model.encoder(prefix + ".model")
     text_dir = os.path.join(out_dir, "spm_text")
     os.makedirs(text_dir, exist_ok=True)
-    kept = {}
+    kept, too_long = {}, {}
     for split in SPLITS:
-        sides = [[encode(line) for line in read_lines(
-            os.path.join(raw_dir, f"{split}.{lang}"))] for lang in ("src", "tgt")]
-        pairs = list(zip(*sides))
+        raw = [read_lines(os.path.join(raw_dir, f"{split}.{lang}")) for lang in ("src", "tgt")]
+        pairs = [(encode(s), encode(t)) for s, t in zip(*raw)]
+        if positions is not None:
+            fits = [len(p[0].split()) < positions[0] and len(p[1].split()) < positions[1] for p in pairs]
+            too_long[split] = fits.count(False)
+            pairs = [p for p, fit in zip(pairs, fits) if fit]
+            if not pairs:
+                raise ValueError(f"--raw: no {split} pair fits the models' {positions[0]} source / {positions[1]} "
+                                 "target positions (--max-source-positions, --max-target-positions)")
+            if too_long[split]:
+                for side, lang in enumerate(("src", "tgt")):
+                    _write_lines(os.path.join(raw_dir, f"{split}.{lang}"),
+                                 [line for line, fit in zip(raw[side], fits) if fit])
         if train_max_len is not None and split != "test":
             pairs = [p for p in pairs if max(len(p[0].split()), len(p[1].split())) <= train_max_len]
             if not pairs:
@@ -108,7 +122,7 @@ def sentencepiece(raw_dir, out_dir, vocab_size, train_max_len=None):
         kept[split] = len(pairs)
         for side, lang in enumerate(("src", "tgt")):
             _write_lines(os.path.join(text_dir, f"{split}.{lang}"), [p[side] for p in pairs])
-    return kept
+    return kept, too_long
 
 
 def binarize(text_dir, data_bin, log_path):
@@ -179,8 +193,9 @@ def write_speed_set(data_bin, out_dir, sentences, src, tgt):
 
 def buckets_for(train_max_len, longest_test):
     """Length buckets (lo, hi) for a user corpus: width ceil(L / 2) from 1 up to the longest test
-    sentence, at most MAX_BUCKETS (the last one then takes everything longer)."""
-    width = max(1, -(-train_max_len // 2))
+    sentence, at most MAX_BUCKETS (the last one then takes everything longer); L is the longest training
+    length, or the longest test sentence when that is shorter (else one bucket would span the test set)."""
+    width = max(1, -(-min(train_max_len, longest_test) // 2))
     buckets = []
     lo = 1
     while lo <= longest_test:
@@ -196,7 +211,8 @@ def merge_small_buckets(buckets, lengths, minimum, train_limit):
     """[(lo, hi, too_small)]: every bucket of ``buckets`` ([(lo, hi)]) holding fewer than ``minimum`` of the
     test sentences' ``lengths`` is merged into its neighbour on the same side of the training limit (the
     shorter one first), until none is left or none has such a neighbour; those left are marked too small
-    (not scored). A bucket never mixes lengths inside and beyond training."""
+    (not scored). A bucket never mixes lengths inside and beyond training, and merging never leaves one
+    bucket for the whole test set (that would be no length analysis at all)."""
     merged = [list(b) for b in buckets]
 
     def count(b):
@@ -206,7 +222,7 @@ def merge_small_buckets(buckets, lengths, minimum, train_limit):
         return b[0] > train_limit
 
     while True:
-        small = [i for i, b in enumerate(merged) if count(b) < minimum
+        small = [i for i, b in enumerate(merged) if count(b) < minimum and len(merged) > 2
                  and any(0 <= j < len(merged) and side(merged[j]) == side(b) for j in (i - 1, i + 1))]
         if not small:
             break
@@ -236,6 +252,8 @@ class DataInfo:
     test_sentences: int
     train_pairs: int
     splits: Optional[Dict[str, str]] = None  # --raw: where each split comes from
+    too_long: Optional[Dict[str, int]] = None  # --raw: pairs of each split left out, longer than ``positions``
+    positions: Optional[List[int]] = None  # --raw: the most (source, target) positions of the run's models
 
     @property
     def train_limit(self):
@@ -248,10 +266,11 @@ class DataInfo:
 
 def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_process=None,
             train_max_len=None, test_max_len=None, n_buckets=5, synth_train=20000, valid=300, test=500,
-            vocab_size=None, seed=1) -> DataInfo:
+            vocab_size=None, seed=1, positions=None) -> DataInfo:
     """Makes (or reuses) the run's corpus (the step "data" of ``steps``, a
     :class:`posnet_fairseq.compare.steps.Steps`). Its input files are known by their content, not their paths:
-    a run on other data in the same --out is refused."""
+    a run on other data in the same --out is refused. ``positions``: the most (source, target) positions the
+    run's models take; --raw pairs longer than that are left out (None: none is)."""
     out_dir = steps.out
     inputs = {"data-bin": data_bin} if mode == "data" else {}
     if mode == "raw":
@@ -261,6 +280,8 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
     settings = {"mode": mode, "post_process": post_process,
                 "train_max_len": train_max_len, "test_max_len": test_max_len, "buckets_requested": n_buckets,
                 "synth_train": synth_train, "valid": valid, "test": test, "vocab_size": vocab_size, "seed": seed}
+    if mode == "raw":  # a user's corpus may hold pairs longer than the models take: they are left out
+        settings["positions"] = list(positions) if positions else None
     why = steps.why_not_done("data", settings, inputs)
     if why is None:
         log(f"data: skipped, prepared earlier ({steps.relative(steps.dir)}/data.json)")
@@ -283,9 +304,13 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
         for split in SPLITS:
             log(f"data: {split}: {origin[split]}")
     if mode in ("synthetic", "raw"):
-        kept = sentencepiece(raw_dir, out_dir, vocab_size, train_max_len if mode == "raw" else None)
+        kept, too_long = sentencepiece(raw_dir, out_dir, vocab_size, train_max_len if mode == "raw" else None,
+                                       positions if mode == "raw" else None)
         log(f"data: SentencePiece ({vocab_size} pieces at most) -> {out_dir}/spm.model; pairs kept: "
             + ", ".join(f"{k} {v}" for k, v in kept.items()))
+        if any(too_long.values()):
+            log(f"data: left out as longer than the models take ({positions[0]} source / {positions[1]} target "
+                "positions): " + ", ".join(f"{k} {v}" for k, v in too_long.items()))
         data_bin = os.path.join(out_dir, "data-bin")
         binarize(os.path.join(out_dir, "spm_text"), data_bin, os.path.join(out_dir, "preprocess.log"))
         src, tgt, post_process = "src", "tgt", "sentencepiece"
@@ -311,6 +336,8 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
         buckets = buckets_for(train_max_len or longest_train, max(test_lengths))
     outputs = [] if mode == "data" else [data_bin, raw_dir]
     info = {"splits": origin if mode == "raw" else None,
+            "too_long": too_long if mode == "raw" else None,
+            "positions": list(positions) if mode == "raw" and positions else None,
             "source_lang": src, "target_lang": tgt, "post_process": post_process,
             "references": None if references is None else steps.relative(references),
             "train_max_len": train_max_len, "longest_train": longest_train,

@@ -95,6 +95,7 @@ def check_args(p, args):
     if unknown:
         p.error("--archs: " + "; ".join(f"unknown architecture {a}{suggest(a, ARCH_MODEL_REGISTRY)}"
                                         for a in unknown))
+    _check_out(p, args.out)
     args.flags = {arch: shlex.split(args.model_flags) for arch in args.arch_list}
     for spec in args.arch_flags:
         arch, sep, flags = spec.partition("=")
@@ -157,6 +158,24 @@ def check_args(p, args):
         args.plan = plan(args.device, args.jobs, fp16=not args.no_fp16)
     except ValueError as err:
         p.error(str(err))
+    from . import model_flags
+
+    errors, args.model_limits = model_flags.check(args.flags)
+    if errors:
+        p.error("model flags refused (nothing was prepared): "
+                + "; ".join(f"{arch}: {why}" for arch, why in errors.items()) + "; fix them in --model-flags or "
+                "--arch-flags")
     return args
+
+
+def _check_out(p, out):
+    """--out must be a directory or a path one can create: the error names the path and the fix."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        p.error(f"--out {out} is a file, not a directory; give a new path (or an earlier run's directory)")
+    parent = os.path.dirname(os.path.abspath(out))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        p.error(f"--out {out}: {parent} is a file, not a directory; give a path under a directory")
 
 

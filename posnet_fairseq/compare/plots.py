@@ -198,7 +198,7 @@ def replot(results, plot_dir, length_unit):
     paths written. ``length_unit``: what source lengths count (words for the synthetic corpus, pieces
     for SentencePiece data)."""
     table = results["table"]
-    scored = [row["arch"] for row in table]
+    scored = [row["arch"] for row in table if "failed" not in row]  # a FAILED row has no figures to draw
     trained = scored + [a for a in results["curves"] if a not in scored]
     os.makedirs(plot_dir, exist_ok=True)
     paths = {name: os.path.join(plot_dir, f"{name}.png")

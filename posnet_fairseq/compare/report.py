@@ -37,6 +37,8 @@ def rows(archs, training, quality, cost, analysis):
         row.update(updates=outcome.updates, epochs=outcome.epochs)
         if arch in quality.failed:
             row["failed"] = quality.failed[arch]
+            out.append(row)
+            continue
         system = quality.systems.get(arch)
         if system:
             for name, score in (("bleu", system.bleu), ("chrf", system.chrf)):
@@ -132,7 +134,7 @@ def markdown(table, quality, cost, context):
     lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in table:
         if "failed" in row and "bleu" not in row:
-            cells = [f"`{row['arch']}`", f"failed: {row['failed']}"] + [""] * (len(header) - 2)
+            cells = [f"`{row['arch']}`", f"FAILED: {_one_line(row['failed'])}"] + [""] * (len(header) - 2)
             lines.append("| " + " | ".join(cells) + " |")
             continue
         cells = [f"`{row['arch']}`", _num(row.get("params"), ","), _num(row.get("params_precomputed"), ",")]
@@ -190,6 +192,39 @@ def markdown(table, quality, cost, context):
         lines += [f"![{title}](plots/{name}.png)", ""]
     lines += ["Per model, `analysis/ARCH/` holds `posnet-analyze`'s figures and numbers for its checkpoint.", ""]
     return "\n".join(lines)
+
+
+def _one_line(text):
+    return " ".join(text.split()).replace("|", "/")
+
+
+def write_failed_baseline(out_dir, archs, training, translation_failed, logs):
+    """results.md and results.csv of a run whose baseline (the first model) failed: each model's outcome and
+    no figure relative to another model (every ratio and p-value is against the baseline). Returns the text."""
+    base = archs[0]
+    table = []
+    for arch in archs:
+        outcome = training[arch]
+        row = {"arch": arch}
+        if outcome.failed or arch in translation_failed:
+            row["failed"] = outcome.failed or translation_failed[arch]
+        else:
+            row.update(updates=outcome.updates, epochs=outcome.epochs)
+        table.append(row)
+    write_csv(os.path.join(out_dir, "results.csv"), table)
+    lines = [f"# posnet-compare: the baseline `{base}` FAILED", "",
+             f"- baseline (ratios, significance): `{base}` FAILED: {_one_line(table[0]['failed'])}",
+             f"- no BLEU, ratio or p-value was computed: each one compares a model with `{base}`, and none is "
+             "computed against another model. Fix the baseline (its log is in "
+             f"{logs}) and run the same command again: the models that finished are kept.", "",
+             "| model | outcome |", "|---|---|"]
+    lines += [f"| `{row['arch']}` | " + (f"FAILED: {_one_line(row['failed'])}" if "failed" in row
+                                         else f"trained, {row['updates']} updates (not translated)") + " |"
+              for row in table]
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(out_dir, "results.md"), "w") as f:
+        f.write(text)
+    return text
 
 
 def write(out_dir, archs, training, quality, cost, analysis, context):

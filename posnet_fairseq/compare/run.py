@@ -13,6 +13,11 @@ class Log:
     def __init__(self, out_dir):
         self.path = os.path.join(out_dir, "compare.log")
 
+    def check(self):
+        """Opens the log for appending: an OSError when --out cannot be written."""
+        with open(self.path, "a"):
+            pass
+
     def __call__(self, message):
         line = f"[posnet-compare {datetime.datetime.now():%H:%M:%S}] {message}"
         print(line, flush=True)
@@ -133,8 +138,12 @@ def analyse(steps, info, trained, log):
 def run(p, args, argv):
     """The run of the checked ``args`` (:func:`posnet_fairseq.compare.options.check_args`); ``p``: the parser
     that reports errors; ``argv``: the command line as given (for the log and results.md)."""
-    os.makedirs(args.out, exist_ok=True)
-    log = Log(args.out)
+    try:
+        os.makedirs(args.out, exist_ok=True)
+        log = Log(args.out)
+        log.check()
+    except OSError as err:
+        p.error(f"--out {args.out} cannot be written ({err.strerror}); give a directory you can write to")
     log(f"posnet-compare {' '.join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))}")
 
     from .. import fairseq_log
@@ -154,7 +163,8 @@ def run(p, args, argv):
         info = data.prepare(steps, args.mode, log, raw=args.raw, raw_given=args.raw_given, data_bin=args.data,
                             post_process=args.post_process, train_max_len=args.train_max_len,
                             test_max_len=args.test_max_len, n_buckets=args.buckets, synth_train=args.train_pairs,
-                            valid=args.valid, test=args.test, vocab_size=args.vocab_size, seed=args.seed)
+                            valid=args.valid, test=args.test, vocab_size=args.vocab_size, seed=args.seed,
+                            positions=[max(limit[side] for limit in args.model_limits.values()) for side in (0, 1)])
     except (ValueError, FileNotFoundError) as err:
         p.error(str(err))
     train_limit = info.train_limit
@@ -164,14 +174,18 @@ def run(p, args, argv):
            else "the CPU, one thread each"))
     outcomes = trainer.run(args.arch_list, args.flags)
     trained = {a: outcomes[a].checkpoint for a in args.arch_list if outcomes[a].checkpoint}
-    if not trained:
-        log("every training failed; see the logs in " + trainer.dir)
-        return 1
-
-    failed = quality.translate_all(steps, trained, info, args.plan,
-                                   ["--beam", str(args.beam), "--batch-size", str(args.batch_size),
-                                    "--max-len-a", repr(args.max_len_a), "--max-len-b", str(args.max_len_b)], log)
+    baseline = args.arch_list[0]
+    failed = {} if baseline not in trained else quality.translate_all(
+        steps, trained, info, args.plan, ["--beam", str(args.beam), "--batch-size", str(args.batch_size),
+                                          "--max-len-a", repr(args.max_len_a), "--max-len-b", str(args.max_len_b)],
+        log)
     translated = {a: c for a, c in trained.items() if a not in failed}
+    if baseline not in translated:
+        # Every ratio and p-value is against the baseline: none is computed against another model.
+        why = outcomes[baseline].failed or failed[baseline]
+        log(f"baseline {baseline} FAILED ({why.splitlines()[0]}); nothing compared; see the logs in {trainer.dir}")
+        print(report.write_failed_baseline(args.out, args.arch_list, outcomes, failed, trainer.dir))
+        return 1
     limits = {arch: quality.model_limits(checkpoint) for arch, checkpoint in trained.items()}
     src_tokens, tgt_tokens = quality.token_lengths(info)
     outputs, t_lines, n = {}, {}, len(src_tokens)
@@ -216,7 +230,7 @@ def run(p, args, argv):
     extra = {a: f for a, f in args.flags.items() if f and f != shlex.split(args.model_flags)}
     if extra:
         context["per-model flags"] = "; ".join(f"`{a}`: `{' '.join(f)}`" for a, f in extra.items())
-    table, text = report.write(args.out, scored, {a: outcomes[a] for a in args.arch_list},
+    table, text = report.write(args.out, args.arch_list, {a: outcomes[a] for a in args.arch_list},
                                records.Quality.read(quality_result), records.Cost.read(cost_result), r2s, context)
     plot_dir = os.path.join(args.out, "plots")
     os.makedirs(plot_dir, exist_ok=True)
@@ -247,7 +261,10 @@ def describe_data(args, info):
                 + f", test {info.test_sentences} sentences; SentencePiece {info.vocab} types, learned on the "
                 "training split only"
                 + ("; splits: " + "; ".join(f"{split}: {origin}" for split, origin in info.splits.items())
-                   if info.splits else ""))
+                   if info.splits else "")
+                + (f"; left out as longer than the models take ({info.positions[0]} source / {info.positions[1]} "
+                   "target positions, EOS included): " + ", ".join(f"{split} {n}" for split, n in info.too_long.items())
+                   if info.too_long and any(info.too_long.values()) else ""))
     return (f"data-bin {info.data_bin} ({info.train_pairs} training pairs, test {info.test_sentences} "
             f"sentences), scored on fairseq's post-processed references ({args.post_process or 'none'})")
 
