@@ -198,7 +198,8 @@ def _remove_partial_checkpoints(argv):
 def _run(module_name, evaluation=False):
     argv = sys.argv[1:]
     resumes = module_name == "train" and not _has_flag(argv, "--no-save")
-    interruption.run(f"posnet-{module_name}", lambda: _tool(module_name, argv, evaluation), resumes=resumes)
+    interruption.run(f"posnet-{module_name}", lambda: _tool(module_name, argv, evaluation), resumes=resumes,
+                     end_process=True)
 
 
 def _tool(module_name, argv, evaluation):
