@@ -332,3 +332,14 @@ def test_romanian_letters_without_diacritics():
     assert romanian_line(line) == ("\u0218tiin\u021b\u0103 \u0219i \u021a\u0102R\u00c2 \u00een \u00ceNCHIS\u0102 "
                                    "\u00e2 \u201ex\u201d \u00e9")
     assert romanian_line(line, remove_diacritics=True) == "Stiinta si TARA in INCHISA a \u201ex\u201d \u00e9"
+
+
+@pytest.mark.parametrize("script,paper", [("prepare-wmt14-en-de.sh", "aan"), ("prepare-wmt14-en-fr.sh", "gaussian"),
+                                          ("prepare-wmt16-en-ro.sh", "gaussian")])
+def test_a_flag_the_preparation_does_not_have_is_refused(tmp_path, script, paper):
+    """--paper and --bpe-merges pass (own_flags_only in recipes/lib/data.sh); any other flag is named, before
+    anything is fetched."""
+    result = run_recipe(script, "--paper", paper, "--bpe-merges", "100", "--out", str(tmp_path / "d"), "--foo", "1",
+                        check=False)
+    assert result.returncode != 0 and f"{script}: unknown option --foo" in result.stderr
+    assert not (tmp_path / "d" / "orig").exists() or not os.listdir(tmp_path / "d" / "orig")

@@ -24,14 +24,7 @@ case "$PAPER" in
   *) die "--paper $PAPER: posnet, aan or gaussian" ;;
 esac
 data_init "$DATASET" "$@"
-set -- "${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --paper|--bpe-merges) shift ;;
-    *) die "unknown option $1" ;;
-  esac
-  shift
-done
+own_flags_only --paper --bpe-merges
 src=en; tgt=fr
 
 fetch http://statmt.org/wmt13/training-parallel-europarl-v7.tgz

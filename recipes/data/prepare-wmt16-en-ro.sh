@@ -34,14 +34,7 @@ case "$PAPER" in
   *) die "--paper $PAPER: gaussian, or none for the preparation with diacritics" ;;
 esac
 data_init "$DATASET" "$@"
-set -- "${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --paper|--bpe-merges) shift ;;
-    *) die "unknown option $1" ;;
-  esac
-  shift
-done
+own_flags_only --paper --bpe-merges
 src=en; tgt=ro
 
 fetch http://data.statmt.org/wmt16/translation-task/training-parallel-ep-v8.tgz

@@ -63,6 +63,17 @@ merges_only() {
   done
 }
 
+# own_flags_only FLAG...: refuses every flag in EXTRA_ARGS but the named ones, each with its value (which the
+# preparation read before data_init, with arg_value).
+own_flags_only() {
+  local own=" $* "
+  set -- "${EXTRA_ARGS[@]+"${EXTRA_ARGS[@]}"}"
+  while [ $# -gt 0 ]; do
+    case "$own" in *" $1 "*) shift ;; *) die "unknown option $1" ;; esac
+    shift
+  done
+}
+
 # fetch URL [LOCAL_NAME]: the archive at ORIG/LOCAL_NAME (default: the URL's file name), taken
 # from --archives when it is there, otherwise downloaded with resume (curl -C -). Its
 # sha256 is checked against recipes/data/SHA256SUMS when that file lists it, and recorded
