@@ -7,6 +7,7 @@ import collections
 import contextlib
 import io
 import logging
+import math
 import os
 
 import torch
@@ -124,6 +125,16 @@ def decode_incrementally(model, src_tokens, src_lengths, prev_output_tokens):
     the teacher-forced ``model(src_tokens, src_lengths, prev_output_tokens)[0]``."""
     steps = decode_steps(model, src_tokens, src_lengths, prev_output_tokens)
     return torch.stack([step.logits for step in steps], dim=1)
+
+
+def assert_decodes_as_it_trains(model, task, target_lengths=(6, 3), atol=1e-5):
+    """Teacher-forced logits of a random two-sentence batch (sources of 7 and 4 tokens, targets of
+    ``target_lengths``) equal :func:`decode_incrementally`'s for the unpadded first sentence, and are finite."""
+    src, lengths, prev = random_batch(task.source_dictionary, [7, 4], list(target_lengths))
+    with torch.no_grad():
+        out = model(src, lengths, prev)[0]
+    assert torch.allclose(decode_incrementally(model, src, lengths, prev)[0], out[0], atol=atol)
+    assert math.isfinite(out.abs().max().item())
 
 
 def step_mixer(mixer, x, block=1, incremental_state=None):

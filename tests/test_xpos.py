@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from fairseq_testing import build_model, decode_incrementally, random_batch
+from fairseq_testing import assert_decodes_as_it_trains, build_model
 from posnet_fairseq.mixers.rope import RopeAttention
 from posnet_fairseq.mixers.xpos import XPos, XPosAttention
 
@@ -89,8 +89,4 @@ def test_presets_put_xpos_in_the_decoder_and_rope_in_the_encoder():
 
 def test_xpos_model_decodes_as_it_trains():
     model, task = build_model(["--xpos-scale-base", "4"], arch="xpos_transformer_tiny")
-    src, lengths, prev = random_batch(task.source_dictionary, [7, 4], [9, 3])
-    with torch.no_grad():
-        out = model(src, lengths, prev)[0]
-    assert torch.allclose(decode_incrementally(model, src, lengths, prev)[0], out[0], atol=1e-5)
-    assert math.isfinite(out.abs().max().item())
+    assert_decodes_as_it_trains(model, task, target_lengths=(9, 3))
