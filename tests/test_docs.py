@@ -78,36 +78,29 @@ def test_readme_is_at_most_250_lines():
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines (at most {README_MAX_LINES}): move reference text to docs/"
 
 
-@pytest.mark.parametrize("page", flags.pages())
-def test_flag_table_is_the_generated_one(page):
+# The generated tables: what they list, the module that declares it, and how it renders a page.
+GENERATED = {
+    "flag": (flags, lambda text, page, path: flags.with_table(text, page, path)),
+    "mixer and preset": (families, lambda text, page, path: families.with_table(text, page, path, MIXERS)),
+}
+
+
+@pytest.mark.parametrize("kind,page", [(kind, page) for kind, (source, _) in GENERATED.items() for page in source.pages()])
+def test_generated_tables_are_current(kind, page):
     path = os.path.join(REPO, "docs", f"{page}.md")
-    assert os.path.exists(path), f"flags are declared for page {page!r} but docs/{page}.md does not exist"
+    assert os.path.exists(path), f"{kind} tables are declared for page {page!r} but docs/{page}.md does not exist"
     text = read(path)
-    assert flags.with_table(text, page, path) == text, (
-        f"docs/{page}.md: the flag table is stale; run `python -m posnet_fairseq.flags --write-docs docs`")
+    assert GENERATED[kind][1](text, page, path) == text, (
+        f"docs/{page}.md: the {kind} table is stale; run `python -m posnet_fairseq.flags --write-docs docs`")
 
 
-def test_flag_tables_only_on_pages_that_declare_flags():
+@pytest.mark.parametrize("kind", GENERATED)
+def test_generated_table_markers_only_on_declared_pages(kind):
+    source = GENERATED[kind][0]
     for path in DOCS:
         page = os.path.splitext(os.path.basename(path))[0]
-        if flags.BEGIN in read(path):
-            assert page in flags.pages(), f"{rel(path)} has flag table markers but no flags declare page {page!r}"
-
-
-@pytest.mark.parametrize("page", families.pages())
-def test_mixer_and_preset_tables_are_the_generated_ones(page):
-    path = os.path.join(REPO, "docs", f"{page}.md")
-    assert os.path.exists(path), f"mechanisms are declared for page {page!r} but docs/{page}.md does not exist"
-    text = read(path)
-    assert families.with_table(text, page, path, MIXERS) == text, (
-        f"docs/{page}.md: the mixer and preset tables are stale; run `python -m posnet_fairseq.flags --write-docs docs`")
-
-
-def test_preset_tables_only_on_pages_that_mechanisms_name():
-    for path in DOCS:
-        page = os.path.splitext(os.path.basename(path))[0]
-        if families.BEGIN in read(path):
-            assert page in families.pages(), f"{rel(path)} has preset table markers but no mechanism names {page!r}"
+        if source.BEGIN in read(path):
+            assert page in source.pages(), f"{rel(path)} has {kind} table markers but nothing declares page {page!r}"
 
 
 def test_every_mixer_and_preset_is_in_a_generated_table():
