@@ -38,10 +38,5 @@ done
 corpora=("$TMP/orig/training/europarl-v7.de-en" "$TMP/orig/commoncrawl.de-en" "$TMP/orig/training/news-commentary-${NC[1]}.de-en")
 
 wmt14_build deen 100
-write_stats $src $tgt '{
-  "target_lang": "de", "detok": "moses", "sacrebleu_tokenize": "13a", "lowercase": false,
-  "compound_split": true,
-  "test_sets": {"test": {"name": "newstest2014 (full, 3003)", "raw_source": "raw/test.en",
-                          "raw_ref": "raw/test.de", "tok_ref": "tok/test.de"}}
-}' --set "bpe=subword-nmt joint $MERGES merges ($PAPER)" --set "bpe_merges=$MERGES" --set "dictionaries=joined" \
-   --set "corpora=$(for c in "${corpora[@]}"; do basename "$c"; done | paste -sd, -)"
+wmt_stats true "newstest2014 (full, 3003)" "subword-nmt joint $MERGES merges ($PAPER)" \
+  "$(for c in "${corpora[@]}"; do basename "$c"; done | paste -sd, -)"

@@ -46,10 +46,5 @@ if [ "$PAPER" != gaussian ]; then
 fi
 
 wmt14_build fren 1333
-write_stats $src $tgt '{
-  "target_lang": "fr", "detok": "moses", "sacrebleu_tokenize": "13a", "lowercase": false,
-  "compound_split": false,
-  "test_sets": {"test": {"name": "newstest2014 (full, 3003)", "raw_source": "raw/test.en",
-                          "raw_ref": "raw/test.fr", "tok_ref": "tok/test.fr"}}
-}' --set "bpe=subword-nmt joint $MERGES merges" --set "bpe_merges=$MERGES" --set "dictionaries=joined" \
-   --set "corpora=$(for c in "${corpora[@]}"; do basename "$c"; done | paste -sd, -)"
+wmt_stats false "newstest2014 (full, 3003)" "subword-nmt joint $MERGES merges" \
+  "$(for c in "${corpora[@]}"; do basename "$c"; done | paste -sd, -)"

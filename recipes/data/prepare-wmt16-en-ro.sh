@@ -74,10 +74,6 @@ done
 clean "$TMP/train.bpe" $src $tgt "$BPE/train" 1 250 --ratio 1.5
 for split in valid test; do for l in $src $tgt; do cp "$TMP/$split.bpe.$l" "$BPE/$split.$l"; done; done
 binarize $src $tgt --joined-dictionary
-write_stats $src $tgt '{
-  "target_lang": "ro", "detok": "moses", "sacrebleu_tokenize": "13a", "lowercase": false,
-  "compound_split": false,
-  "test_sets": {"test": {"name": "newstest2016 en-ro (1999)", "raw_source": "raw/test.en",
-                          "raw_ref": "raw/test.ro", "tok_ref": "tok/test.ro"}}
-}' --set "bpe=subword-nmt joint $MERGES merges" --set "bpe_merges=$MERGES" --set "dictionaries=joined" \
-   --set "corpora=europarl-v8.ro-en,$(basename "${setimes%.en}")" --set "romanian_diacritics=$([ "$PAPER" = gaussian ] && echo removed || echo kept)"
+wmt_stats false "newstest2016 en-ro (1999)" "subword-nmt joint $MERGES merges" \
+  "europarl-v8.ro-en,$(basename "${setimes%.en}")" \
+  --set "romanian_diacritics=$([ "$PAPER" = gaussian ] && echo removed || echo kept)"

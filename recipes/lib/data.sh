@@ -156,6 +156,19 @@ write_stats() {
   log "wrote $OUT/stats.json"
 }
 
+# wmt_stats COMPOUND_SPLIT TEST_NAME BPE CORPORA [--set k=v...]: write_stats for the WMT
+# preparations ($src -> $tgt, Moses-detokenised, sacreBLEU 13a, cased, one test set "test",
+# $MERGES joint merges, joined dictionaries). COMPOUND_SPLIT: true|false (the En-De papers' convention).
+wmt_stats() {
+  local compound_split="$1" test_name="$2" bpe="$3" corpora="$4"; shift 4
+  write_stats $src $tgt "{
+  \"target_lang\": \"$tgt\", \"detok\": \"moses\", \"sacrebleu_tokenize\": \"13a\", \"lowercase\": false,
+  \"compound_split\": $compound_split,
+  \"test_sets\": {\"test\": {\"name\": \"$test_name\", \"raw_source\": \"raw/test.$src\",
+                          \"raw_ref\": \"raw/test.$tgt\", \"tok_ref\": \"tok/test.$tgt\"}}
+}" --set "bpe=$bpe" --set "bpe_merges=$MERGES" --set "dictionaries=joined" --set "corpora=$corpora" "$@"
+}
+
 # wmt14_build PAIR VALID_EVERY: the WMT14 pipeline shared by En-De and En-Fr once the
 # corpora listed in ${corpora[@]} are unpacked: concatenate and tokenise them (punctuation
 # normalisation, non-printing removal, aggressive hyphens), hold out every VALID_EVERY-th
