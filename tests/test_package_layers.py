@@ -17,7 +17,7 @@ ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
 LAYERS = (
     ("sites", "tool_logging", "plugin", "compat", "troubleshooting", "fairseq_log", "process_pool", "launcher",
      "data", "atomic_files", "checkpoint_files"),
-    ("flags", "families"),
+    ("flags", "families", "position_augmentation"),
     ("mixers",),
     ("models", "precompute", "translation_invariance", "checkpoint_averaging", "presets"),
     ("table_runs", "benchmark"),
