@@ -19,7 +19,7 @@ LAYERS = (
      "data", "atomic_files", "checkpoint_files"),
     ("flags", "families", "position_augmentation"),
     ("mixers",),
-    ("models", "precompute", "translation_invariance", "checkpoint_averaging", "presets"),
+    ("models", "tasks", "precompute", "translation_invariance", "checkpoint_averaging", "presets"),
     ("table_runs", "benchmark"),
     ("evaluation",),
     ("compare",),

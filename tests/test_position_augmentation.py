@@ -92,7 +92,8 @@ def test_in_training_each_side_draws_positions_once_per_pass(method):
     model.train()
     src, lengths, prev = random_batch(task.source_dictionary, [7, 4, 9], [9, 3, 6])
     torch.manual_seed(3)
-    enc, dec = drawn_positions(model, "encoder", src, lengths, prev), drawn_positions(model, "decoder", src, lengths, prev)
+    enc = drawn_positions(model, "encoder", src, lengths, prev)
+    dec = drawn_positions(model, "decoder", src, lengths, prev)
     for tokens, drawn in ((src, enc), (prev, dec)):
         pad = tokens.eq(task.source_dictionary.pad())
         plain = real_positions(pad, *tokens.shape, "cpu")

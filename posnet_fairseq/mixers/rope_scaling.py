@@ -89,7 +89,8 @@ class RopeScaling:
 
     def __post_init__(self):
         if self.method == "none" and self.factor != 1.0:
-            raise ValueError(f"--rope-scaling-factor {self.factor if self.auto else format(self.factor, 'g')}: has no effect with --rope-scaling none; "
+            factor = self.factor if self.auto else format(self.factor, "g")
+            raise ValueError(f"--rope-scaling-factor {factor}: has no effect with --rope-scaling none; "
                              "choose linear, ntk or yarn")
         if self.auto and self.train_length is None:
             raise ValueError("--rope-scaling-factor auto: needs --rope-scaling-train-length (the training length L)")
