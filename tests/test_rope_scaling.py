@@ -148,3 +148,14 @@ def test_auto_needs_the_training_length():
                     arch="rope_transformer_tiny")
     with pytest.raises(ValueError, match="--rope-scaling-factor half: must be a number or auto"):
         build_model(["--rope-scaling", "ntk", "--rope-scaling-factor", "half"], arch="rope_transformer_tiny")
+
+
+def test_auto_reads_the_training_length_a_checkpoint_stores(tmp_path):
+    """--rope-scaling-train-length given in training is stored with the model's flags: at generation,
+    --model-overrides only turns auto scaling on."""
+    data_bin = write_synthetic_data_bin(str(tmp_path / "data"), train=40, valid=5, test=5)
+    checkpoint, _ = train_and_generate(data_bin, str(tmp_path / "ckpt"), "rope_transformer_tiny", updates=1,
+                                       extra=["--rope-scaling-train-length", "12"])
+    (model,), _ = checkpoint_utils.load_model_ensemble([checkpoint], arg_overrides={
+        "data": data_bin, "rope_scaling": "linear", "rope_scaling_factor": "auto"})
+    assert model.encoder.layers[0].self_attn.transform.scaling == RopeScaling("linear", "auto", 12)
