@@ -91,21 +91,25 @@ def test_batches_by_max_tokens_hold_the_joined_lengths():
         assert sample["ntokens"] == sum(data.tgt_sizes[int(i)] for i in batch)
 
 
-def test_fairseq_train_runs_the_task_and_sees_more_examples(tmp_path):
-    """A few updates of fairseq-train with --task translation_concat, then fairseq-generate from the checkpoint:
-    one epoch holds the joined examples too, so it takes more updates than plain translation."""
+def test_fairseq_train_runs_the_task_and_sees_more_examples(tmp_path, monkeypatch):
+    """Two short epochs of fairseq-train with --task translation_concat, then fairseq-generate from the
+    checkpoint: an epoch holds the joined examples too, so it takes more updates than plain translation, and
+    the second epoch draws its own examples."""
+    epochs = []
+    compose = ConcatenatedPairsDataset.set_epoch
+    monkeypatch.setattr(ConcatenatedPairsDataset, "set_epoch", lambda self, e: (epochs.append(e), compose(self, e)))
     data_bin = write_synthetic_data_bin(str(tmp_path / "data"), train=60, valid=5, test=5, max_len=12)
     updates = {}
     for task in ("translation", "translation_concat"):
-        checkpoint, out = train_and_generate(
-            data_bin, str(tmp_path / task), "posnet_transformer_tiny", updates=1000,
-            extra=["--task", task, "--max-epoch", "1", "--concat-max-pairs", "3"] if task != "translation" else
-            ["--max-epoch", "1"])
+        concat = ["--concat-max-pairs", "3"] if task != "translation" else []
+        checkpoint, out = train_and_generate(data_bin, str(tmp_path / task), "posnet_transformer_tiny",
+                                             updates=1000, extra=["--task", task, "--max-epoch", "2", *concat])
         state = torch.load(checkpoint, weights_only=False)
         assert state["cfg"]["task"]["_name"] == task
         updates[task] = state["optimizer_history"][-1]["num_updates"]
         assert "H-" in out  # the checkpoint translates
     assert updates["translation_concat"] > updates["translation"]
+    assert {1, 2} <= set(epochs)
 
 
 @pytest.mark.parametrize("flags,message", [
