@@ -1,8 +1,9 @@
 """posnet_fairseq: position-based token mixing for fairseq's translation Transformer.
 
 This package is a fairseq ``--user-dir``: importing it registers the
-``posnet_transformer`` model, its named architectures and every mixer, and
-allow-lists the classes fairseq stores in checkpoints for torch's safe loader.
+``posnet_transformer`` model, its named architectures, every mixer and the
+``translation_concat`` task, and allow-lists the classes fairseq stores in
+checkpoints for torch's safe loader.
 """
 import sys
 
@@ -17,5 +18,6 @@ with fairseq_imported_quietly(tensorboard=any(a.startswith("--tensorboard-logdir
 
     from . import mixers  # noqa: F401
     from . import models  # noqa: F401
+    from . import tasks  # noqa: F401
 
 __version__ = "0.1.0"

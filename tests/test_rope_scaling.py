@@ -7,7 +7,9 @@ import pytest
 import torch
 from fairseq import checkpoint_utils
 
-from fairseq_testing import build_model, decode_incrementally, random_batch, train_and_generate, write_synthetic_data_bin
+from fairseq_testing import (build_model, check_beam_reordering, check_incremental_equals_teacher_forced,
+                             check_padding_invariance, decode_incrementally, random_batch, train_and_generate,
+                             write_synthetic_data_bin)
 from posnet_fairseq.mixers.rope import Rotary
 from posnet_fairseq.mixers.rope_scaling import RopeScaling
 
@@ -104,3 +106,56 @@ def test_a_trained_checkpoint_takes_the_scaling_at_generation(tmp_path):
     for a, b in zip(plain.state_dict().values(), scaled.state_dict().values()):
         assert torch.equal(a, b)
     assert os.path.exists(checkpoint)
+
+
+def test_auto_takes_each_sentences_factor_from_its_source_length():
+    """--rope-scaling-factor auto: s = max(1, n / L) per sentence, n its source tokens (EOS included); a
+    sentence gets the output of a model given its own s as a fixed factor, alone or batched."""
+    auto, task = build_model(["--rope-scaling", "linear", "--rope-scaling-factor", "auto",
+                              "--rope-scaling-train-length", "4"], arch="rope_transformer_tiny")
+    src, lengths, prev = random_batch(task.source_dictionary, [11, 2, 7], [5, 5, 5])
+    with torch.no_grad():
+        out = auto(src, lengths, prev)[0]
+        for row, n in enumerate(lengths.tolist()):  # 12, 3 and 8 tokens: s = 3, 1 (n < L) and 2
+            s = max(1.0, n / 4)
+            flags = ["--rope-scaling", "linear", "--rope-scaling-factor", str(s)] if s > 1 else []
+            fixed, _ = build_model(flags, arch="rope_transformer_tiny")
+            one_src = src[row:row + 1, -n:]  # alone: without the left padding
+            torch.testing.assert_close(out[row], fixed(one_src, lengths[row:row + 1], prev[row:row + 1])[0][0],
+                                       atol=1e-5, rtol=0)
+    assert not torch.allclose(out[0], build_model([], arch="rope_transformer_tiny")[0](
+        src[:1, -12:], lengths[:1], prev[:1])[0][0], atol=1e-3)  # the long sentence is scaled
+
+
+@pytest.mark.parametrize("method", ["linear", "ntk", "yarn"])
+def test_auto_keeps_the_mixer_contract(method):
+    """The contract's model-level checks (tests/test_mixer_contract.py runs them on the mixers alone too, where
+    no encoder gives source lengths): padding invariance, incremental decoding == teacher forcing, beam
+    reordering (the decoder's source lengths follow the reordered encoder output)."""
+    model, task = build_model(["--rope-scaling", method, "--rope-scaling-factor", "auto",
+                               "--rope-scaling-train-length", "3"], arch="rope_transformer_tiny")
+    d = task.source_dictionary
+    check_padding_invariance(model, d, atol=1e-5)
+    check_incremental_equals_teacher_forced(model, d, atol=1e-5)
+    check_beam_reordering(model, d, atol=1e-5)
+
+
+def test_auto_needs_the_training_length():
+    with pytest.raises(ValueError, match="--rope-scaling-factor auto: needs --rope-scaling-train-length"):
+        build_model(["--rope-scaling", "ntk", "--rope-scaling-factor", "auto"], arch="rope_transformer_tiny")
+    with pytest.raises(ValueError, match="--rope-scaling-factor auto: has no effect with --rope-scaling none"):
+        build_model(["--rope-scaling-factor", "auto", "--rope-scaling-train-length", "4"],
+                    arch="rope_transformer_tiny")
+    with pytest.raises(ValueError, match="--rope-scaling-factor half: must be a number or auto"):
+        build_model(["--rope-scaling", "ntk", "--rope-scaling-factor", "half"], arch="rope_transformer_tiny")
+
+
+def test_auto_reads_the_training_length_a_checkpoint_stores(tmp_path):
+    """--rope-scaling-train-length given in training is stored with the model's flags: at generation,
+    --model-overrides only turns auto scaling on."""
+    data_bin = write_synthetic_data_bin(str(tmp_path / "data"), train=40, valid=5, test=5)
+    checkpoint, _ = train_and_generate(data_bin, str(tmp_path / "ckpt"), "rope_transformer_tiny", updates=1,
+                                       extra=["--rope-scaling-train-length", "12"])
+    (model,), _ = checkpoint_utils.load_model_ensemble([checkpoint], arg_overrides={
+        "data": data_bin, "rope_scaling": "linear", "rope_scaling_factor": "auto"})
+    assert model.encoder.layers[0].self_attn.transform.scaling == RopeScaling("linear", "auto", 12)

@@ -49,6 +49,9 @@ def build_parser(description=None):
     recipe.add_argument("--warmup-updates", type=int, default=200)
     recipe.add_argument("--max-tokens", type=int, default=2048)
     recipe.add_argument("--dropout", type=float, default=0.1)
+    recipe.add_argument("--concat-train", metavar="K[,RATE]",
+                        help="train every model on the training pairs plus examples of 2..K concatenated pairs, "
+                             "RATE their share (--task translation_concat; docs/length-generalisation.md)")
     recipe.add_argument("--interval", type=int, default=50, help="updates between validations and checkpoints (50)")
     recipe.add_argument("--average", type=int, default=3, help="last checkpoints averaged (3)")
     recipe.add_argument("--jobs", type=int, help="models trained at once: on CPU one core each (default: the cores), "
@@ -102,6 +105,7 @@ def check_args(p, args):
         if not sep or arch not in args.flags:
             p.error(f"--arch-flags {spec!r}: expected ARCH=FLAGS with ARCH one of --archs")
         args.flags[arch] += shlex.split(flags)
+    args.train_task_flags = _concat_train_flags(p, args.concat_train)
     try:
         args.budget_obj = Budget.parse(args.budget)
     except ValueError as err:
@@ -166,6 +170,23 @@ def check_args(p, args):
                 + "; ".join(f"{arch}: {why}" for arch, why in errors.items()) + "; fix them in --model-flags or "
                 "--arch-flags")
     return args
+
+
+def _concat_train_flags(p, spec):
+    """--concat-train K[,RATE] as the training task's flags (none without it)."""
+    if spec is None:
+        return []
+    from ..tasks import translation_concat
+
+    k, _, rate = spec.partition(",")
+    try:
+        k, rate = int(k), float(rate) if rate else translation_concat.TranslationConcatConfig.concat_rate
+    except ValueError:
+        p.error(f"--concat-train {spec}: expected K[,RATE], e.g. 3 or 3,0.5")
+    refused = translation_concat.check(k, rate)
+    if refused:
+        p.error(f"--concat-train {spec}: {refused}")
+    return translation_concat.train_flags(k, rate)
 
 
 def _check_out(p, out):

@@ -155,8 +155,10 @@ def run(p, args, argv):
     recipe = training.Recipe(seed=args.seed, lr=args.lr, warmup_updates=args.warmup_updates,
                              max_tokens=args.max_tokens, dropout=args.dropout, interval=args.interval,
                              average=args.average)
+    # fairseq-train's flags of each model: its model flags, then the training task's (--concat-train).
+    train_flags = {arch: flags + args.train_task_flags for arch, flags in args.flags.items()}
     try:
-        check_settings(steps, training.step_settings(recipe, args.budget_obj, args.plan), args.flags)
+        check_settings(steps, training.step_settings(recipe, args.budget_obj, args.plan), train_flags)
     except ValueError as err:
         p.error(str(err))
     try:
@@ -172,7 +174,7 @@ def run(p, args, argv):
     log(f"train: {len(args.arch_list)} models, {args.budget_obj} each, {args.plan.jobs} at a time on "
         + (f"{args.plan.jobs} GPU(s), {'fp16' if args.plan.fp16 else 'fp32'}" if args.plan.device == "cuda"
            else "the CPU, one thread each"))
-    outcomes = trainer.run(args.arch_list, args.flags)
+    outcomes = trainer.run(args.arch_list, train_flags)
     trained = {a: outcomes[a].checkpoint for a in args.arch_list if outcomes[a].checkpoint}
     baseline = args.arch_list[0]
     failed = {} if baseline not in trained else quality.translate_all(

@@ -21,7 +21,10 @@ and 2), with two places where a position scheme plugs in:
 
 The transform takes 0-based real positions (B x T) from the padding mask
 (sources are left-padded), or, while decoding, the decoding step (targets
-are right-padded). A bias takes query and key positions (B x T, B x S) the
+are right-padded); in a training pass with a position augmentation
+(``position_augmentation``), the positions the side drew for that pass, and
+with RoPE scaling by source length, the source lengths, both from the side's
+``forward_context``. A bias takes query and key positions (B x T, B x S) the
 same way and returns fp32 (B or 1) x H x T x S; a :class:`DistanceBias` is
 given column indices (1 x T, 1 x S) instead: left padding shifts a sentence
 as a whole, so every distance between its real tokens is the column
@@ -93,7 +96,7 @@ class ContentAttention(Mixer):
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, causal: bool = False,
                  bias: Optional[nn.Module] = None, transform: Optional[nn.Module] = None,
-                 shared_bias: bool = False):
+                 shared_bias: bool = False, forward_context=None):
         super().__init__(embed_dim, num_heads)
         self.dropout, self.causal = dropout, causal
         self.q_proj = nn.Linear(embed_dim, embed_dim)
@@ -105,6 +108,9 @@ class ContentAttention(Mixer):
         else:
             self.position_bias = bias
         self.transform = transform
+        self.forward_context = forward_context
+        if forward_context is not None and transform is not None:
+            forward_context.position_readers += 1
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -133,7 +139,10 @@ class ContentAttention(Mixer):
             query_pos = self.decoding_steps(buffer, batch, length, query.device)
         if self.transform is not None:
             # Self-attention: this call's keys are its queries' tokens, at the same positions.
-            rotation = self.transform.rotation(query_pos, q.device)
+            context = self.forward_context
+            drawn = None if context is None or incremental_state is not None else context.positions
+            rotation = self.transform.rotation(query_pos if drawn is None else drawn, q.device,
+                                               None if context is None else context.source_lengths)
             q, k = self.transform.rotate(q, rotation), self.transform.rotate_key(k, rotation)
         if incremental_state is None:
             key_pos = query_pos

@@ -14,6 +14,7 @@ from typing import Callable, Dict, List, Optional
 from torch import nn
 
 from ..sites import SITES, Site
+from .forward_context import ForwardContext
 
 
 @dataclass
@@ -31,7 +32,8 @@ class MixerContext:
     ``length_ratio`` is gamma, mean source / mean target length (> 0), for
     the cross-attention mixers that map target to source positions; None
     where the model has none (it computes it for every mixer registered with
-    ``uses_length_ratio``).
+    ``uses_length_ratio``). ``forward_context`` is the side's :class:`~.forward_context.ForwardContext`:
+    what the encoder/decoder tells its mixers during a call (augmented training positions, source lengths).
     """
 
     site: Site
@@ -46,6 +48,7 @@ class MixerContext:
     shared: Optional[nn.ModuleDict] = None
     build_fairseq_attention: Optional[Callable[[], nn.Module]] = None
     length_ratio: Optional[float] = None
+    forward_context: Optional[ForwardContext] = None
     # Options records already read, by flag group; the model hands one dict to
     # all contexts it builds, so each group is read once per model.
     options_read: Dict[int, object] = field(default_factory=dict, repr=False, compare=False)

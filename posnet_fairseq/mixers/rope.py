@@ -27,6 +27,8 @@ position only). Self-attention sites only: the RoFormer paper rotates
 queries and keys of one sequence, and between a target and a source position
 there is no shared position axis for Eq. 16 to measure.
 """
+from typing import Optional
+
 import torch
 from torch import Tensor, nn
 
@@ -57,17 +59,24 @@ class Rotary(nn.Module):
                              "(embedding dimension / attention heads) must be even")
         self.head_dim, self.base, self.scaling = head_dim, base, scaling
 
-    def frequencies(self, device) -> Tensor:
-        """theta_i, i = 1..d/2 (Eq. 15), changed by the inference-time scaling if any (``rope_scaling.py``),
-        fp32: computed on use, so that a half-precision model keeps them exact."""
+    def frequencies(self, device, s=None) -> Tensor:
+        """theta_i, i = 1..d/2 (Eq. 15), changed by the inference-time scaling if any (``rope_scaling.py``;
+        ``s``: its factor, a number or B x 1 per sentence, then B x d/2), fp32: computed on use, so that a
+        half-precision model keeps them exact."""
         exponents = torch.arange(0, self.head_dim, 2, device=device, dtype=torch.float32) / self.head_dim
-        return self.scaling.frequencies(self.base ** -exponents, self.base, self.head_dim)
+        return self.scaling.frequencies(self.base ** -exponents, self.base, self.head_dim, s)
 
-    def rotation(self, positions: Tensor, device) -> Tensor:
+    def rotation(self, positions: Tensor, device, source_lengths: Optional[Tensor] = None) -> Tensor:
         """e^{i m theta_i} at the B x T positions m: B x 1 x T x d/2 complex, computed once for queries and keys
-        (of modulus 1, or YaRN's factor on both)."""
-        angles = positions.float()[:, None, :, None] * self.frequencies(device)
-        return torch.polar(torch.full_like(angles, self.scaling.magnitude), angles)
+        (of modulus 1, or YaRN's factor on both). ``source_lengths`` (B) choose the factor of
+        ``--rope-scaling-factor auto``, per sentence."""
+        s = self.scaling.factors(source_lengths)
+        theta = self.frequencies(device, s)
+        angles = positions.float()[:, None, :, None] * (theta[:, None, None, :] if theta.dim() == 2 else theta)
+        magnitude = self.scaling.magnitude(s)
+        if torch.is_tensor(magnitude):  # per sentence: B x 1 -> B x 1 x T x d/2
+            return torch.polar(magnitude[:, :, None, None].expand_as(angles), angles)
+        return torch.polar(torch.full_like(angles, magnitude), angles)
 
     def rotate(self, x: Tensor, rotation: Tensor) -> Tensor:
         """R^d_{Theta,m} x (Eq. 34) for B x H x T x d_h vectors, given :meth:`rotation` of their positions."""
@@ -85,7 +94,7 @@ class Rotary(nn.Module):
         return self.rotate(x, self.rotation(positions, x.device))
 
     def extra_repr(self):
-        scaling = "" if self.scaling.method == "none" else f", scaling={self.scaling.method} x{self.scaling.factor:g}"
+        scaling = "" if self.scaling.method == "none" else f", scaling={self.scaling.method} x{self.scaling.factor}"
         return f"head_dim={self.head_dim}, base={self.base:g}{scaling}"
 
 
@@ -99,4 +108,7 @@ class RopeAttention(ContentAttention):
     def build(cls, ctx):
         rotary = Rotary(ctx.embed_dim // ctx.num_heads, ctx.options(FLAGS).rope_base,
                         RopeScaling.from_options(ctx.options(SCALING_FLAGS)))
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, transform=rotary)
+        if rotary.scaling.auto and ctx.forward_context is not None:
+            ctx.forward_context.needs_source_lengths = True
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, transform=rotary,
+                   forward_context=ctx.forward_context)

@@ -26,13 +26,17 @@ from fairseq.models.transformer import (
 )
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+import torch
 from torch import nn
 
-from .. import flags
+from .. import flags, position_augmentation
 from ..data.length_ratio import length_ratio_from_task
+from ..mixers.attention import real_positions
 from ..mixers.base import Mixer
+from ..mixers.forward_context import ForwardContext
 from ..mixers.registry import MIXERS, MixerContext, build_site_mixer, lookup_mixer
 from ..sites import SITE, SITE_LIST, dest, per_layer
+from . import augmented_position_embeddings
 from .ds_init import depth_scaled_init
 
 logger = logging.getLogger(__name__)
@@ -51,6 +55,10 @@ FLAGS = flags.declare(
     flags.Flag("--no-encoder-ffn", False, "remove the encoder feed-forward sub-layers (-FF)"),
     flags.Flag("--no-decoder-ffn", False, "remove the decoder feed-forward sub-layers (-FF)"),
 )
+
+
+# The longest sentence a side takes (fairseq's flags): its learned position table has that many rows.
+LENGTH_LIMIT_FLAGS = {"encoder": "--max-source-positions", "decoder": "--max-target-positions"}
 
 
 def layer_mixer_names(opts, site, num_layers):
@@ -135,7 +143,8 @@ class PosNetDecoderLayer(_NoFFN, TransformerDecoderLayerBase):
 
 class _MixerHost:
     """Shared by encoder and decoder: the sites of its layers, their mixer names per layer, contexts,
-    and the ``mixer_shared`` ModuleDict for modules all layers of one side share."""
+    the ``mixer_shared`` ModuleDict for modules all layers of one side share, and the side's
+    ``forward_context`` with its training position augmentation."""
 
     def _init_sites(self, cfg, sites, num_layers):
         self.mixer_sites, self.mixer_layers = sites, num_layers
@@ -144,6 +153,32 @@ class _MixerHost:
         self.model_options = FLAGS.options(cfg)
         self.mixer_names = {site.name: layer_mixer_names(self.model_options, site, num_layers) for site in sites}
         self._layers_built = 0  # build_*_layer gets no index from fairseq
+        self.side = sites[0].side
+        self.forward_context = ForwardContext()
+        self.position_augmentation = position_augmentation.for_side(cfg, self.side)
+
+    def _augment_positions(self, cfg):
+        """Hooks the token position embeddings to the training augmentation; refuses one nothing reads."""
+        augmentation = self.position_augmentation
+        if augmentation is None:
+            return
+        flag, limit_flag = f"--{self.side}-position-augmentation", LENGTH_LIMIT_FLAGS[self.side]
+        if cfg.checkpoint_activations:
+            raise ValueError(f"{flag} {augmentation.method}: not with --checkpoint-activations (a layer recomputed "
+                             "in the backward pass would not see the positions its forward pass drew)")
+        if self.embed_positions is not None:
+            augmented_position_embeddings.augment(self.embed_positions, self.forward_context, augmentation, flag,
+                                                  limit_flag)
+        if not self.forward_context.position_readers:
+            raise ValueError(f"{flag} {augmentation.method}: the {self.side} has neither token position embeddings "
+                             "nor a rotary mixer (rope, xpos): nothing would read the augmented positions")
+
+    def _drawn_positions(self, tokens, incremental_state):
+        """The augmented B x T positions of a teacher-forced training pass, else None (exact positions)."""
+        if self.position_augmentation is None or not self.training or incremental_state is not None:
+            return None
+        pad = tokens.eq(self.padding_idx)
+        return self.position_augmentation.positions(real_positions(pad, *tokens.shape, tokens.device), pad)
 
     def _next_layer(self, cfg):
         """The index of the layer being built, its contexts and its mixer names per site."""
@@ -165,6 +200,7 @@ class _MixerHost:
                 embed_positions=self.embed_positions,
                 shared=self.mixer_shared,
                 length_ratio=self.model_options.length_ratio,
+                forward_context=self.forward_context,
                 options_read=self.options_read,
             )
         return contexts, {site: names[idx] for site, names in self.mixer_names.items()}
@@ -174,6 +210,12 @@ class PosNetEncoder(_MixerHost, TransformerEncoderBase):
     def __init__(self, cfg, dictionary, embed_tokens, return_fc=False):
         self._init_sites(cfg, [SITE["encoder_self"]], cfg.encoder.layers)
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
+        self._augment_positions(cfg)
+
+    def forward(self, src_tokens, *args, **kwargs):
+        lengths = src_tokens.ne(self.padding_idx).sum(1) if self.forward_context.needs_source_lengths else None
+        with self.forward_context.call(self._drawn_positions(src_tokens, None), lengths):
+            return super().forward(src_tokens, *args, **kwargs)
 
     def build_encoder_layer(self, cfg):
         contexts, names = self._next_layer(cfg)
@@ -187,6 +229,21 @@ class PosNetDecoder(_MixerHost, TransformerDecoderBase):
         if no_encoder_attn:
             self.mixer_names["cross"] = ["none"] * cfg.decoder.layers
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn, output_projection)
+        self._augment_positions(cfg)
+
+    def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        with self.forward_context.call(self._drawn_positions(prev_output_tokens, incremental_state),
+                                       self._source_lengths(encoder_out)):
+            return super().extract_features(prev_output_tokens, encoder_out, incremental_state, **kwargs)
+
+    def _source_lengths(self, encoder_out):
+        """The B source lengths the encoder output holds (its rows follow beam search), when a mixer needs them."""
+        if not self.forward_context.needs_source_lengths or encoder_out is None:
+            return None
+        states, pads = encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"]
+        if pads and pads[0] is not None:
+            return pads[0].logical_not().sum(1)
+        return torch.full((states.size(1),), states.size(0), device=states.device)
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         contexts, names = self._next_layer(cfg)

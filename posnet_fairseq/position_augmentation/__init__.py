@@ -1,0 +1,61 @@
+"""Position augmentation in training: the positions a side's tokens take in a training forward pass.
+
+One flag per side chooses the method, ``--encoder-position-augmentation`` and
+``--decoder-position-augmentation``: ``shape`` (``shape.py``: one random offset per sentence) or
+``randomized`` (``randomized_positions.py``: sorted random positions from a larger range). The
+positions it gives replace the plain ones in the side's token position embeddings (sinusoidal or learned;
+``models/augmented_position_embeddings.py``) and in its q/k transforms (RoPE, xPos: ``content_attention.py``),
+in training only, and only in a teacher-forced pass: at test time, and in any incremental decoding step, the
+positions are exact, so incremental decoding equals teacher forcing. The draw is made once per forward
+pass of the side (``mixers/forward_context.py``), so every layer sees the same positions.
+"""
+from dataclasses import dataclass
+from typing import Optional
+
+from torch import Tensor
+
+from .. import flags
+from . import randomized_positions, shape
+
+SIDES = ("encoder", "decoder")
+METHODS = ("none", "shape", "randomized")
+
+FLAGS = flags.declare(
+    "Position augmentation in training", "length-generalisation",
+    *(flags.Flag(f"--{side}-position-augmentation", "none",
+                 f"the {side}'s positions in training: shifted by one random offset per sentence (SHAPE) or "
+                 "sorted random positions from a larger range (randomized); exact at test time",
+                 choices=METHODS) for side in SIDES),
+    flags.Flag("--shape-max-offset", 100, "shape: the largest offset K; a sentence's offset is drawn from 0..K",
+               type=int, metavar="K", check=flags.positive_integer),
+    flags.Flag("--randomized-positions-range", 256, "randomized: positions are drawn from 0..L-1; L must be at "
+               "least the longest training sentence", type=int, metavar="L", check=flags.positive_integer),
+)
+
+
+@dataclass(frozen=True)
+class Augmentation:
+    """One side's method with its parameter."""
+
+    method: str
+    max_offset: int
+    range: int
+
+    def positions(self, positions: Tensor, pad: Optional[Tensor]) -> Tensor:
+        """The training positions for B x T 0-based real ``positions`` (pad columns: ``pad`` True)."""
+        if self.method == "shape":
+            return shape.shifted(positions, pad, self.max_offset)
+        return randomized_positions.sampled(positions, pad, self.range)
+
+    def bound(self, width: int) -> int:
+        """One more than the largest position :meth:`positions` can give in a batch ``width`` tokens wide."""
+        return width + self.max_offset if self.method == "shape" else self.range
+
+
+def for_side(args, side: str) -> Optional[Augmentation]:
+    """The augmentation of ``side`` ("encoder" or "decoder") that ``args`` ask for, or None."""
+    opts = FLAGS.options(args)
+    method = getattr(opts, f"{side}_position_augmentation")
+    if method == "none":
+        return None
+    return Augmentation(method, opts.shape_max_offset, opts.randomized_positions_range)

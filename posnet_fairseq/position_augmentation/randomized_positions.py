@@ -1,0 +1,34 @@
+"""Randomized positions (Ruoss et al., ACL 2023, "Randomized Positional Encodings Boost Length Generalization
+of Transformers", section 3).
+
+In training, a sentence of n tokens takes, instead of the positions 0 .. n - 1, n positions drawn without
+replacement from the larger range {0, ..., L - 1} and sorted::
+
+    (p_1 < p_2 < ... < p_n) = sort(a uniform n-subset of {0, ..., L - 1})
+
+so the order of the tokens is kept while the position values of sentences up to L tokens long are all
+seen in training. L must be at least the longest training sentence. At test time the positions are the
+plain 0 .. n - 1 here (Ruoss et al. sample at test time too; exact test positions keep incremental
+decoding equal to teacher forcing). Each sentence, and each side, draws its own subset.
+"""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+
+def sampled(positions: Tensor, pad: Optional[Tensor], range_: int) -> Tensor:
+    """For B x T 0-based real ``positions`` (pad columns: ``pad`` True), the sorted random positions from
+    [0, ``range_``) of every sentence's tokens, in their order; pad columns get 0."""
+    batch, width = positions.shape
+    if width > range_:
+        raise ValueError(f"--randomized-positions-range {range_}: a training batch holds a sentence of {width} "
+                         "tokens; the range must be at least the longest training sentence")
+    lengths = torch.full((batch, 1), width, device=positions.device) if pad is None else (~pad).sum(1, keepdim=True)
+    # The indices of the `width` largest of L i.i.d. uniform keys: `width` distinct values in a uniformly random
+    # order, so the first n of them are a uniform n-subset of [0, L).
+    drawn = torch.rand(batch, range_, device=positions.device).topk(width, dim=1).indices
+    unused = torch.arange(width, device=positions.device).unsqueeze(0) >= lengths
+    chosen = drawn.masked_fill(unused, range_).sort(dim=1).values  # a sentence's n draws first, ascending
+    out = chosen.gather(1, positions)
+    return out if pad is None else out.masked_fill(pad, 0)

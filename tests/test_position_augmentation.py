@@ -1,0 +1,170 @@
+"""position_augmentation/ (SHAPE, randomized positions) and how the model uses them: the drawn positions are
+shifted/sorted as the papers say, in training only; at test time they are exact, so a model with the flags
+decodes incrementally as it does teacher-forced."""
+import pytest
+import torch
+from fairseq.modules import SinusoidalPositionalEmbedding
+
+from fairseq_testing import build_model, decode_incrementally, random_batch
+from posnet_fairseq.mixers.attention import real_positions
+from posnet_fairseq.position_augmentation import randomized_positions, shape
+
+BOTH = ["--encoder-position-augmentation", "{0}", "--decoder-position-augmentation", "{0}",
+        "--shape-max-offset", "6", "--randomized-positions-range", "40"]
+
+
+def flags_for(method, *extra):
+    return [f.format(method) for f in BOTH] + list(extra)
+
+
+def left_padded(lengths):
+    width = max(lengths)
+    pad = torch.tensor([[c < width - n for c in range(width)] for n in lengths])
+    return real_positions(pad, len(lengths), width, "cpu"), pad
+
+
+def test_shape_adds_one_offset_per_sentence_within_0_to_k():
+    positions, pad = left_padded([5, 3, 7] * 40)
+    torch.manual_seed(0)
+    moved = shape.shifted(positions, pad, 4)
+    offsets = (moved - positions).masked_fill(pad, -1).max(dim=1).values
+    for row, k in enumerate(offsets.tolist()):
+        real = ~pad[row]
+        assert torch.equal(moved[row, real], positions[row, real] + k)  # one offset for the whole sentence
+        assert not moved[row, pad[row]].any()  # pads stay at 0
+    assert set(offsets.tolist()) == {0, 1, 2, 3, 4}  # every offset of 0..K is drawn, none beyond
+
+
+def test_randomized_positions_are_sorted_distinct_and_uniform_over_the_range():
+    positions, pad = left_padded([5, 2, 8] * 400)
+    torch.manual_seed(0)
+    drawn = randomized_positions.sampled(positions, pad, 10)
+    counts = torch.zeros(10)
+    for row in range(drawn.size(0)):
+        real = drawn[row, ~pad[row]]
+        assert (real[1:] > real[:-1]).all() and real.min() >= 0 and real.max() < 10  # sorted, distinct, in [0, L)
+        counts += torch.bincount(real, minlength=10)
+    # A uniform n-subset holds each of the L values with probability n / L: 400 * (5 + 2 + 8) / 10 = 600 each.
+    assert (counts - 600).abs().max() < 100, counts
+
+
+def test_randomized_range_shorter_than_a_sentence_names_the_flag():
+    positions, pad = left_padded([12])
+    with pytest.raises(ValueError, match="--randomized-positions-range 10: a training batch holds a sentence of 12"):
+        randomized_positions.sampled(positions, pad, 10)
+
+
+@pytest.mark.parametrize("arch,extra", [
+    ("posnet_transformer_tiny", []),  # sinusoidal
+    ("posnet_transformer_tiny", ["--encoder-learned-pos", "--decoder-learned-pos"]),
+    ("rope_transformer_tiny", []),
+    ("rope_transformer_tiny", ["--decoder-self-mixer", "xpos"]),
+])
+@pytest.mark.parametrize("method", ["shape", "randomized"])
+def test_at_test_time_positions_are_exact_and_decoding_equals_teacher_forcing(arch, extra, method):
+    plain, task = build_model(extra, arch=arch)
+    model, _ = build_model(flags_for(method, *extra), arch=arch)
+    src, lengths, prev = random_batch(task.source_dictionary, [7, 4, 9], [9, 3, 6])
+    with torch.no_grad():
+        out = model(src, lengths, prev)[0]
+        torch.testing.assert_close(out, plain(src, lengths, prev)[0], atol=0, rtol=0)  # the same weights, same use
+    torch.testing.assert_close(decode_incrementally(model, src, lengths, prev)[0], out[0], atol=1e-5, rtol=0)
+
+
+def drawn_positions(model, side, src, lengths, prev):
+    """The positions each side drew in one training pass, read while its first layer runs."""
+    seen = {}
+    host = getattr(model, side)
+
+    def read(*_):
+        seen["positions"] = host.forward_context.positions
+
+    hook = host.layers[0].register_forward_pre_hook(read)
+    with torch.no_grad():
+        model(src, lengths, prev)
+    hook.remove()
+    return seen["positions"]
+
+
+@pytest.mark.parametrize("method", ["shape", "randomized"])
+def test_in_training_each_side_draws_positions_once_per_pass(method):
+    model, task = build_model(flags_for(method))
+    model.train()
+    src, lengths, prev = random_batch(task.source_dictionary, [7, 4, 9], [9, 3, 6])
+    torch.manual_seed(3)
+    enc = drawn_positions(model, "encoder", src, lengths, prev)
+    dec = drawn_positions(model, "decoder", src, lengths, prev)
+    for tokens, drawn in ((src, enc), (prev, dec)):
+        pad = tokens.eq(task.source_dictionary.pad())
+        plain = real_positions(pad, *tokens.shape, "cpu")
+        assert not torch.equal(drawn, plain)
+        for row in range(tokens.size(0)):
+            real, base = drawn[row, ~pad[row]], plain[row, ~pad[row]]
+            if method == "shape":
+                assert len(set((real - base).tolist())) == 1 and 0 <= (real - base)[0] <= 6
+            else:
+                assert (real[1:] > real[:-1]).all() and real.max() < 40
+    # The sinusoidal embeddings are those of the drawn positions: the encoder's input is the embedding table
+    # at padding_idx + 1 + p.
+    embeds = {}
+    model.encoder.embed_positions.register_forward_hook(lambda m, a, out: embeds.update(out=out))
+    torch.manual_seed(3)
+    drawn = drawn_positions(model, "encoder", src, lengths, prev)
+    pad_idx = task.source_dictionary.pad()
+    table = SinusoidalPositionalEmbedding.get_embedding(pad_idx + 1 + 60, 16, pad_idx)
+    index = (drawn + pad_idx + 1).masked_fill(src.eq(pad_idx), pad_idx)
+    torch.testing.assert_close(embeds["out"], table[index], atol=1e-6, rtol=0)
+
+
+def test_the_same_seed_draws_the_same_positions():
+    model, task = build_model(flags_for("randomized"))
+    model.train()
+    src, lengths, prev = random_batch(task.source_dictionary, [7, 4], [9, 3])
+    outs = []
+    for seed in (5, 5, 6):
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            outs.append(model(src, lengths, prev)[0])
+    assert torch.equal(outs[0], outs[1]) and not torch.equal(outs[0], outs[2])
+
+
+def test_shape_leaves_rope_unchanged_and_randomized_positions_do_not():
+    """RoPE's logits depend on position differences only (RoFormer Eq. 16): one shift per sentence changes
+    nothing (to float rounding); sorted random positions change the distances."""
+    plain, task = build_model([], arch="rope_transformer_tiny")
+    src, lengths, prev = random_batch(task.source_dictionary, [7, 4], [9, 3])
+    real = prev.ne(task.source_dictionary.pad())  # (a pad query's output is masked everywhere: not compared)
+    with torch.no_grad():
+        reference = plain.train()(src, lengths, prev)[0][real]  # dropout is 0: training changes only the positions
+        for method, same in (("shape", True), ("randomized", False)):
+            model, _ = build_model(flags_for(method), arch="rope_transformer_tiny")
+            torch.manual_seed(0)
+            out = model.train()(src, lengths, prev)[0][real]
+            assert torch.allclose(out, reference, atol=1e-5) == same, method
+
+
+def test_a_side_with_nothing_to_augment_is_refused():
+    with pytest.raises(ValueError, match="--encoder-position-augmentation shape: the encoder has neither token "
+                                         "position embeddings nor a rotary mixer"):
+        build_model(["--encoder-position-augmentation", "shape"], arch="alibi_transformer_tiny")
+
+
+def test_a_range_beyond_the_learned_table_names_both_flags():
+    with pytest.raises(ValueError, match="--randomized-positions-range 64: the learned position embeddings have 30 "
+                                         r"positions \(--max-source-positions\)"):
+        build_model(["--encoder-position-augmentation", "randomized", "--randomized-positions-range", "64",
+                     "--encoder-learned-pos", "--max-source-positions", "30"])
+
+
+def test_shape_past_the_learned_table_names_the_flags_in_training():
+    model, task = build_model(["--decoder-position-augmentation", "shape", "--shape-max-offset", "8",
+                               "--decoder-learned-pos", "--max-target-positions", "12"])
+    src, lengths, prev = random_batch(task.source_dictionary, [3], [6])
+    with pytest.raises(ValueError, match="--decoder-position-augmentation shape: positions up to 14 .* "
+                                         r"\(--max-target-positions\); lower --shape-max-offset"):
+        model.train()(src, lengths, prev)
+
+
+def test_activation_checkpointing_is_refused():
+    with pytest.raises(ValueError, match="--decoder-position-augmentation shape: not with --checkpoint-activations"):
+        build_model(["--decoder-position-augmentation", "shape", "--checkpoint-activations"])
