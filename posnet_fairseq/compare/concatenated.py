@@ -19,8 +19,8 @@ joined, are a longer input of the same text. Here:
   sentences' only. The joined examples have length buckets of their own, all beyond the training
   lengths (from the training limit + 1, one training limit wide, at most MAX_BUCKETS), marked
   ``MARK``K in results.md, results.csv (``bleu_len_concatK_LO_HI``) and the plot. A joined example
-  within the training lengths is counted, never scored: it would add a made-up input to what the
-  models were trained on.
+  within the training lengths is counted, never scored: the in-range figures are of natural sentences,
+  and a joined input is there only to reach beyond.
 """
 import os
 

@@ -14,6 +14,9 @@ score, the length buckets and the training length limit), kept by the step
   longer than every model of the run takes (counted in results.md);
 * ``--data DATA_BIN``: a binarized corpus used as it is.
 
+With ``--concat-test K`` (the first two), runs of K consecutive test pairs joined follow the natural test
+pairs in the test split (:mod:`posnet_fairseq.compare.concatenated`).
+
 The first two get a joint SentencePiece model (``posnet-spm``) and
 ``fairseq-preprocess --joined-dictionary``, and are scored with sacreBLEU
 against the raw reference text. Lengths (EOS excluded) are counted in the
@@ -308,7 +311,9 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
         origin = split_raw(raw[0], raw[1], raw_dir, valid, test, seed, raw_given)
         for split in SPLITS:
             log(f"data: {split}: {origin[split]}")
-    joined = concatenated.joined_test(raw_dir, concat_test) if concat_test else None
+    # Joined from the test split as given, before an over-long pair is left out: a run is K consecutive lines.
+    runs = concatenated.joined_test(raw_dir, concat_test) if concat_test else None
+    joined = None  # what the test split holds of them, once appended
     if mode in ("synthetic", "raw"):
         kept, too_long = sentencepiece(raw_dir, out_dir, vocab_size, train_max_len if mode == "raw" else None,
                                        positions if mode == "raw" else None)
@@ -317,8 +322,8 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
         if any(too_long.values()):
             log(f"data: left out as longer than the models take ({positions[0]} source / {positions[1]} target "
                 "positions): " + ", ".join(f"{k} {v}" for k, v in too_long.items()))
-        if joined:
-            joined = concatenated.append_to_test(joined, concat_test, raw_dir, os.path.join(out_dir, "spm_text"),
+        if runs:
+            joined = concatenated.append_to_test(runs, concat_test, raw_dir, os.path.join(out_dir, "spm_text"),
                                                  sentencepiece_model.encoder(os.path.join(out_dir, "spm.model")),
                                                  positions)
             log(f"data: --concat-test {concat_test}: {joined['examples']} joined test examples, "
