@@ -14,6 +14,9 @@ score, the length buckets and the training length limit), kept by the step
   longer than every model of the run takes (counted in results.md);
 * ``--data DATA_BIN``: a binarized corpus used as it is.
 
+With ``--concat-test K`` (the first two), runs of K consecutive test pairs joined follow the natural test
+pairs in the test split (:mod:`posnet_fairseq.compare.concatenated`).
+
 The first two get a joint SentencePiece model (``posnet-spm``) and
 ``fairseq-preprocess --joined-dictionary``, and are scored with sacreBLEU
 against the raw reference text. Lengths (EOS excluded) are counted in the
@@ -31,6 +34,7 @@ from typing import Dict, List, Optional, Tuple
 from ..data import sentencepiece_model, synth
 from ..data.text import read_lines
 from ..process_pool import python_command
+from . import concatenated
 
 SPLITS = ("train", "valid", "test")
 # The test split's first sentences, binarized again as the decoding-speed set (cost phase).
@@ -254,6 +258,7 @@ class DataInfo:
     splits: Optional[Dict[str, str]] = None  # --raw: where each split comes from
     too_long: Optional[Dict[str, int]] = None  # --raw: pairs of each split left out, longer than ``positions``
     positions: Optional[List[int]] = None  # --raw: the most (source, target) positions of the run's models
+    concatenated: Optional[dict] = None  # --concat-test: the joined test examples (compare.concatenated)
 
     @property
     def train_limit(self):
@@ -266,11 +271,12 @@ class DataInfo:
 
 def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_process=None,
             train_max_len=None, test_max_len=None, n_buckets=5, synth_train=20000, valid=300, test=500,
-            vocab_size=None, seed=1, positions=None) -> DataInfo:
+            vocab_size=None, seed=1, positions=None, concat_test=None) -> DataInfo:
     """Makes (or reuses) the run's corpus (the step "data" of ``steps``, a
     :class:`posnet_fairseq.compare.steps.Steps`). Its input files are known by their content, not their paths:
     a run on other data in the same --out is refused. ``positions``: the most (source, target) positions the
-    run's models take; --raw pairs longer than that are left out (None: none is)."""
+    run's models take; --raw pairs longer than that are left out (None: none is). ``concat_test``: K of
+    --concat-test (:mod:`posnet_fairseq.compare.concatenated`), None without."""
     out_dir = steps.out
     inputs = {"data-bin": data_bin} if mode == "data" else {}
     if mode == "raw":
@@ -280,8 +286,10 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
     settings = {"mode": mode, "post_process": post_process,
                 "train_max_len": train_max_len, "test_max_len": test_max_len, "buckets_requested": n_buckets,
                 "synth_train": synth_train, "valid": valid, "test": test, "vocab_size": vocab_size, "seed": seed}
-    if mode == "raw":  # a user's corpus may hold pairs longer than the models take: they are left out
+    if mode == "raw" or concat_test:  # pairs longer than the models take are left out
         settings["positions"] = list(positions) if positions else None
+    if concat_test:
+        settings["concat_test"] = concat_test
     why = steps.why_not_done("data", settings, inputs)
     if why is None:
         log(f"data: skipped, prepared earlier ({steps.relative(steps.dir)}/data.json)")
@@ -303,6 +311,9 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
         origin = split_raw(raw[0], raw[1], raw_dir, valid, test, seed, raw_given)
         for split in SPLITS:
             log(f"data: {split}: {origin[split]}")
+    # Joined from the test split as given, before an over-long pair is left out: a run is K consecutive lines.
+    runs = concatenated.joined_test(raw_dir, concat_test) if concat_test else None
+    joined = None  # what the test split holds of them, once appended
     if mode in ("synthetic", "raw"):
         kept, too_long = sentencepiece(raw_dir, out_dir, vocab_size, train_max_len if mode == "raw" else None,
                                        positions if mode == "raw" else None)
@@ -311,6 +322,13 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
         if any(too_long.values()):
             log(f"data: left out as longer than the models take ({positions[0]} source / {positions[1]} target "
                 "positions): " + ", ".join(f"{k} {v}" for k, v in too_long.items()))
+        if runs:
+            joined = concatenated.append_to_test(runs, concat_test, raw_dir, os.path.join(out_dir, "spm_text"),
+                                                 sentencepiece_model.encoder(os.path.join(out_dir, "spm.model")),
+                                                 positions)
+            log(f"data: --concat-test {concat_test}: {joined['examples']} joined test examples, "
+                f"{joined['too_long']} left out as longer than the models take, the last {joined['tail']} test "
+                "pairs not joined")
         data_bin = os.path.join(out_dir, "data-bin")
         binarize(os.path.join(out_dir, "spm_text"), data_bin, os.path.join(out_dir, "preprocess.log"))
         src, tgt, post_process = "src", "tgt", "sentencepiece"
@@ -328,16 +346,17 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
         test_lengths = [len(line.split()) for line in read_lines(os.path.join(raw_dir, "test.src"))]
         longest_train = max(len(line.split()) for split in ("train", "valid") for lang in ("src", "tgt")
                             for line in read_lines(os.path.join(raw_dir, f"{split}.{lang}")))
-        buckets = synth.length_buckets(test_max_len, n_buckets)
     else:
         unit = "pieces" if mode == "raw" else "tokens"
         test_lengths = split_lengths(data_bin, "test", src, tgt)
         longest_train = max(train_lengths + split_lengths(data_bin, "train", src, tgt, tgt))
-        buckets = buckets_for(train_max_len or longest_train, max(test_lengths))
+    test_lengths, joined = concatenated.separate(test_lengths, joined)
+    buckets = (synth.length_buckets(test_max_len, n_buckets) if mode == "synthetic"
+               else buckets_for(train_max_len or longest_train, max(test_lengths)))
     outputs = [] if mode == "data" else [data_bin, raw_dir]
     info = {"splits": origin if mode == "raw" else None,
             "too_long": too_long if mode == "raw" else None,
-            "positions": list(positions) if mode == "raw" and positions else None,
+            "positions": list(positions) if mode == "raw" and positions else None, "concatenated": joined,
             "source_lang": src, "target_lang": tgt, "post_process": post_process,
             "references": None if references is None else steps.relative(references),
             "train_max_len": train_max_len, "longest_train": longest_train,

@@ -38,6 +38,9 @@ def build_parser(description=None):
                       "--raw: SentencePiece pieces, default no limit)")
     data.add_argument("--test-max-len", type=int,
                       help=f"synthetic: longest test source (default {EXTRAPOLATION} x --train-max-len)")
+    data.add_argument("--concat-test", type=int, metavar="K",
+                      help="also test on examples of K consecutive test pairs joined (sources and references), "
+                      "scored in length buckets of their own, marked as concatenated (synthetic, --raw)")
     data.add_argument("--buckets", type=int, default=5, help="synthetic: source-length buckets of the test set (5)")
     data.add_argument("--train-pairs", type=int, default=20000, help="synthetic: training pairs (20000)")
     data.add_argument("--valid", type=int, default=300, help="validation pairs (synthetic, --raw) (300)")
@@ -122,6 +125,11 @@ def check_args(p, args):
             args.post_process = None
     elif args.post_process:
         p.error("--post-process goes with --data (--raw and the synthetic corpus use SentencePiece)")
+    if args.concat_test is not None and args.mode == "data":
+        p.error("--concat-test joins raw test text: a --data data-bin has none; use --raw with --raw-test (or "
+                "the synthetic corpus)")
+    if args.concat_test is not None and args.concat_test < 2:
+        p.error(f"--concat-test {args.concat_test}: must be at least 2 (K consecutive test pairs make one example)")
     args.raw_given = {}
     for split in ("valid", "test"):
         files = getattr(args, f"raw_{split}")

@@ -27,6 +27,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import SymLogNorm, TwoSlopeNorm, to_rgba  # noqa: E402
 
+from .concatenated import bucket_label, bucket_name, plot_note  # noqa: E402
+
 MARKERS = "osD^vP*Xh<>p"
 # Beyond 20 models the qualitative maps are chained: tab20b and tab20c share no colour with tab20.
 QUALITATIVE = ((10, ("tab10",)), (20, ("tab20",)), (60, ("tab20", "tab20b", "tab20c")))
@@ -90,9 +92,9 @@ def bleu_by_length(table, buckets, train_limit, unit, path):
     its difference from the baseline's (``table[0]``) on the same bucket; * marks a difference the paired
     bootstrap finds significant (``direction`` of the bucket's score). A cell not scored (too few
     sentences, or beyond the model's positions) is grey; the buckets beyond the training lengths are
-    marked."""
+    marked, and the buckets of joined test pairs (--concat-test) set apart."""
     archs = [row["arch"] for row in table]
-    keys = [f"bleu_len_{b['lo']}_{b['hi']}" for b in buckets]
+    keys = [f"bleu_len_{bucket_name(b['lo'], b['hi'], b.get('concatenated'))}" for b in buckets]
     scores = np.array([[row.get(k) if isinstance(row.get(k), float) else np.nan for k in keys] for row in table],
                       dtype=float).reshape(len(table), len(buckets))
     gap = scores - scores[:1]
@@ -100,9 +102,9 @@ def bleu_by_length(table, buckets, train_limit, unit, path):
     # The cells beyond stay the darkest colour, and their text gives the score.
     reach = max(1.0, float(np.nanpercentile(np.abs(gap), 90))) if np.isfinite(gap).any() else 1.0
     fig, ax = plt.subplots(figsize=(2.8 + 0.95 * len(buckets), 1.6 + ROW_INCHES * len(table)), layout="constrained")
-    image = _heat_rows(ax, gap, archs, [f"{b['lo']}-{b['hi']}\n({b['sentences']}"
-                                        f"{', too few' if b.get('too_small') else ''})" for b in buckets],
-                       "RdBu", TwoSlopeNorm(0.0, -reach, reach))
+    columns = [f"{bucket_label(b['lo'], b['hi'], b.get('concatenated'))}\n({b['sentences']}"
+               f"{', too few' if b.get('too_small') else ''})" for b in buckets]
+    image = _heat_rows(ax, gap, archs, columns, "RdBu", TwoSlopeNorm(0.0, -reach, reach))
     for (r, c), value in np.ndenumerate(scores):
         if math.isnan(value):
             continue
@@ -114,7 +116,7 @@ def bleu_by_length(table, buckets, train_limit, unit, path):
         ax.axvline(beyond[0] - 0.5, color="0.2", linestyle="--", linewidth=1.4)
         ax.text(beyond[0] - 0.5, -0.6, f" beyond the training lengths (> {train_limit} {unit})", ha="left",
                 va="bottom", fontsize=8)
-    ax.set_xlabel(f"source length in {unit} (sentences in the bucket)")
+    ax.set_xlabel(f"source length in {unit} (sentences in the bucket)" + plot_note(ax, buckets))
     ax.set_title(f"BLEU by source length; colour: difference from {archs[0]}\n(* significant, paired bootstrap "
                  "p <= 0.05; grey: not scored)", fontsize=9, pad=16)
     fig.colorbar(image, ax=ax, shrink=min(1.0, 12 / len(table)), extend="both",

@@ -132,6 +132,16 @@ def score(archs, outputs, refs, lengths, src_tokens, tgt_tokens, limits, buckets
     for key, metric in (("bleu", bleu), ("chrf", chrf)):
         for arch, result in zip(archs, against_first(metric, [outputs[a][0] for a in archs], refs, samples)):
             systems[arch][key] = result
+    bucket_rows = score_buckets(archs, outputs, refs, lengths, src_tokens, tgt_tokens, limits, buckets, train_limit,
+                                bleu, samples)
+    return {"signatures": {"BLEU": signature(bleu, samples), "chrF": signature(chrf, samples)},
+            "systems": systems, "buckets": bucket_rows, "train_limit": train_limit, "baseline": archs[0],
+            "samples": samples}
+
+
+def score_buckets(archs, outputs, refs, lengths, src_tokens, tgt_tokens, limits, buckets, train_limit, bleu, samples):
+    """One row per bucket of :func:`score` (its arguments; ``bleu``: the BLEU metric): the bucket's sentences
+    and each model's BLEU, bootstrap interval and length ratio, or why it has none."""
     bucket_rows = []
     for lo, hi, too_small in buckets:
         ids = [i for i, n in enumerate(lengths) if lo <= n <= hi]
@@ -155,9 +165,7 @@ def score(archs, outputs, refs, lengths, src_tokens, tgt_tokens, limits, buckets
                 if not fits[arch]:
                     row["scores"][arch] = {"beyond": min(limits[arch])}
         bucket_rows.append(row)
-    return {"signatures": {"BLEU": signature(bleu, samples), "chrF": signature(chrf, samples)},
-            "systems": systems, "buckets": bucket_rows, "train_limit": train_limit, "baseline": archs[0],
-            "samples": samples}
+    return bucket_rows
 
 
 def references(info, outputs_refs):

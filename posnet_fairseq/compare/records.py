@@ -8,6 +8,8 @@ reads named fields, not string keys.
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from .concatenated import bucket_label, bucket_name
+
 
 @dataclass(frozen=True)
 class Score:
@@ -49,10 +51,15 @@ class Bucket:
     beyond_training: bool
     too_small: bool
     scores: Dict[str, BucketScore]
+    concatenated: Optional[int] = None  # K: the bucket holds examples of K test pairs joined (--concat-test)
 
     @property
     def name(self):
-        return f"{self.lo}_{self.hi}"
+        return bucket_name(self.lo, self.hi, self.concatenated)
+
+    @property
+    def label(self):
+        return bucket_label(self.lo, self.hi, self.concatenated)
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,7 @@ class Quality:
     length_unit: str
     min_bucket_sentences: Optional[int]
     failed: Dict[str, str] = field(default_factory=dict)  # {arch: why its translation failed}
+    concatenated: Optional[dict] = None  # --concat-test: what results.md says of the joined examples
 
     @classmethod
     def read(cls, q):
@@ -72,9 +80,9 @@ class Quality:
                    for arch, s in q["systems"].items()}
         buckets = [Bucket(b["lo"], b["hi"], b["sentences"], b["beyond_training"], b.get("too_small", False),
                           {arch: BucketScore(e.get("score"), e.get("ci"), e.get("length_ratio"), e.get("beyond"))
-                           for arch, e in b["scores"].items()}) for b in q["buckets"]]
+                           for arch, e in b["scores"].items()}, b.get("concatenated")) for b in q["buckets"]]
         return cls(systems, buckets, q.get("signatures", {}), q.get("train_limit"), q.get("samples"),
-                   q.get("length_unit"), q.get("min_bucket_sentences"), q.get("failed", {}))
+                   q.get("length_unit"), q.get("min_bucket_sentences"), q.get("failed", {}), q.get("concatenated"))
 
 
 @dataclass(frozen=True)

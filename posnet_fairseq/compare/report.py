@@ -10,6 +10,7 @@ import csv
 import os
 
 from ..benchmark.measurements import against, ratio as _ratio
+from . import concatenated
 from .records import BucketScore, DecodeCost
 
 
@@ -125,7 +126,7 @@ def markdown(table, quality, cost, context):
     buckets = quality.buckets
     limit = quality.train_limit
     header = ["model", "params", "params, precomputed", "BLEU", "chrF", f"p (BLEU) vs {base}"]
-    header += [f"BLEU {b.lo}-{b.hi}{' *' if b.beyond_training else ''} (n={b.sentences})" for b in buckets]
+    header += [f"BLEU {b.label}{' *' if b.beyond_training else ''} (n={b.sentences})" for b in buckets]
     header += ["train tokens/s (ratio)", "train ceiling (share)", "step memory MiB (ratio)"]
     for n in lengths:
         header += [f"decode L={n} sent/s (ratio)", f"decode L={n} ceiling (share)"]
@@ -163,6 +164,7 @@ def markdown(table, quality, cost, context):
         f"{quality.length_unit} per side. A bucket of fewer than {_num(quality.min_bucket_sentences, 'd')} "
         "sentences is merged into its neighbour on the same side of the training lengths; one that cannot be "
         "reads 'too few sentences' and is not scored.",
+        *concatenated.legend(quality.concatenated, quality.length_unit),
         ("- params, precomputed: after folding the aPosNet/rPosNet energies into tables of "
          f"{c['precompute_length']} positions (`posnet-precompute`); '-' where nothing is precomputed."
          if c["precompute_length"] else "- params, precomputed: '-': no model of this run has position energies "

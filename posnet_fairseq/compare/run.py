@@ -148,7 +148,7 @@ def run(p, args, argv):
 
     from .. import fairseq_log
     from ..evaluation import generate_output
-    from . import data, plots, quality, records, report, training
+    from . import concatenated, data, plots, quality, records, report, training
     from .steps import Steps
 
     steps = Steps(args.out)
@@ -166,7 +166,8 @@ def run(p, args, argv):
                             post_process=args.post_process, train_max_len=args.train_max_len,
                             test_max_len=args.test_max_len, n_buckets=args.buckets, synth_train=args.train_pairs,
                             valid=args.valid, test=args.test, vocab_size=args.vocab_size, seed=args.seed,
-                            positions=[max(limit[side] for limit in args.model_limits.values()) for side in (0, 1)])
+                            positions=[max(limit[side] for limit in args.model_limits.values()) for side in (0, 1)],
+                            concat_test=args.concat_test)
     except (ValueError, FileNotFoundError) as err:
         p.error(str(err))
     train_limit = info.train_limit
@@ -199,9 +200,14 @@ def run(p, args, argv):
     buckets = data.merge_small_buckets(info.buckets, info.test_lengths, args.min_bucket_sentences, train_limit)
     log(f"quality: sacreBLEU with {args.bootstrap_samples} bootstrap resamples; length buckets "
         + ", ".join(f"{lo}-{hi}" + (" (too few sentences)" if small else "") for lo, hi, small in buckets))
-    quality_result = quality.score(scored, outputs, quality.references(info, [t_lines.get(i, "") for i in range(n)]),
-                                   info.test_lengths, src_tokens, tgt_tokens, limits, buckets, train_limit,
-                                   force=args.mode == "synthetic", samples=args.bootstrap_samples)
+    refs = quality.references(info, [t_lines.get(i, "") for i in range(n)])
+    (outputs, refs, src_tokens, tgt_tokens), joined = concatenated.split_outputs(outputs, refs, src_tokens, tgt_tokens,
+                                                                                 info.test_sentences)
+    quality_result = quality.score(scored, outputs, refs, info.test_lengths, src_tokens, tgt_tokens, limits, buckets,
+                                   train_limit, force=args.mode == "synthetic", samples=args.bootstrap_samples)
+    if info.concatenated:
+        concatenated.add_buckets(quality_result, info.concatenated, scored, joined, limits, train_limit,
+                                 args.min_bucket_sentences, force=args.mode == "synthetic")
     quality_result["min_bucket_sentences"] = args.min_bucket_sentences
     quality_result["length_unit"] = info.length_unit
     quality_result["failed"] = failed
