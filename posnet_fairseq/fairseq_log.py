@@ -69,26 +69,25 @@ def progress(path) -> Progress:
     return Progress(epoch, step, steps, updates)
 
 
-def finished(path) -> bool:
-    """Whether the last fairseq-train process of a log ran to the end of its budget."""
-    done = False
+def _last_process_wrote(path, text) -> bool:
+    """Whether the last fairseq-train process of a log wrote a line holding ``text``."""
+    wrote = False
     for line in _lines(path):
         if line.startswith(START_MARK):
-            done = False
-        elif _DONE in line:
-            done = True
-    return done
+            wrote = False
+        elif text in line:
+            wrote = True
+    return wrote
+
+
+def finished(path) -> bool:
+    """Whether the last fairseq-train process of a log ran to the end of its budget."""
+    return _last_process_wrote(path, _DONE)
 
 
 def stopped_early(path) -> bool:
     """Whether the last fairseq-train process of a log was stopped by its ``--patience`` (not by its budget)."""
-    stopped = False
-    for line in _lines(path):
-        if line.startswith(START_MARK):
-            stopped = False
-        elif _EARLY_STOP in line:
-            stopped = True
-    return stopped
+    return _last_process_wrote(path, _EARLY_STOP)
 
 
 def saved_checkpoints(path) -> List[Tuple[int, str]]:

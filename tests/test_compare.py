@@ -64,8 +64,12 @@ def test_micro_run_writes_the_table(synthetic_run):
     out, stdout, results = synthetic_run
     text = (out / "results.md").read_text()
     assert stdout.strip().endswith(text.strip())
-    table_lines = [line for line in text.splitlines() if line.startswith("| `")]
+    table_lines = [line for line in text.split("## Length")[0].splitlines() if line.startswith("| `")]
     assert [line.split("`")[1] for line in table_lines] == ARCHS
+    # one seed (the default): the verdict, one line per model against the first, says it ignores seed variance
+    verdict = text.split("## Verdict")[1].split("## Plots")[0]
+    assert "this verdict ignores seed variance" in verdict
+    assert [line.split("`")[1] for line in verdict.splitlines() if line.startswith("- `")] == ARCHS[1:]
     rows = read_csv(out / "results.csv")
     assert list(rows) == ARCHS
     base = rows[ARCHS[0]]

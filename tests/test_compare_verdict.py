@@ -23,7 +23,8 @@ def _system(refs, kept, seed):
 
 def _stats(refs, *kept_per_seed, offset=0):
     metric = BLEU(force=True)
-    return [verdict.sentence_stats(metric, _system(refs, kept, offset + i), refs) for i, kept in enumerate(kept_per_seed)]
+    return [verdict.sentence_stats(metric, _system(refs, kept, offset + i), refs)
+            for i, kept in enumerate(kept_per_seed)]
 
 
 def test_bleu_of_summed_statistics_is_sacrebleus_corpus_bleu():

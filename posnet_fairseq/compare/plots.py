@@ -137,8 +137,10 @@ def bleu_by_length(table, buckets, train_limit, unit, path):
         ax.text(beyond[0] - 0.5, -0.6, f" beyond the training lengths (> {train_limit} {unit})", ha="left",
                 va="bottom", fontsize=8)
     ax.set_xlabel(f"source length in {unit} (sentences in the bucket)")
-    ax.set_title(f"BLEU by source length; colour: difference from {archs[0]}\n(* significant, paired bootstrap "
-                 "p <= 0.05; grey: not scored)", fontsize=9, pad=16)
+    seeded = any(k + "_sd" in row for row in table for k in keys)
+    ax.set_title(f"BLEU by source length; colour: difference from {archs[0]}\n("
+                 + ("mean±sd over the seeds; which differences are real: the Verdict in results.md" if seeded
+                    else "* significant, paired bootstrap p <= 0.05") + "; grey: not scored)", fontsize=9, pad=16)
     fig.colorbar(image, ax=ax, shrink=min(1.0, 12 / len(table)), extend="both",
                  label=f"BLEU minus {archs[0]}'s on the bucket")
     return _save(fig, path)
