@@ -5,6 +5,7 @@ the Verdict section, the cost measured once per architecture, the plots, and a r
 trains only that seed. The converge budget is tested on the fixture's data-bin with the trainer alone.
 """
 import csv
+import dataclasses
 import json
 import shutil
 import statistics
@@ -165,6 +166,25 @@ def test_converge_stops_on_patience_and_flags_the_cap(seeds_run, tmp_path):
     table = report.rows(["a", "b"], {"a": stopped, "b": capped}, quality, cost, {})
     text = report.markdown(table, quality, cost, {})
     assert "| `a` | 3 |" in text and "| `b` | 2 (not converged) |" in text
+
+
+def test_a_run_made_before_seeds_resumes_as_its_seed(tmp_path):
+    """The previous version recorded train/ARCH with the recipe's seed: with the same --seed it is that seed's
+    model (a seed added beside it is ARCH.seedS); another --seed is refused as other settings."""
+    from posnet_fairseq.compare import run
+
+    budget, plan = training.Budget.parse("5e"), _cpu_plan()
+
+    def recipe_of(seed):
+        return training.step_settings(dataclasses.replace(training.Recipe(), seed=seed), budget, plan)
+
+    steps = Steps(tmp_path)
+    steps.begin("train/a", dict(recipe_of(1), flags=[]))
+    run.check_settings(steps, recipe_of, {"a": []}, 1)
+    steps.begin("train/a.seed2", dict(recipe_of(2), flags=[]))
+    run.check_settings(steps, recipe_of, {"a": []}, 1)
+    with pytest.raises(ValueError, match=r"other settings \(seed\): .* use a new --out"):
+        run.check_settings(steps, recipe_of, {"a": []}, 2)
 
 
 def _cpu_plan():
