@@ -17,7 +17,7 @@ from posnet_fairseq.compare import plots, records, report, training
 from posnet_fairseq.compare.steps import Steps
 from posnet_fairseq.evaluation import generate_output
 
-from test_compare import CHEAP, TINY, run_compare
+from test_compare import CHEAP, TINY, micro_run, run_compare
 
 ARCHS = ["posnet_transformer_tiny", "rope_transformer_tiny"]
 ARGV = ["--archs", ",".join(ARCHS), "--budget", "4u", "--train-pairs", "150", "--valid", "10", "--test", "40",
@@ -27,11 +27,7 @@ ARGV = ["--archs", ",".join(ARCHS), "--budget", "4u", "--train-pairs", "150", "-
 
 @pytest.fixture(scope="module")
 def seeds_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("seeds") / "run"
-    stdout = run_compare([*ARGV, "--out", str(out), "--seeds", "2"])
-    with open(out / "results.json") as f:
-        results = json.load(f)
-    return out, stdout, results
+    return micro_run(tmp_path_factory.mktemp("seeds") / "run", [*ARGV, "--seeds", "2"])
 
 
 def _rows(path):

@@ -29,11 +29,10 @@ statistics (:func:`posnet_fairseq.evaluation.bootstrap.sentence_stats`), all res
 import numpy as np
 
 from ..evaluation import bootstrap
+from .quality import SEED  # the resampling's seed: the sentence-level bootstrap's
 
-SEED = 12345  # the resampling's, as the sentence-level bootstrap's (posnet_fairseq.compare.quality)
 LEVEL = 0.95
 ORDER = 4  # BLEU's n-gram orders: statistics = [hypothesis length, reference length, matches 1-4, n-grams 1-4]
-SUBSETS = (("in range", "within the training lengths"), ("beyond", "beyond the training lengths"))
 
 
 def sentence_stats(metric, hyps, refs):
