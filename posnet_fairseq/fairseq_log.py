@@ -7,6 +7,7 @@ fairseq-train with ``--log-format simple`` writes, with or without a logging pre
 * ``epoch 001 | loss 9.3 | ... | wps 1720.1 | ... | num_updates 900`` at the end of an epoch;
 * ``epoch 001 | valid on 'valid' subset | loss 8.9 | ... | num_updates 200`` after each validation;
 * ``Saved checkpoint DIR/checkpoint_1_200.pt (epoch 1 @ 200 updates, ...)`` after each save;
+* ``early stop since valid performance hasn't improved for last 10 runs`` when ``--patience`` stops it;
 * ``fairseq_cli.train | done training in 12.3 seconds`` at the end of its budget.
 
 fairseq-generate ends with ``Translated 3,003 sentences (88,412 tokens) in 41.7s``.
@@ -28,6 +29,7 @@ _VALID = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \| INFO \| valid \| epoc
 _SAVED = re.compile(r"Saved checkpoint (\S+) \(epoch \d+ @ (\d+) updates")
 _STAMP = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) \|")
 _DONE = "| fairseq_cli.train | done training in "
+_EARLY_STOP = "early stop since valid performance hasn't improved"
 _WPS_INNER = re.compile(r"epoch \d+:\s+\d+ / \d+ .*?\bwps=([\d.]+)")
 _WPS_EPOCH = re.compile(r"epoch \d+ \| (?!valid on).*?\| wps ([\d.]+) \|")
 _TRANSLATED = re.compile(r"Translated ([\d,]+) sentences \(([\d,]+) tokens\) in ([\d.]+)s")
@@ -67,15 +69,25 @@ def progress(path) -> Progress:
     return Progress(epoch, step, steps, updates)
 
 
-def finished(path) -> bool:
-    """Whether the last fairseq-train process of a log ran to the end of its budget."""
-    done = False
+def _last_process_wrote(path, text) -> bool:
+    """Whether the last fairseq-train process of a log wrote a line holding ``text``."""
+    wrote = False
     for line in _lines(path):
         if line.startswith(START_MARK):
-            done = False
-        elif _DONE in line:
-            done = True
-    return done
+            wrote = False
+        elif text in line:
+            wrote = True
+    return wrote
+
+
+def finished(path) -> bool:
+    """Whether the last fairseq-train process of a log ran to the end of its budget."""
+    return _last_process_wrote(path, _DONE)
+
+
+def stopped_early(path) -> bool:
+    """Whether the last fairseq-train process of a log was stopped by its ``--patience`` (not by its budget)."""
+    return _last_process_wrote(path, _EARLY_STOP)
 
 
 def saved_checkpoints(path) -> List[Tuple[int, str]]:

@@ -41,16 +41,19 @@ def run_compare(argv):
     return done.stdout
 
 
+def micro_run(out, argv):
+    """posnet-compare ``argv`` into ``out``: (out, its stdout, its results.json)."""
+    stdout = run_compare([*argv, "--out", str(out)])
+    with open(out / "results.json") as f:
+        return out, stdout, json.load(f)
+
+
 @pytest.fixture(scope="module")
 def synthetic_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("compare") / "run"
-    stdout = run_compare([
-        "--archs", ",".join(ARCHS), "--arch-flags", LINEAR_FLAGS, "--out", str(out), "--budget", "4u",
+    return micro_run(tmp_path_factory.mktemp("compare") / "run", [
+        "--archs", ",".join(ARCHS), "--arch-flags", LINEAR_FLAGS, "--budget", "4u",
         "--train-pairs", "150", "--valid", "10", "--test", "40", "--train-max-len", "10", "--vocab-size", "400",
         "--interval", "2", "--decode-lengths", "8,30", "--jobs", "2", "--min-bucket-sentences", "8", *CHEAP])
-    with open(out / "results.json") as f:
-        results = json.load(f)
-    return out, stdout, results
 
 
 def read_csv(path):
@@ -64,8 +67,12 @@ def test_micro_run_writes_the_table(synthetic_run):
     out, stdout, results = synthetic_run
     text = (out / "results.md").read_text()
     assert stdout.strip().endswith(text.strip())
-    table_lines = [line for line in text.splitlines() if line.startswith("| `")]
+    table_lines = [line for line in text.split("## Length")[0].splitlines() if line.startswith("| `")]
     assert [line.split("`")[1] for line in table_lines] == ARCHS
+    # one seed (the default): the verdict, one line per model against the first, says it ignores seed variance
+    verdict = text.split("## Verdict")[1].split("## Plots")[0]
+    assert "this verdict ignores seed variance" in verdict
+    assert [line.split("`")[1] for line in verdict.splitlines() if line.startswith("- `")] == ARCHS[1:]
     rows = read_csv(out / "results.csv")
     assert list(rows) == ARCHS
     base = rows[ARCHS[0]]
@@ -472,6 +479,10 @@ def test_bad_budget_names_the_flag(text):
     (["--archs", "posnet_transformer_tiny", "--arch-flags", "other=--dropout 0"], "--arch-flags"),
     (["--archs", "posnet_transformer_tiny", "--train-max-len", "20", "--test-max-len", "20"], "--test-max-len"),
     (["--archs", "posnet_transformer_tiny", "--raw", "/no/src", "/no/tgt"], "--raw"),
+    (["--archs", "posnet_transformer_tiny", "--seeds", "0"], "--seeds 0: at least one seed"),
+    (["--archs", "posnet_transformer_tiny", "--seeds", "1,1"], "--seeds '1,1': a list of distinct seeds"),
+    (["--archs", "posnet_transformer_tiny", "--patience", "3"], "--patience 3 goes with --budget converge"),
+    (["--archs", "posnet_transformer_tiny", "--budget", "converge:40e", "--patience", "0"], "--patience 0"),
 ])
 def test_bad_flags_are_named(argv, flag, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:

@@ -1,15 +1,18 @@
 """``posnet-compare``: which position mechanism, at what cost, from one run.
 
     posnet-compare --archs A,B,... [--data DATA_BIN --post-process SPM | --raw SRC TGT
-        [--raw-valid SRC TGT] [--raw-test SRC TGT]] [--budget 5e|2000u|20m] [--train-max-len L] --out DIR
+        [--raw-valid SRC TGT] [--raw-test SRC TGT]] [--budget 5e|2000u|20m|converge:40e] [--seeds N]
+        [--train-max-len L] --out DIR
 
-Trains every architecture with the same seed, optimiser and budget (on the
+Trains every architecture with the same seeds, optimiser and budget (on the
 CPU side by side, one core each; with GPUs one model per GPU, fp16),
 translates the test set, and writes ``DIR/results.md`` (one table),
 ``DIR/results.csv`` and ``DIR/plots/*.png``:
 
 * quality: sacreBLEU BLEU and chrF with signatures, 95% bootstrap confidence
-  intervals and paired significance against the first architecture;
+  intervals and paired significance against the first architecture (with
+  several seeds: mean ± sd over them), and a verdict per model that counts the
+  seed variance;
 * length generalisation: BLEU per source-length bucket, buckets beyond the
   training lengths marked, buckets of fewer than ``--min-bucket-sentences``
   merged into a neighbour or marked too small. The default synthetic corpus trains on pairs of at

@@ -5,6 +5,7 @@ import os
 import shlex
 
 from ..presets import suggest
+from . import seeds
 
 DEFAULT_TRAIN_MAX_LEN = 20
 EXTRAPOLATION = 2.5  # the synthetic test set reaches this multiple of --train-max-len
@@ -17,7 +18,13 @@ def build_parser(description=None):
     p.add_argument("--out", required=True, help="output directory (re-use it to resume)")
     p.add_argument("--budget", default="5e",
                    help="training budget per model: 5e (epochs), 2000u (updates) or 20m (minutes of training "
-                   "time) (default: 5e)")
+                   "time), or converge:CAP: until the validation loss has not improved for --patience validations, "
+                   "at most CAP (one of those; converge alone: converge:40e) (default: 5e)")
+    p.add_argument("--patience", type=int,
+                   help="with --budget converge: validations without a better validation loss that end a training "
+                   "(fairseq's --patience) (10)")
+    p.add_argument("--seeds", help="train every architecture once per seed: a count N (--seed, --seed + 1, ...) or "
+                   "a comma-separated list (1,2,3); figures become mean ± sd over the seeds (default: --seed only)")
     p.add_argument("--model-flags", default="", help='fairseq flags for every architecture, e.g. "--dropout 0.3"')
     p.add_argument("--arch-flags", action="append", default=[], metavar="ARCH=FLAGS",
                    help='extra fairseq flags for one architecture, e.g. '
@@ -47,7 +54,8 @@ def build_parser(description=None):
     data.add_argument("--test", type=int, default=500, help="test pairs (synthetic, --raw) (500)")
     data.add_argument("--vocab-size", type=int, help="SentencePiece pieces (synthetic: 1000, --raw: 8000)")
     recipe = p.add_argument_group("the shared recipe")
-    recipe.add_argument("--seed", type=int, default=1)
+    recipe.add_argument("--seed", type=int, default=1,
+                        help="seed of the data (synthetic corpus, splits) and of the first training (1)")
     recipe.add_argument("--lr", type=float, default=0.002)
     recipe.add_argument("--warmup-updates", type=int, default=200)
     recipe.add_argument("--max-tokens", type=int, default=2048)
@@ -109,8 +117,11 @@ def check_args(p, args):
             p.error(f"--arch-flags {spec!r}: expected ARCH=FLAGS with ARCH one of --archs")
         args.flags[arch] += shlex.split(flags)
     args.train_task_flags = _concat_train_flags(p, args.concat_train)
+    if args.patience is not None and args.patience < 1:
+        p.error(f"--patience {args.patience}: must be at least 1")
     try:
-        args.budget_obj = Budget.parse(args.budget)
+        args.budget_obj = Budget.parse(args.budget, args.patience)
+        args.seed_list = seeds.parse(args.seeds, args.seed) if args.seeds else [args.seed]
     except ValueError as err:
         p.error(str(err))
     args.mode = "data" if args.data else "raw" if args.raw else "synthetic"

@@ -10,6 +10,10 @@ plotted data back from it). The figures stay readable with 20 or more models:
 * the one scatter plot, BLEU against speed, gives each model a colour no other model has
   (:func:`palette`) and a number written beside its point and in the legend.
 
+With several seeds (results.json's ``seeds``) a model's point is its mean BLEU with error bars of one
+standard deviation over the seeds and each seed's BLEU beside it, a heat-map cell reads mean ± sd, and each
+validation panel draws every seed's curve.
+
 The baseline is the run's first model, as in results.md. :func:`replot` redraws every figure from a
 saved ``results.json`` (``python -m posnet_fairseq.compare.plots DIR/results.json``), without training,
 translating or scoring again.
@@ -64,8 +68,14 @@ def _heat_rows(ax, matrix, archs, columns, cmap, norm):
     return image
 
 
+def _seed_values(row, name):
+    """Each seed's value of a figure of a row combined over seeds (posnet_fairseq.compare.seeds), in order."""
+    return [v for k, v in row.items() if k.startswith(f"{name}_seed") and k[len(name) + 5:].isdigit()]
+
+
 def bleu_vs_speed(table, length, base, path):
-    """One point per model: BLEU (error bar: bootstrap 95% CI around the bootstrap mean) against
+    """One point per model: BLEU (error bar: bootstrap 95% CI around the bootstrap mean; with several seeds
+    the mean over the seeds, one standard deviation, and each seed's BLEU as a small mark) against
     sentences/s at forced output length ``length``; model i is numbered i beside its point and in the legend."""
     colours = palette(len(table))
     fig, ax = plt.subplots(figsize=(7.5, max(4.5, 0.19 * len(table) + 0.8)), layout="constrained")
@@ -73,13 +83,20 @@ def bleu_vs_speed(table, length, base, path):
         speed = row.get(f"decode_{length}_sentences_per_s")
         if row.get("bleu") is None or not isinstance(speed, float):
             continue
-        ax.errorbar([speed], [row["bleu_mean"]], yerr=[[row["bleu_ci"]], [row["bleu_ci"]]], capsize=4,
+        seeded = "bleu_sd" in row
+        centre, spread = (row["bleu"], row["bleu_sd"]) if seeded else (row["bleu_mean"], row["bleu_ci"])
+        ax.errorbar([speed], [centre], yerr=[[spread], [spread]], capsize=4,
                     linestyle="none", markersize=7, label=f"{i + 1}  {row['arch']}", color=colours[i],
                     marker=MARKERS[i % len(MARKERS)])
-        ax.annotate(str(i + 1), (speed, row["bleu_mean"]), xytext=(5, 3), textcoords="offset points", fontsize=7,
+        if seeded:
+            each = _seed_values(row, "bleu")
+            ax.scatter([speed] * len(each), each, s=12, marker="_", color=colours[i], linewidths=1.2)
+        ax.annotate(str(i + 1), (speed, centre), xytext=(5, 3), textcoords="offset points", fontsize=7,
                     color="0.15")
     ax.set_xlabel(f"decoding speed, sentences/s (beam search, output forced to {length} tokens)")
-    ax.set_ylabel("BLEU (test set), 95% bootstrap CI")
+    seeded = any("bleu_sd" in row for row in table)
+    ax.set_ylabel("BLEU (test set), mean ± sd over the seeds (marks: each seed)" if seeded
+                  else "BLEU (test set), 95% bootstrap CI")
     ax.set_title(f"Quality vs decoding speed (speed ratios against {base} in results.md)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False,
@@ -108,8 +125,13 @@ def bleu_by_length(table, buckets, train_limit, unit, path):
     for (r, c), value in np.ndenumerate(scores):
         if math.isnan(value):
             continue
-        significant = (buckets[c]["scores"].get(archs[r]) or {}).get("direction") in ("better", "worse")
-        ax.text(c, r, f"{value:.1f}{'*' if significant else ''}", ha="center", va="center", fontsize=7,
+        sd = table[r].get(keys[c] + "_sd")
+        if sd is not None:  # several seeds: the spread, and significance is the verdict's (results.md)
+            text = f"{value:.1f}±{sd:.1f}"
+        else:
+            significant = (buckets[c]["scores"].get(archs[r]) or {}).get("direction") in ("better", "worse")
+            text = f"{value:.1f}{'*' if significant else ''}"
+        ax.text(c, r, text, ha="center", va="center", fontsize=7,
                 color="white" if abs(gap[r, c]) > 0.6 * reach else "black")
     beyond = [c for c, b in enumerate(buckets) if b["lo"] > train_limit]
     if beyond:
@@ -117,17 +139,20 @@ def bleu_by_length(table, buckets, train_limit, unit, path):
         ax.text(beyond[0] - 0.5, -0.6, f" beyond the training lengths (> {train_limit} {unit})", ha="left",
                 va="bottom", fontsize=8)
     ax.set_xlabel(f"source length in {unit} (sentences in the bucket)" + plot_note(ax, buckets))
-    ax.set_title(f"BLEU by source length; colour: difference from {archs[0]}\n(* significant, paired bootstrap "
-                 "p <= 0.05; grey: not scored)", fontsize=9, pad=16)
+    seeded = any(k + "_sd" in row for row in table for k in keys)
+    ax.set_title(f"BLEU by source length; colour: difference from {archs[0]}\n("
+                 + ("mean±sd over the seeds; which differences are real: the Verdict in results.md" if seeded
+                    else "* significant, paired bootstrap p <= 0.05") + "; grey: not scored)", fontsize=9, pad=16)
     fig.colorbar(image, ax=ax, shrink=min(1.0, 12 / len(table)), extend="both",
                  label=f"BLEU minus {archs[0]}'s on the bucket")
     return _save(fig, path)
 
 
-def valid_loss(archs, curves, path):
+def valid_loss(archs, curves, path, seed_curves=None):
     """Validation loss against updates, one panel per model (small multiples): the model in blue, the
     baseline ``archs[0]`` dashed black in every other panel; each panel names the last validation loss and the training wall time to
-    it. The y axis stops at twice the worst last loss, so the ends of the curves can be told apart."""
+    it. ``seed_curves[arch][seed]``: the curves of the model's other seeds, thin light blue lines. The y axis
+    stops at twice the worst last loss, so the ends of the curves can be told apart."""
     drawn = [a for a in archs if curves.get(a)]
     columns = min(PANEL_COLUMNS, max(len(drawn), 1))
     rows = max(1, math.ceil(len(drawn) / columns))
@@ -141,6 +166,10 @@ def valid_loss(archs, curves, path):
         if base and arch != archs[0]:
             ax.plot([p[0] for p in base], [p[2] for p in base], color="black", linestyle="--", linewidth=1.0,
                     label=archs[0])
+        for seed, curve in ((seed_curves or {}).get(arch) or {}).items():
+            if curve:
+                ax.plot([p[0] for p in curve], [p[2] for p in curve], color="tab:blue", alpha=0.45, linewidth=0.8,
+                        label=f"{arch} seed {seed}")
         ax.plot(updates, loss, color="tab:blue", linewidth=1.6, label=arch)
         ax.set_title(arch, fontsize=7.5)
         ax.text(0.97, 0.93, f"{loss[-1]:.3f} after {seconds[-1] / 60:.1f} min", transform=ax.transAxes, ha="right",
@@ -207,7 +236,7 @@ def replot(results, plot_dir, length_unit):
              for name in ("bleu_vs_speed", "bleu_by_length", "valid_loss", "position_mixing")}
     bleu_vs_speed(table, results["decode_lengths"][0], scored[0], paths["bleu_vs_speed"])
     bleu_by_length(table, results["buckets"], results["train_limit"], length_unit, paths["bleu_by_length"])
-    valid_loss(trained, results["curves"], paths["valid_loss"])
+    valid_loss(trained, results["curves"], paths["valid_loss"], results.get("seed_curves"))
     position_mixing(scored, results["mixing"], paths["position_mixing"])
     return list(paths.values())
 

@@ -168,6 +168,17 @@ def score_buckets(archs, outputs, refs, lengths, src_tokens, tgt_tokens, limits,
     return bucket_rows
 
 
+def merge(results):
+    """One result of :func:`score` from several (one per seed, each with its own models): their systems and
+    each bucket's scores side by side."""
+    merged = dict(results[0], systems={}, buckets=[dict(b, scores={}) for b in results[0]["buckets"]])
+    for result in results:
+        merged["systems"].update(result["systems"])
+        for bucket, row in zip(merged["buckets"], result["buckets"]):
+            bucket["scores"].update(row["scores"])
+    return merged
+
+
 def references(info, outputs_refs):
     """The raw reference text (synthetic, --raw) or fairseq's post-processed T- lines (--data)."""
     if info.references:

@@ -71,8 +71,10 @@ class Quality:
     samples: int
     length_unit: str
     min_bucket_sentences: Optional[int]
-    failed: Dict[str, str] = field(default_factory=dict)  # {arch: why its translation failed}
+    failed: Dict[str, str] = field(default_factory=dict)  # {model: why its translation failed}
     concatenated: Optional[dict] = None  # --concat-test: what results.md says of the joined examples
+    # {arch: {"in range"|"beyond": posnet_fairseq.compare.verdict.compare's result or None}}; None: not judged
+    verdict: Optional[dict] = None
 
     @classmethod
     def read(cls, q):
@@ -82,7 +84,8 @@ class Quality:
                           {arch: BucketScore(e.get("score"), e.get("ci"), e.get("length_ratio"), e.get("beyond"))
                            for arch, e in b["scores"].items()}, b.get("concatenated")) for b in q["buckets"]]
         return cls(systems, buckets, q.get("signatures", {}), q.get("train_limit"), q.get("samples"),
-                   q.get("length_unit"), q.get("min_bucket_sentences"), q.get("failed", {}), q.get("concatenated"))
+                   q.get("length_unit"), q.get("min_bucket_sentences"), q.get("failed", {}), q.get("concatenated"),
+                   q.get("verdict"))
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,7 @@
-"""``results.md`` (one table, the settings and signatures around it) and ``results.csv``.
+"""``results.md`` (one table, the settings and signatures around it, the verdict) and ``results.csv``.
+
+With several seeds (:mod:`posnet_fairseq.compare.seeds`) a model's quality figures are the mean over its
+seeds with their standard deviation and each seed's value; its cost was measured once, on its first seed.
 
 Every ratio divides by the first model's figure from the same run: speeds as
 model / first (above 1 = faster), memory as model / first (below 1 = less).
@@ -10,8 +13,11 @@ import csv
 import os
 
 from ..benchmark.measurements import against, ratio as _ratio
-from . import concatenated
+from . import concatenated, seeds as _seeds, verdict as _verdict
 from .records import BucketScore, DecodeCost
+
+# Figures of one seed that several seeds replace by the verdict: the bootstrap's per-seed intervals and p-values.
+_PER_SEED_ONLY = ("_mean", "_ci", "_p", "_direction")
 
 
 def _ceiling(prefix, speed_ratio, model_flops, base_flops):
@@ -22,38 +28,71 @@ def _ceiling(prefix, speed_ratio, model_flops, base_flops):
     return {f"{prefix}_flops_per_token": model_flops, f"{prefix}_ceiling": cmp.ceiling, f"{prefix}_share": cmp.share}
 
 
-def rows(archs, training, quality, cost, analysis):
-    """One dict per model with every figure of the run (the CSV's rows); ``training``: {arch:
-    :class:`~posnet_fairseq.compare.training.TrainOutcome`}, ``quality`` and ``cost``: the run's
-    :class:`~posnet_fairseq.compare.records.Quality` and :class:`~posnet_fairseq.compare.records.Cost`."""
+def _quality(model, outcome, quality):
+    """The figures of one trained model (one architecture, one seed): updates, scores, buckets."""
+    row = {"updates": outcome.updates, "epochs": outcome.epochs}
+    if outcome.converged is not None:
+        row["converged"] = outcome.converged
+    system = quality.systems.get(model)
+    if system:
+        for name, score in (("bleu", system.bleu), ("chrf", system.chrf)):
+            row.update({name: score.score, f"{name}_mean": score.mean, f"{name}_ci": score.ci,
+                        f"{name}_p": score.p, f"{name}_direction": score.direction})
+        row.update(skipped=system.skipped, max_source_positions=system.limits[0],
+                   max_target_positions=system.limits[1])
+    for bucket in quality.buckets:
+        entry = bucket.scores.get(model, BucketScore())
+        key = f"bleu_len_{bucket.name}"
+        row[key] = (f"beyond its {entry.beyond} positions" if entry.beyond is not None
+                    else too_few(bucket) if bucket.too_small else entry.score)
+        row[key + "_ci"] = entry.ci
+        row[f"length_ratio_{bucket.name}"] = entry.length_ratio
+    return row
+
+
+def _failure(models, training, quality):
+    """Why an architecture has no figures: the first of its seeds' models that failed (named by its seed when
+    it has several), as (why, the outcome of that model), or None."""
+    for seed, model in models.items():
+        why = training[model].failed or quality.failed.get(model)
+        if why:
+            return (f"seed {seed}: " if len(models) > 1 else "") + why, training[model]
+    return None
+
+
+def _combined(per_seed, seed_list):
+    """One architecture's quality figures over its seeds: itself for one seed, else mean, sd and each seed's
+    value (:func:`posnet_fairseq.compare.seeds.combine`), converged only when every seed converged."""
+    if len(per_seed) == 1:
+        return per_seed[0]
+    kept = [{k: v for k, v in figures.items() if not k.endswith(_PER_SEED_ONLY) and k != "converged"}
+            for figures in per_seed]
+    row = _seeds.combine(kept, seed_list, fixed=("max_source_positions", "max_target_positions"))
+    if "converged" in per_seed[0]:
+        row["converged"] = all(figures["converged"] for figures in per_seed)
+    return row
+
+
+def rows(archs, training, quality, cost, analysis, seed_list=(None,), model_of=lambda arch, seed: arch):
+    """One dict per model with every figure of the run (the CSV's rows); ``training``: {model:
+    :class:`~posnet_fairseq.compare.training.TrainOutcome`} with ``model_of(arch, seed)`` the model of ``arch``
+    trained with each seed of ``seed_list``; ``quality`` and ``cost``: the run's
+    :class:`~posnet_fairseq.compare.records.Quality` and :class:`~posnet_fairseq.compare.records.Cost`
+    (the cost by architecture)."""
     base = archs[0]
     out = []
     for arch in archs:
         row = {"arch": arch}
-        outcome = training[arch]
-        if outcome.failed:
-            row["failed"] = outcome.failed
+        models = {seed: model_of(arch, seed) for seed in seed_list}
+        failure = _failure(models, training, quality)
+        if failure:
+            why, outcome = failure
+            if not outcome.failed and len(models) == 1:  # trained, not translated
+                row.update(updates=outcome.updates, epochs=outcome.epochs)
+            row["failed"] = why
             out.append(row)
             continue
-        row.update(updates=outcome.updates, epochs=outcome.epochs)
-        if arch in quality.failed:
-            row["failed"] = quality.failed[arch]
-            out.append(row)
-            continue
-        system = quality.systems.get(arch)
-        if system:
-            for name, score in (("bleu", system.bleu), ("chrf", system.chrf)):
-                row.update({name: score.score, f"{name}_mean": score.mean, f"{name}_ci": score.ci,
-                            f"{name}_p": score.p, f"{name}_direction": score.direction})
-            row.update(skipped=system.skipped, max_source_positions=system.limits[0],
-                       max_target_positions=system.limits[1])
-        for bucket in quality.buckets:
-            entry = bucket.scores.get(arch, BucketScore())
-            key = f"bleu_len_{bucket.name}"
-            row[key] = (f"beyond its {entry.beyond} positions" if entry.beyond is not None
-                        else too_few(bucket) if bucket.too_small else entry.score)
-            row[key + "_ci"] = entry.ci
-            row[f"length_ratio_{bucket.name}"] = entry.length_ratio
+        row.update(_combined([_quality(m, training[m], quality) for m in models.values()], list(seed_list)))
         if arch in cost.parameters:
             row.update(params=cost.parameters[arch][0], params_precomputed=cost.parameters[arch][1])
         if arch in cost.steps and base in cost.steps:
@@ -118,14 +157,23 @@ def _ceiling_cell(row, prefix):
     return f"{ceiling:.2f}x ({'-' if share is None else format(share, '.0%')})"
 
 
-def markdown(table, quality, cost, context):
-    """results.md: the run's settings, the table, what the columns mean, signatures and figures."""
+def _updates_cell(row, several):
+    cell = _seeds.mean_sd(row, "updates", ".0f") if several else _num(row.get("updates"), ",")
+    return cell + (" (not converged)" if row.get("converged") is False else "")
+
+
+def markdown(table, quality, cost, context, seed_list=(None,)):
+    """results.md: the run's settings, the table, what the columns mean, signatures and figures; with
+    several seeds each quality figure is mean ± sd over ``seed_list``."""
     base = table[0]["arch"]
     c = cost.settings
     lengths = c["decode_lengths"]
     buckets = quality.buckets
     limit = quality.train_limit
-    header = ["model", "params", "params, precomputed", "BLEU", "chrF", f"p (BLEU) vs {base}"]
+    several = len(seed_list) > 1
+    converge = any("converged" in row for row in table)
+    header = ["model", *(["updates"] if converge else []), "params", "params, precomputed", "BLEU", "chrF",
+              *([] if several else [f"p (BLEU) vs {base}"])]
     header += [f"BLEU {b.label}{' *' if b.beyond_training else ''} (n={b.sentences})" for b in buckets]
     header += ["train tokens/s (ratio)", "train ceiling (share)", "step memory MiB (ratio)"]
     for n in lengths:
@@ -138,14 +186,20 @@ def markdown(table, quality, cost, context):
             cells = [f"`{row['arch']}`", f"FAILED: {_one_line(row['failed'])}"] + [""] * (len(header) - 2)
             lines.append("| " + " | ".join(cells) + " |")
             continue
-        cells = [f"`{row['arch']}`", _num(row.get("params"), ","), _num(row.get("params_precomputed"), ",")]
+        cells = [f"`{row['arch']}`", *([_updates_cell(row, several)] if converge else []),
+                 _num(row.get("params"), ","), _num(row.get("params_precomputed"), ",")]
         for metric in ("bleu", "chrf"):
+            if several:
+                cells.append(_seeds.mean_sd(row, metric))
+                continue
             cells.append(f"{row[metric]:.1f} ({row[metric + '_mean']:.1f} ± {row[metric + '_ci']:.1f})"
                          if row.get(metric) is not None else "-")
-        cells.append(("(baseline)" if row["arch"] == base else _num(row.get("bleu_p"), ".4f")
-                      + (f" ({row['bleu_direction']})" if row.get("bleu_direction") else "")))
+        if not several:
+            cells.append(("(baseline)" if row["arch"] == base else _num(row.get("bleu_p"), ".4f")
+                          + (f" ({row['bleu_direction']})" if row.get("bleu_direction") else "")))
         for b in buckets:
-            cells.append(_num(row.get(f"bleu_len_{b.name}"), ".1f"))
+            key = f"bleu_len_{b.name}"
+            cells.append(_seeds.mean_sd(row, key) if several else _num(row.get(key), ".1f"))
         cells.append(_with_ratio(row.get("train_tokens_per_s"), row.get("train_speed_ratio"), ",.0f"))
         cells.append(_ceiling_cell(row, "train"))
         cells.append(_with_ratio(row.get("step_memory_mib"), row.get("step_memory_ratio"), ".1f"))
@@ -155,10 +209,17 @@ def markdown(table, quality, cost, context):
         lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
-        f"- BLEU / chrF: sacreBLEU on the whole test set, then (in brackets) the bootstrap mean ± the 95% "
-        f"confidence half-width; p: paired bootstrap against `{base}` ({quality.samples} resamples, every "
-        "model on the same ones; posnet_fairseq.evaluation.bootstrap), the smaller of P(not better) and P(not "
-        "worse), with the direction where it is at most 0.05.",
+        (f"- BLEU / chrF / BLEU a-b: sacreBLEU, the mean ± the standard deviation over the seeds "
+         f"{', '.join(map(str, seed_list))} (each seed's value in results.csv, `bleu_seedS`; each seed's bootstrap "
+         "interval and p-value against the baseline's same seed in quality.json); whether a difference lies "
+         "inside the noise: the Verdict below." if several else
+         f"- BLEU / chrF: sacreBLEU on the whole test set, then (in brackets) the bootstrap mean ± the 95% "
+         f"confidence half-width; p: paired bootstrap against `{base}` ({quality.samples} resamples, every "
+         "model on the same ones; posnet_fairseq.evaluation.bootstrap), the smaller of P(not better) and P(not "
+         "worse), with the direction where it is at most 0.05."),
+        *([f"- updates: the updates each model trained{' (mean ± sd over the seeds)' if several else ''}; "
+           "(not converged): stopped by the cap of --budget converge before its validation loss stopped improving"
+           f"{' (in at least one seed)' if several else ''}."] if converge else []),
         f"- BLEU a-b (n=N): corpus BLEU on the N test sentences with a source length of a to b "
         f"{quality.length_unit}. * = beyond the training lengths: every training pair has at most {limit} "
         f"{quality.length_unit} per side. A bucket of fewer than {_num(quality.min_bucket_sentences, 'd')} "
@@ -187,13 +248,29 @@ def markdown(table, quality, cost, context):
         "",
     ]
     lines += [f"- {name}: `{sig}`" for name, sig in quality.signatures.items()]
-    lines += ["", "## Plots", ""]
+    lines += ["", *_length_ratios(table, buckets, several)]
+    if quality.verdict is not None:
+        lines += _verdict.lines(quality.verdict, base, list(seed_list), quality.samples, limit, quality.length_unit)
+    lines += ["## Plots", ""]
     for name, title in (("bleu_vs_speed", "BLEU vs decoding speed"), ("bleu_by_length", "BLEU by source length"),
                         ("valid_loss", "Validation loss"),
                         ("position_mixing", "Learned position mixing: mean weight by offset")):
         lines += [f"![{title}](plots/{name}.png)", ""]
     lines += ["Per model, `analysis/ARCH/` holds `posnet-analyze`'s figures and numbers for its checkpoint.", ""]
     return "\n".join(lines)
+
+
+def _length_ratios(table, buckets, several):
+    """The hypothesis / reference length of each model on each bucket (below 1: it stops too early)."""
+    out = ["## Length: hypothesis / reference", "",
+           "| model | " + " | ".join(f"{b.lo}-{b.hi}{' *' if b.beyond_training else ''}" for b in buckets) + " |",
+           "|" + "---|" * (len(buckets) + 1)]
+    for row in table:
+        if "failed" not in row:
+            out.append(f"| `{row['arch']}` | " + " | ".join(
+                _seeds.mean_sd(row, f"length_ratio_{b.name}", ".2f") if several
+                else _num(row.get(f"length_ratio_{b.name}"), ".2f") for b in buckets) + " |")
+    return out + ["", "(sacreBLEU tokens" + (", mean ± sd over the seeds" if several else "") + ")", ""]
 
 
 def _one_line(text):
@@ -229,10 +306,11 @@ def write_failed_baseline(out_dir, archs, training, translation_failed, logs):
     return text
 
 
-def write(out_dir, archs, training, quality, cost, analysis, context):
-    table = rows(archs, training, quality, cost, analysis)
+def write(out_dir, archs, training, quality, cost, analysis, context, seed_list=(None,),
+          model_of=lambda arch, seed: arch):
+    table = rows(archs, training, quality, cost, analysis, seed_list, model_of)
     write_csv(os.path.join(out_dir, "results.csv"), table)
-    text = markdown(table, quality, cost, context)
+    text = markdown(table, quality, cost, context, seed_list)
     with open(os.path.join(out_dir, "results.md"), "w") as f:
         f.write(text)
     return table, text

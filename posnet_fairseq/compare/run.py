@@ -25,14 +25,17 @@ class Log:
             f.write(line + "\n")
 
 
-def check_settings(steps, recipe, flags):
-    """A re-run may add models, but not change the shared recipe or a begun model's flags (its models would
-    not be comparable): ValueError naming what changed. ``recipe``: the settings every train/ARCH step shares;
-    ``flags``: {arch: its flags}. A model whose training failed recorded nothing, so its flags lock nothing."""
+def check_settings(steps, recipe_of, flags, first_seed):
+    """A re-run may add models and seeds, but not change the shared recipe or a begun model's flags (its models
+    would not be comparable): ValueError naming what changed. ``recipe_of(seed)``: the settings every step
+    train/MODEL of that seed shares (MODEL: :func:`posnet_fairseq.compare.seeds.key`); ``flags``: {arch: its
+    flags}. A model whose training failed recorded nothing, so its flags lock nothing."""
+    from . import seeds
+
     changed = set()
     for name in steps.names("train/"):
-        arch = name.split("/", 1)[1]
-        for key in steps.changed(name, dict(recipe, flags=flags.get(arch))):
+        arch, seed = seeds.split(name.split("/", 1)[1], first_seed)
+        for key in steps.changed(name, dict(recipe_of(seed), flags=flags.get(arch))):
             if key != "flags":
                 changed.add(key)
             elif arch in flags:
@@ -146,9 +149,11 @@ def run(p, args, argv):
         p.error(f"--out {args.out} cannot be written ({err.strerror}); give a directory you can write to")
     log(f"posnet-compare {' '.join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))}")
 
+    import dataclasses
+
     from .. import fairseq_log
     from ..evaluation import generate_output
-    from . import concatenated, data, plots, quality, records, report, training
+    from . import concatenated, data, plots, quality, records, report, seeds, training, verdict
     from .steps import Steps
 
     steps = Steps(args.out)
@@ -158,9 +163,14 @@ def run(p, args, argv):
     # fairseq-train's flags of each model: its model flags, then the training task's (--concat-train).
     train_flags = {arch: flags + args.train_task_flags for arch, flags in args.flags.items()}
     try:
-        check_settings(steps, training.step_settings(recipe, args.budget_obj, args.plan), train_flags)
+        check_settings(steps, lambda seed: training.step_settings(dataclasses.replace(recipe, seed=seed),
+                                                                  args.budget_obj, args.plan), train_flags, args.seed)
     except ValueError as err:
         p.error(str(err))
+    seed_list, first = args.seed_list, args.seed_list[0]
+
+    def name(arch, seed):  # the model of arch trained with seed (its steps, checkpoints and translation)
+        return seeds.key(arch, seed, args.seed)
     try:
         info = data.prepare(steps, args.mode, log, raw=args.raw, raw_given=args.raw_given, data_bin=args.data,
                             post_process=args.post_process, train_max_len=args.train_max_len,
@@ -171,65 +181,91 @@ def run(p, args, argv):
     except (ValueError, FileNotFoundError) as err:
         p.error(str(err))
     train_limit = info.train_limit
-    trainer = training.Trainer(steps, info.data_bin, args.budget_obj, recipe, args.plan, log, args.progress_every)
-    log(f"train: {len(args.arch_list)} models, {args.budget_obj} each, {args.plan.jobs} at a time on "
+    trainer = training.Trainer(steps, info.data_bin, args.budget_obj, recipe, args.plan, log, args.progress_every,
+                               split=lambda model: seeds.split(model, args.seed))
+    models = [name(arch, seed) for seed in seed_list for arch in args.arch_list]
+    log(f"train: {len(args.arch_list)} models x {len(seed_list)} seed{'s' if len(seed_list) > 1 else ''} "
+        f"({', '.join(map(str, seed_list))}), {args.budget_obj} each, {args.plan.jobs} at a time on "
         + (f"{args.plan.jobs} GPU(s), {'fp16' if args.plan.fp16 else 'fp32'}" if args.plan.device == "cuda"
            else "the CPU, one thread each"))
-    outcomes = trainer.run(args.arch_list, train_flags)
-    trained = {a: outcomes[a].checkpoint for a in args.arch_list if outcomes[a].checkpoint}
+    outcomes = trainer.run(models, {name(a, s): train_flags[a] for a in args.arch_list for s in seed_list})
+    trained = {m: outcomes[m].checkpoint for m in models if outcomes[m].checkpoint}
     baseline = args.arch_list[0]
-    failed = {} if baseline not in trained else quality.translate_all(
+    failed = {} if any(name(baseline, s) not in trained for s in seed_list) else quality.translate_all(
         steps, trained, info, args.plan, ["--beam", str(args.beam), "--batch-size", str(args.batch_size),
                                           "--max-len-a", repr(args.max_len_a), "--max-len-b", str(args.max_len_b)],
         log)
-    translated = {a: c for a, c in trained.items() if a not in failed}
-    if baseline not in translated:
+    translated = {m: c for m, c in trained.items() if m not in failed}
+    # An architecture is compared when every one of its seeds translated.
+    complete = [a for a in args.arch_list if all(name(a, s) in translated for s in seed_list)]
+    if baseline not in complete:
         # Every ratio and p-value is against the baseline: none is computed against another model.
-        why = outcomes[baseline].failed or failed[baseline]
-        log(f"baseline {baseline} FAILED ({why.splitlines()[0]}); nothing compared; see the logs in {trainer.dir}")
-        print(report.write_failed_baseline(args.out, args.arch_list, outcomes, failed, trainer.dir))
+        model = next(name(baseline, s) for s in seed_list if name(baseline, s) not in translated)
+        why = outcomes[model].failed or failed[model]
+        log(f"baseline {model} FAILED ({why.splitlines()[0]}); nothing compared; see the logs in {trainer.dir}")
+        print(report.write_failed_baseline(args.out, models, outcomes, failed, trainer.dir))
         return 1
-    limits = {arch: quality.model_limits(checkpoint) for arch, checkpoint in trained.items()}
+    limits = {m: quality.model_limits(checkpoint) for m, checkpoint in trained.items()}
     src_tokens, tgt_tokens = quality.token_lengths(info)
     outputs, t_lines, n = {}, {}, len(src_tokens)
-    for arch in translated:
-        output = generate_output.read(os.path.join(args.out, "gen", f"{arch}.out"))
-        outputs[arch] = (output.ordered("hypotheses", n), output.missing(n))
+    for model in translated:
+        output = generate_output.read(os.path.join(args.out, "gen", f"{model}.out"))
+        outputs[model] = (output.ordered("hypotheses", n), output.missing(n))
         t_lines = {**output.references, **t_lines}
-    scored = [a for a in args.arch_list if a in outputs]
     buckets = data.merge_small_buckets(info.buckets, info.test_lengths, args.min_bucket_sentences, train_limit)
     log(f"quality: sacreBLEU with {args.bootstrap_samples} bootstrap resamples; length buckets "
         + ", ".join(f"{lo}-{hi}" + (" (too few sentences)" if small else "") for lo, hi, small in buckets))
     refs = quality.references(info, [t_lines.get(i, "") for i in range(n)])
     (outputs, refs, src_tokens, tgt_tokens), joined = concatenated.split_outputs(outputs, refs, src_tokens, tgt_tokens,
                                                                                  info.test_sentences)
-    quality_result = quality.score(scored, outputs, refs, info.test_lengths, src_tokens, tgt_tokens, limits, buckets,
-                                   train_limit, force=args.mode == "synthetic", samples=args.bootstrap_samples)
-    if info.concatenated:
-        concatenated.add_buckets(quality_result, info.concatenated, scored, joined, limits, train_limit,
-                                 args.min_bucket_sentences, force=args.mode == "synthetic")
-    quality_result["min_bucket_sentences"] = args.min_bucket_sentences
-    quality_result["length_unit"] = info.length_unit
-    quality_result["failed"] = failed
+    force = args.mode == "synthetic"
+
+    def seed_quality(seed):  # this seed's models against the baseline of the same seed
+        models = [name(a, seed) for a in complete]
+        result = quality.score(models, outputs, refs, info.test_lengths, src_tokens, tgt_tokens, limits, buckets,
+                               train_limit, force=force, samples=args.bootstrap_samples)
+        if info.concatenated:
+            concatenated.add_buckets(result, info.concatenated, models, joined, limits, train_limit,
+                                     args.min_bucket_sentences, force=force)
+        return result
+
+    quality_result = quality.merge([seed_quality(s) for s in seed_list])
+    log(f"verdict: two-level paired bootstrap over {len(seed_list)} seed pair(s) and the test sentences")
+    quality_result.update(
+        min_bucket_sentences=args.min_bucket_sentences, length_unit=info.length_unit, failed=failed,
+        seeds=seed_list,
+        verdict=verdict.verdicts(quality.metrics(force)[0], complete, seed_list,
+                                 {m: outputs[m][0] for m in outputs}, name, refs, info.test_lengths, train_limit,
+                                 args.bootstrap_samples))
     _save_json(os.path.join(args.out, "quality.json"), quality_result)
 
-    cost_result = measure_cost(args, steps, info, translated, limits,
-                               {arch: trainer.log_path(arch) for arch in translated}, log)
-    profiles, r2s = analyse(steps, info, translated, log)
-    curves = {arch: fairseq_log.valid_curve(trainer.log_path(arch)) for arch in args.arch_list
-              if os.path.exists(trainer.log_path(arch))}
+    # Cost and analysis do not depend on the seed: once per architecture, on its first seed's model.
+    firsts = {arch: name(arch, first) for arch in complete}
+    cost_result = measure_cost(args, steps, info, {a: translated[m] for a, m in firsts.items()},
+                               {a: limits[m] for a, m in firsts.items()},
+                               {a: trainer.log_path(m) for a, m in firsts.items()}, log)
+    profiles, r2s = analyse(steps, info, {a: translated[m] for a, m in firsts.items()}, log)
+    curves = {arch: fairseq_log.valid_curve(trainer.log_path(name(arch, first))) for arch in args.arch_list
+              if os.path.exists(trainer.log_path(name(arch, first)))}
+    seed_curves = {arch: {str(s): fairseq_log.valid_curve(trainer.log_path(name(arch, s))) for s in seed_list[1:]
+                          if os.path.exists(trainer.log_path(name(arch, s)))} for arch in args.arch_list}
 
     context = {
         "command": "`posnet-compare " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
         + "`",
         "data": describe_data(args, info),
-        "budget": f"{args.budget_obj} per model; seed {args.seed}; Adam (0.9, 0.98), lr {args.lr:g}, inverse-sqrt "
+        "budget": f"{args.budget_obj} per model; "
+                  + (f"seeds {', '.join(map(str, seed_list))} (every model once per seed; data seed {args.seed})"
+                     if len(seed_list) > 1 else f"seed {seed_list[0]}")
+                  + f"; Adam (0.9, 0.98), lr {args.lr:g}, inverse-sqrt "
                   f"schedule with {args.warmup_updates} warm-up updates, label smoothing 0.1, dropout "
-                  f"{args.dropout:g}, at most {args.max_tokens} tokens per batch; evaluated: the average of the last "
-                  f"{args.average} {'epoch' if args.budget_obj.unit == 'epochs' else 'update'} checkpoints "
-                  f"(saved every {args.interval} updates)" + (f"; model flags {args.model_flags}" if args.model_flags
-                                                              else ""),
-        "trained": ", ".join(f"`{a}` {o.updates} updates" for a, o in outcomes.items() if o.checkpoint),
+                  f"{args.dropout:g}, at most {args.max_tokens} tokens per batch; evaluated: the average of the "
+                  + (f"{args.average} best checkpoints (lowest validation loss)" if args.budget_obj.patience else
+                     f"last {args.average} {'epoch' if args.budget_obj.unit == 'epochs' else 'update'} checkpoints")
+                  + f" (saved every {args.interval} updates)" + (f"; model flags {args.model_flags}"
+                                                                 if args.model_flags else ""),
+        "trained": ", ".join(f"`{m}` {o.updates} updates" + (" (not converged)" if o.converged is False else "")
+                             for m, o in outcomes.items() if o.checkpoint),
         "test translation": f"fairseq-generate, beam {args.beam}, at most {args.max_len_a:g} x source length + "
                             f"{args.max_len_b} tokens",
         "baseline (ratios, significance)": f"`{args.arch_list[0]}`",
@@ -238,19 +274,20 @@ def run(p, args, argv):
     extra = {a: f for a, f in args.flags.items() if f and f != shlex.split(args.model_flags)}
     if extra:
         context["per-model flags"] = "; ".join(f"`{a}`: `{' '.join(f)}`" for a, f in extra.items())
-    table, text = report.write(args.out, args.arch_list, {a: outcomes[a] for a in args.arch_list},
-                               records.Quality.read(quality_result), records.Cost.read(cost_result), r2s, context)
+    table, text = report.write(args.out, args.arch_list, outcomes, records.Quality.read(quality_result),
+                               records.Cost.read(cost_result), r2s, context, seed_list, name)
     plot_dir = os.path.join(args.out, "plots")
     os.makedirs(plot_dir, exist_ok=True)
     plots.bleu_vs_speed(table, args.lengths[0], args.arch_list[0], os.path.join(plot_dir, "bleu_vs_speed.png"))
     plots.bleu_by_length(table, quality_result["buckets"], train_limit, info.length_unit,
                          os.path.join(plot_dir, "bleu_by_length.png"))
-    plots.valid_loss(args.arch_list, curves, os.path.join(plot_dir, "valid_loss.png"))
-    plots.position_mixing(scored, profiles, os.path.join(plot_dir, "position_mixing.png"))
+    plots.valid_loss(args.arch_list, curves, os.path.join(plot_dir, "valid_loss.png"), seed_curves)
+    plots.position_mixing(complete, profiles, os.path.join(plot_dir, "position_mixing.png"))
     _save_json(os.path.join(args.out, "results.json"), {"table": table, "buckets": quality_result["buckets"],
                                                         "train_limit": train_limit, "curves": curves,
                                                         "mixing": profiles,
-                                                        "decode_lengths": args.lengths})
+                                                        "decode_lengths": args.lengths, "seeds": seed_list,
+                                                        "seed_curves": seed_curves})
     log(f"wrote {args.out}/results.md, results.csv, plots/*.png")
     print(text)
     return 0

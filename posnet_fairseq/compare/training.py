@@ -23,31 +23,50 @@ import os
 import re
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import List, Optional
 
 from .. import fairseq_log
-from ..checkpoint_averaging import write_average
+from ..checkpoint_averaging import best_copies, write_average
 from ..plugin import PLUGIN_DIR, subprocess_env
 from ..process_pool import ProcessPool, python_command
 
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(e|epochs?|u|updates?|m|min|minutes?)\s*$")
 AVERAGE = "checkpoint_avg.pt"
+CONVERGE = "converge"
+# --budget converge: the tiny models on the synthetic corpus were still improving at 20 epochs (2,540 updates,
+# docs/compare.md), so the cap is twice that; 10 validations of --interval 50 updates are 500 updates, about
+# 4 epochs of that corpus without a better validation loss.
+DEFAULT_CAP = "40e"
+DEFAULT_PATIENCE = 10
 
 
 @dataclass(frozen=True)
 class Budget:
-    """The same training budget for every model: epochs, updates or minutes of training time."""
+    """The same training budget for every model: epochs, updates or minutes of training time; with
+    ``patience`` (``--budget converge:CAP``) that budget is a cap, and a model stops earlier once its
+    validation loss has not improved for ``patience`` validations (fairseq's ``--patience``)."""
 
     amount: float
     unit: str  # "epochs" | "updates" | "minutes"
+    patience: Optional[int] = None
 
     @classmethod
-    def parse(cls, text):
+    def parse(cls, text, patience=None):
+        """``5e``, ``2000u``, ``20m``, or ``converge`` / ``converge:CAP`` (CAP one of those, default
+        :data:`DEFAULT_CAP`) with ``patience`` validations (default :data:`DEFAULT_PATIENCE`)."""
+        head, sep, cap = text.strip().partition(":")
+        if head == CONVERGE:
+            if sep and not cap:
+                raise ValueError(f"--budget {text!r}: give the cap after the colon, e.g. converge:40e")
+            capped = cls.parse(cap if sep else DEFAULT_CAP)
+            return cls(capped.amount, capped.unit, DEFAULT_PATIENCE if patience is None else patience)
+        if patience is not None:
+            raise ValueError(f"--patience {patience} goes with --budget converge (the budget is {text})")
         match = _BUDGET.match(text)
         if not match or float(match.group(1)) <= 0:
             raise ValueError(f"--budget {text!r}: expected a positive number with a unit: "
-                             f"5e (epochs), 2000u (updates) or 20m (minutes)")
+                             f"5e (epochs), 2000u (updates) or 20m (minutes), or converge:CAP (converge:40e)")
         unit = {"e": "epochs", "u": "updates", "m": "minutes"}[match.group(2)[0]]
         amount = float(match.group(1))
         if unit != "minutes" and amount != int(amount):
@@ -55,6 +74,9 @@ class Budget:
         return cls(amount, unit)
 
     def __str__(self):
+        if self.patience:
+            return (f"until the validation loss has not improved for {self.patience} validations, at most "
+                    f"{self.amount:g} {self.unit}")
         return f"{self.amount:g} {self.unit}"
 
     def fairseq_flags(self):
@@ -101,6 +123,9 @@ class Recipe:
             # validation set would lose sentences, one of fewer than 8 sentences all of them.
             "--required-batch-size-multiple", "1",
             "--skip-invalid-size-inputs-valid-test", *budget.fairseq_flags(),
+            # converge: the best checkpoints (by validation loss) are kept to be averaged.
+            *(["--patience", str(budget.patience), "--keep-best-checkpoints", str(self.average)] if budget.patience
+              else []),
         ]
 
 
@@ -128,11 +153,16 @@ class TrainOutcome:
     epochs: Optional[int] = None
     updates: Optional[int] = None
     failed: Optional[str] = None
+    converged: Optional[bool] = None  # --budget converge: stopped by its patience (False: by the cap)
 
 
 def averaged_files(save_dir, log_path, budget, count):
-    """The checkpoints to average: the last ``count`` epoch checkpoints for an epoch budget, else
-    the last ``count`` saves (every ``interval`` updates and at the end of each epoch and of training)."""
+    """The checkpoints to average: with --budget converge the ``count`` best (fairseq's
+    --keep-best-checkpoints copies, lowest validation loss first); the last ``count`` epoch checkpoints for
+    an epoch budget, else the last ``count`` saves (every ``interval`` updates and at the end of each epoch
+    and of training)."""
+    if budget.patience:
+        return best_copies(save_dir)[:count]
     if budget.unit == "epochs":
         found = sorted((int(m.group(1)), name) for name in os.listdir(save_dir)
                        for m in [re.fullmatch(r"checkpoint(\d+)\.pt", name)] if m)
@@ -159,7 +189,10 @@ class Trainer:
     """Runs the trainings of one ``posnet-compare`` run (``steps``: its
     :class:`~posnet_fairseq.compare.steps.Steps`); see the module docstring."""
 
-    def __init__(self, steps, data_bin, budget, recipe, plan, log, progress_every=30):
+    def __init__(self, steps, data_bin, budget, recipe, plan, log, progress_every=30, split=None):
+        """``split(name)``: the (architecture, seed) a model's name trains (default: the name itself with the
+        recipe's seed; :func:`posnet_fairseq.compare.seeds.split` names one model per seed)."""
+        self.split = split or (lambda name: (name, recipe.seed))
         self.steps = steps
         self.dir = os.path.join(steps.out, "checkpoints")
         self.data_bin, self.budget, self.recipe, self.plan = data_bin, budget, recipe, plan
@@ -174,8 +207,11 @@ class Trainer:
     def log_path(self, arch):
         return os.path.join(self.dir, f"{arch}.train.log")
 
-    def settings(self, flags):
-        return dict(step_settings(self.recipe, self.budget, self.plan), flags=list(flags))
+    def recipe_of(self, arch):
+        return replace(self.recipe, seed=self.split(arch)[1])
+
+    def settings(self, arch, flags):
+        return dict(step_settings(self.recipe_of(arch), self.budget, self.plan), flags=list(flags))
 
     def _inputs(self):
         return {"data": self.data_bin}
@@ -205,12 +241,12 @@ class Trainer:
             self._restart(arch, before.updates)
         else:
             self.log(f"train: starting {arch} ({self.budget})")
-        self.steps.begin(f"train/{arch}", self.settings(flags))
+        self.steps.begin(f"train/{arch}", self.settings(arch, flags))
         log_file = open(self.log_path(arch), "a")
         log_file.write(f"{fairseq_log.START_MARK}{time.time():.3f}\n")
         log_file.flush()
-        command = train_command(self.data_bin, save_dir, arch, flags, self.recipe, self.budget,
-                                self.plan.train_flags())
+        command = train_command(self.data_bin, save_dir, self.split(arch)[0], flags, self.recipe_of(arch),
+                                self.budget, self.plan.train_flags())
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=subprocess_env(**env))
         with open(pid_path, "w") as f:
             f.write(str(process.pid))
@@ -263,10 +299,14 @@ class Trainer:
         write_average(files, checkpoint)
         progress = fairseq_log.progress(self.log_path(arch))
         outcome = TrainOutcome(arch, checkpoint, [os.path.basename(f) for f in files], progress.epoch,
-                               progress.updates)
+                               progress.updates,
+                               converged=fairseq_log.stopped_early(self.log_path(arch)) if self.budget.patience
+                               else None)
         self.steps.finish(f"train/{arch}", self.steps.load(f"train/{arch}").settings, self._inputs(), [checkpoint],
                           {k: v for k, v in asdict(outcome).items() if k not in ("arch", "checkpoint", "failed")})
-        self.log(f"train: {arch} finished ({outcome.updates} updates, epoch {outcome.epochs}; averaged "
+        self.log(f"train: {arch} finished ({outcome.updates} updates, epoch {outcome.epochs}"
+                 + ({True: ", converged", False: ", stopped by the cap: not converged"}.get(outcome.converged, ""))
+                 + "; averaged "
                  f"{', '.join(outcome.averaged)})")
         return outcome
 
@@ -298,7 +338,7 @@ class Trainer:
         """The outcome of a model finished earlier (its step intact), or None; averages again a finished
         training whose average is missing or damaged."""
         name = f"train/{arch}"
-        why = self.steps.why_not_done(name, self.settings(flags), self._inputs())
+        why = self.steps.why_not_done(name, self.settings(arch, flags), self._inputs())
         if why is None:
             self.log(f"train: skipped {arch}, finished earlier ({self.save_dir(arch)}/{AVERAGE})")
             return TrainOutcome(arch, os.path.join(self.save_dir(arch), AVERAGE), **self.steps.result(name))
@@ -307,12 +347,13 @@ class Trainer:
             # Interrupted after training, before averaging, or the average was lost: resuming would train
             # one more update.
             self.log(f"train: {arch} finished training earlier ({why}); averaging its checkpoints")
-            self.steps.begin(name, self.settings(flags))
+            self.steps.begin(name, self.settings(arch, flags))
             return self._finish(arch)
         return None
 
     def run(self, archs, flags):
-        """Trains ``archs`` (``flags[arch]``: its fairseq flags); returns {arch: TrainOutcome}."""
+        """Trains ``archs`` (the models' names, see ``split``; ``flags[arch]``: its fairseq flags); returns
+        {arch: TrainOutcome}."""
         outcomes = {}
         for arch in archs:
             outcome = self._skip(arch, flags[arch])

@@ -1,0 +1,207 @@
+"""posnet-compare with several seeds (--seeds) and with --budget converge, on micro settings.
+
+One micro run with two architectures and two seeds (module fixture) serves the per-seed and mean ± sd figures,
+the Verdict section, the cost measured once per architecture, the plots, and a re-run that adds a seed and
+trains only that seed. The converge budget is tested on the fixture's data-bin with the trainer alone.
+"""
+import csv
+import dataclasses
+import json
+import shutil
+import statistics
+
+import pytest
+import sacrebleu
+
+from posnet_fairseq.compare import plots, records, report, training
+from posnet_fairseq.compare.steps import Steps
+from posnet_fairseq.evaluation import generate_output
+
+from test_compare import CHEAP, TINY, micro_run, run_compare
+
+ARCHS = ["posnet_transformer_tiny", "rope_transformer_tiny"]
+ARGV = ["--archs", ",".join(ARCHS), "--budget", "4u", "--train-pairs", "150", "--valid", "10", "--test", "40",
+        "--train-max-len", "10", "--vocab-size", "400", "--interval", "2", "--decode-lengths", "8", "--jobs", "2",
+        "--min-bucket-sentences", "8", *CHEAP]
+
+
+@pytest.fixture(scope="module")
+def seeds_run(tmp_path_factory):
+    return micro_run(tmp_path_factory.mktemp("seeds") / "run", [*ARGV, "--seeds", "2"])
+
+
+def _rows(path):
+    with open(path, newline="") as f:
+        return {row["arch"]: row for row in csv.DictReader(f)}
+
+
+def test_every_figure_is_mean_and_sd_over_the_seeds_with_each_seeds_value(seeds_run):
+    out, stdout, results = seeds_run
+    assert results["seeds"] == [1, 2]
+    refs = (out / "raw" / "test.tgt").read_text().splitlines()
+    sources = (out / "raw" / "test.src").read_text().splitlines()
+    rows = _rows(out / "results.csv")
+    table = {row["arch"]: row for row in results["table"]}
+    assert list(rows) == ARCHS
+    for arch in ARCHS:
+        # seed 1 keeps the architecture's own name (a run made before seeds existed resumes as seed 1)
+        models = {1: arch, 2: f"{arch}.seed2"}
+        assert Steps(out).load(f"train/{models[2]}").settings["seed"] == 2
+        assert Steps(out).load(f"train/{models[1]}").settings["seed"] == 1
+        hyps = {s: generate_output.read(out / "gen" / f"{m}.out").ordered("hypotheses", len(refs))
+                for s, m in models.items()}
+        bleu = {s: sacrebleu.corpus_bleu(h, [refs], force=True).score for s, h in hyps.items()}
+        chrf = {s: sacrebleu.corpus_chrf(h, [refs]).score for s, h in hyps.items()}
+        row = table[arch]
+        for name, values in (("bleu", bleu), ("chrf", chrf)):
+            assert [row[f"{name}_seed1"], row[f"{name}_seed2"]] == pytest.approx([values[1], values[2]], abs=1e-9)
+            assert row[name] == pytest.approx(statistics.fmean(values.values()))
+            assert row[f"{name}_sd"] == pytest.approx(statistics.stdev(values.values()))
+            assert float(rows[arch][f"{name}_sd"]) == pytest.approx(row[f"{name}_sd"], rel=1e-5, abs=1e-9)
+        # each length bucket and its hypothesis / reference length, per seed and over the seeds
+        for bucket in results["buckets"]:
+            ids = [i for i, s in enumerate(sources) if bucket["lo"] <= len(s.split()) <= bucket["hi"]]
+            key = f"bleu_len_{bucket['lo']}_{bucket['hi']}"
+            scores = [sacrebleu.corpus_bleu([hyps[s][i] for i in ids], [[refs[i] for i in ids]], force=True)
+                      for s in (1, 2)]
+            assert [row[f"{key}_seed1"], row[f"{key}_seed2"]] == pytest.approx([b.score for b in scores], abs=1e-9)
+            assert row[key + "_sd"] == pytest.approx(statistics.stdev(b.score for b in scores))
+            ratio = f"length_ratio_{bucket['lo']}_{bucket['hi']}"
+            assert row[f"{ratio}_seed2"] == pytest.approx(scores[1].sys_len / scores[1].ref_len)
+            assert ratio + "_sd" in rows[arch]
+        assert "bleu_p" not in row and "bleu_ci" not in row  # one seed's bootstrap: quality.json, per model
+    text = (out / "results.md").read_text()
+    line = next(line for line in text.splitlines() if line.startswith(f"| `{ARCHS[1]}`"))
+    assert f"| {table[ARCHS[1]]['bleu']:.1f} ± {table[ARCHS[1]]['bleu_sd']:.1f} |" in line
+    assert "mean ± the standard deviation over the seeds 1, 2" in text and "## Length: hypothesis / reference" in text
+    assert "seeds 1, 2 (every model once per seed; data seed 1)" in text
+
+
+def test_the_verdict_names_each_model_in_range_and_beyond(seeds_run):
+    out, _, results = seeds_run
+    text = (out / "results.md").read_text()
+    section = text.split("## Verdict")[1].split("## Plots")[0]
+    assert "2 seeds (1, 2)" in section and "ignores seed variance" not in section
+    lines = [line for line in section.splitlines() if line.startswith("- `")]
+    assert len(lines) == 1 and lines[0].startswith(f"- `{ARCHS[1]}`: in range ")
+    with open(out / "quality.json") as f:
+        judged = json.load(f)["verdict"][ARCHS[1]]
+    for side in ("in range", "beyond"):
+        r = judged[side]
+        assert r["seeds"] == 2 and r["low"] <= r["effect"] <= r["high"]
+        assert r["verdict"] == ("better" if r["low"] > 0 else "worse" if r["high"] < 0 else "no detectable difference")
+        assert f"{side} {r['verdict']} ({r['effect']:+.1f} BLEU, 95% interval {r['low']:+.1f} to {r['high']:+.1f})" \
+            in lines[0]
+
+
+def test_cost_and_analysis_once_per_architecture(seeds_run):
+    out, _, results = seeds_run
+    with open(out / "cost.json") as f:
+        cost = json.load(f)
+    assert sorted(cost["parameters"]) == sorted(ARCHS) and cost["settings"]["archs"] == ARCHS
+    names = Steps(out).names()
+    assert [n for n in names if n.startswith("analysis/")] == [f"analysis/{a}" for a in sorted(ARCHS)]
+    assert sorted(n for n in names if n.startswith("translate/")) == sorted(
+        f"translate/{m}" for a in ARCHS for m in (a, f"{a}.seed2"))
+
+
+def test_plots_show_the_spread_over_seeds(seeds_run, tmp_path):
+    out, _, results = seeds_run
+    table = results["table"]
+    ax = plots.bleu_vs_speed(table, 8, ARCHS[0], tmp_path / "s.png").axes[0]
+    for container, row in zip(ax.containers, table):
+        assert container.lines[0].get_ydata()[0] == pytest.approx(row["bleu"])  # the mean, +- one sd
+        bar = container.lines[2][0].get_segments()[0]
+        assert [y for _, y in bar] == pytest.approx([row["bleu"] - row["bleu_sd"], row["bleu"] + row["bleu_sd"]])
+    marks = [sorted(c.get_offsets()[:, 1]) for c in ax.collections if len(c.get_offsets()) == 2]
+    assert marks == [pytest.approx(sorted([r["bleu_seed1"], r["bleu_seed2"]])) for r in table]
+    ax = plots.bleu_by_length(table, results["buckets"], 10, "words", tmp_path / "b.png").axes[0]
+    first = f"bleu_len_{results['buckets'][0]['lo']}_{results['buckets'][0]['hi']}"
+    assert any(t.get_text() == f"{table[0][first]:.1f}±{table[0][first + '_sd']:.1f}" for t in ax.texts)
+    assert "mean±sd over the seeds" in ax.get_title() and "* significant" not in ax.get_title()
+    fig = plots.valid_loss(ARCHS, results["curves"], tmp_path / "v.png", results["seed_curves"])
+    labels = {line.get_label() for line in fig.axes[1].get_lines()}
+    assert labels == {ARCHS[1], f"{ARCHS[1]} seed 2", ARCHS[0]}
+    assert len(plots.replot(results, str(tmp_path / "again"), "words")) == 4
+
+
+def test_a_rerun_that_adds_a_seed_trains_only_that_seed(seeds_run, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(seeds_run[0], out)  # a copied --out resumes in place
+    stdout = run_compare([*ARGV, "--out", str(out), "--seeds", "3"])
+    started = [line.split("train: starting ")[1].split()[0] for line in stdout.splitlines()
+               if "train: starting" in line]
+    assert started == [f"{a}.seed3" for a in ARCHS]
+    for arch in ARCHS:
+        for model in (arch, f"{arch}.seed2"):
+            assert f"train: skipped {model}, finished earlier" in stdout and f"translate: skipped {model}," in stdout
+    assert "cost: skipped, measured earlier" in stdout and "data: skipped" in stdout
+    row = {r["arch"]: r for r in json.loads((out / "results.json").read_text())["table"]}[ARCHS[0]]
+    assert {"bleu_seed1", "bleu_seed2", "bleu_seed3"} <= set(row)
+
+
+def test_converge_stops_on_patience_and_flags_the_cap(seeds_run, tmp_path):
+    """A model whose validation loss cannot improve (lr 1e-12: it moves far below the 3 decimals fairseq
+    compares) stops after 1 + patience validations and is converged, evaluated on its best checkpoints; a cap
+    reached before the patience could run out is "not converged" in results.md."""
+    data_bin = str(seeds_run[0] / "data-bin")
+    flags = TINY.split()
+    outcomes = {}
+    for cap, lr in (("20u", 1e-12), ("2u", 2e-3)):
+        steps = Steps(tmp_path / cap)
+        budget = training.Budget.parse(f"converge:{cap}", patience=2)
+        recipe = training.Recipe(lr=lr, interval=1, average=2)
+        trainer = training.Trainer(steps, data_bin, budget, recipe, _cpu_plan(), lambda message: None)
+        outcomes[cap] = trainer.run([ARCHS[0]], {ARCHS[0]: flags})[ARCHS[0]]
+    stopped, capped = outcomes["20u"], outcomes["2u"]
+    assert (stopped.converged, stopped.updates) == (True, 3)
+    assert len(stopped.averaged) == 2 and all(name.startswith("checkpoint.best_loss_") for name in stopped.averaged)
+    assert (capped.converged, capped.updates) == (False, 2)
+    quality = records.Quality.read({"systems": {}, "buckets": [], "failed": {}})
+    cost = records.Cost.read({"training_steps": {}, "decoding": {}, "parameters": {}, "decode_lengths": []})
+    table = report.rows(["a", "b"], {"a": stopped, "b": capped}, quality, cost, {})
+    text = report.markdown(table, quality, cost, {})
+    assert "| `a` | 3 |" in text and "| `b` | 2 (not converged) |" in text
+
+
+def test_a_run_made_before_seeds_resumes_as_its_seed(tmp_path):
+    """The previous version recorded train/ARCH with the recipe's seed: with the same --seed it is that seed's
+    model (a seed added beside it is ARCH.seedS); another --seed is refused as other settings."""
+    from posnet_fairseq.compare import run
+
+    budget, plan = training.Budget.parse("5e"), _cpu_plan()
+
+    def recipe_of(seed):
+        return training.step_settings(dataclasses.replace(training.Recipe(), seed=seed), budget, plan)
+
+    steps = Steps(tmp_path)
+    steps.begin("train/a", dict(recipe_of(1), flags=[]))
+    run.check_settings(steps, recipe_of, {"a": []}, 1)
+    steps.begin("train/a.seed2", dict(recipe_of(2), flags=[]))
+    run.check_settings(steps, recipe_of, {"a": []}, 1)
+    with pytest.raises(ValueError, match=r"other settings \(seed\): .* use a new --out"):
+        run.check_settings(steps, recipe_of, {"a": []}, 2)
+
+
+def _cpu_plan():
+    from posnet_fairseq.compare import devices
+
+    return devices.plan("cpu", jobs=1)
+
+
+@pytest.mark.parametrize("text, cap, patience", [("converge", "40 epochs", 10), ("converge:3000u", "3000 updates", 10),
+                                                 ("converge:30m", "30 minutes", 10)])
+def test_converge_budget_parses_with_its_defaults(text, cap, patience):
+    budget = training.Budget.parse(text)
+    assert f"{budget.amount:g} {budget.unit}" == cap and budget.patience == patience
+    assert str(budget) == f"until the validation loss has not improved for {patience} validations, at most {cap}"
+    flags = training.Recipe(average=3).fairseq_flags(budget)
+    assert flags[flags.index("--patience") + 1] == "10" and flags[flags.index("--keep-best-checkpoints") + 1] == "3"
+
+
+@pytest.mark.parametrize("text, patience, message", [("converge:", None, "give the cap"),
+                                                     ("converge:5x", None, "--budget"),
+                                                     ("5e", 3, "--patience 3 goes with --budget converge")])
+def test_bad_converge_budget_names_the_flag(text, patience, message):
+    with pytest.raises(ValueError, match=message):
+        training.Budget.parse(text, patience)
