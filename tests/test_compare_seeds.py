@@ -23,11 +23,13 @@ ARCHS = ["posnet_transformer_tiny", "rope_transformer_tiny"]
 ARGV = ["--archs", ",".join(ARCHS), "--budget", "4u", "--train-pairs", "150", "--valid", "10", "--test", "40",
         "--train-max-len", "10", "--vocab-size", "400", "--interval", "2", "--decode-lengths", "8", "--jobs", "2",
         "--min-bucket-sentences", "8", *CHEAP]
+# --concat-test: the joined examples' buckets are scored per seed as the natural ones are
+SEEDS_ARGV = [*ARGV, "--concat-test", "2"]
 
 
 @pytest.fixture(scope="module")
 def seeds_run(tmp_path_factory):
-    return micro_run(tmp_path_factory.mktemp("seeds") / "run", [*ARGV, "--seeds", "2"])
+    return micro_run(tmp_path_factory.mktemp("seeds") / "run", [*SEEDS_ARGV, "--seeds", "2"])
 
 
 def _rows(path):
@@ -38,8 +40,10 @@ def _rows(path):
 def test_every_figure_is_mean_and_sd_over_the_seeds_with_each_seeds_value(seeds_run):
     out, stdout, results = seeds_run
     assert results["seeds"] == [1, 2]
-    refs = (out / "raw" / "test.tgt").read_text().splitlines()
-    sources = (out / "raw" / "test.src").read_text().splitlines()
+    # the test split ends with the joined examples of --concat-test; every natural figure leaves them out
+    joined_examples = json.loads((out / "quality.json").read_text())["concatenated"]["examples"]
+    refs = (out / "raw" / "test.tgt").read_text().splitlines()[:-joined_examples]
+    sources = (out / "raw" / "test.src").read_text().splitlines()[:-joined_examples]
     rows = _rows(out / "results.csv")
     table = {row["arch"]: row for row in results["table"]}
     assert list(rows) == ARCHS
@@ -59,7 +63,8 @@ def test_every_figure_is_mean_and_sd_over_the_seeds_with_each_seeds_value(seeds_
             assert row[f"{name}_sd"] == pytest.approx(statistics.stdev(values.values()))
             assert float(rows[arch][f"{name}_sd"]) == pytest.approx(row[f"{name}_sd"], rel=1e-5, abs=1e-9)
         # each length bucket and its hypothesis / reference length, per seed and over the seeds
-        for bucket in results["buckets"]:
+        natural = [b for b in results["buckets"] if not b.get("concatenated")]
+        for bucket in natural:
             ids = [i for i, s in enumerate(sources) if bucket["lo"] <= len(s.split()) <= bucket["hi"]]
             key = f"bleu_len_{bucket['lo']}_{bucket['hi']}"
             scores = [sacrebleu.corpus_bleu([hyps[s][i] for i in ids], [[refs[i] for i in ids]], force=True)
@@ -69,6 +74,13 @@ def test_every_figure_is_mean_and_sd_over_the_seeds_with_each_seeds_value(seeds_
             ratio = f"length_ratio_{bucket['lo']}_{bucket['hi']}"
             assert row[f"{ratio}_seed2"] == pytest.approx(scores[1].sys_len / scores[1].ref_len)
             assert ratio + "_sd" in rows[arch]
+        joined = [b for b in results["buckets"] if b.get("concatenated")]
+        assert joined and natural
+        scored = [f"bleu_len_concat2_{b['lo']}_{b['hi']}" for b in joined if not b.get("too_small")]
+        assert scored
+        for key in scored:
+            assert row[key] == pytest.approx(statistics.fmean([row[f"{key}_seed1"], row[f"{key}_seed2"]]))
+            assert key + "_sd" in rows[arch]
         assert "bleu_p" not in row and "bleu_ci" not in row  # one seed's bootstrap: quality.json, per model
     text = (out / "results.md").read_text()
     line = next(line for line in text.splitlines() if line.startswith(f"| `{ARCHS[1]}`"))
@@ -128,7 +140,7 @@ def test_plots_show_the_spread_over_seeds(seeds_run, tmp_path):
 def test_a_rerun_that_adds_a_seed_trains_only_that_seed(seeds_run, tmp_path):
     out = tmp_path / "run"
     shutil.copytree(seeds_run[0], out)  # a copied --out resumes in place
-    stdout = run_compare([*ARGV, "--out", str(out), "--seeds", "3"])
+    stdout = run_compare([*SEEDS_ARGV, "--out", str(out), "--seeds", "3"])
     started = [line.split("train: starting ")[1].split()[0] for line in stdout.splitlines()
                if "train: starting" in line]
     assert started == [f"{a}.seed3" for a in ARCHS]

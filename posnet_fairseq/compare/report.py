@@ -263,7 +263,7 @@ def markdown(table, quality, cost, context, seed_list=(None,)):
 def _length_ratios(table, buckets, several):
     """The hypothesis / reference length of each model on each bucket (below 1: it stops too early)."""
     out = ["## Length: hypothesis / reference", "",
-           "| model | " + " | ".join(f"{b.lo}-{b.hi}{' *' if b.beyond_training else ''}" for b in buckets) + " |",
+           "| model | " + " | ".join(f"{b.label}{' *' if b.beyond_training else ''}" for b in buckets) + " |",
            "|" + "---|" * (len(buckets) + 1)]
     for row in table:
         if "failed" not in row:
