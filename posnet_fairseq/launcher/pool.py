@@ -17,6 +17,7 @@ submits everything else afresh (``skip_finished=False``).
 """
 import os
 import re
+import signal
 import time
 
 from ..process_pool import Job
@@ -53,14 +54,17 @@ class JobProcess:
 
 
 def returncode(event):
-    """A local exit status for a launcher event that ends a unit: 0, the command's exit status, or minus a signal number
-    (a job cancelled, killed or lost reads as SIGTERM: its checkpoints stay and a re-run resumes it)."""
+    """A local exit status for a launcher event that ends a unit: 0, the command's exit status, or minus a
+    signal number. A job that SLURM ended (cancelled, timed out, preempted, its node failed) or lost reads
+    as killed by SIGTERM whatever its command then returned: its checkpoints stay and a re-run resumes it."""
     if event.kind == FINISHED:
         return 0
-    status, signal = _STATUS.search(event.message), _SIGNAL.search(event.message)
+    if event.message.startswith("ended ") and not event.message.startswith(("ended FAILED", "ended COMPLETED")):
+        return -signal.SIGTERM
+    status, killed = _STATUS.search(event.message), _SIGNAL.search(event.message)
     if status:
         return int(status.group(1))
-    return -int(signal.group(1)) if signal else -15
+    return -int(killed.group(1)) if killed else -signal.SIGTERM
 
 
 def unit_name(kind, key):
