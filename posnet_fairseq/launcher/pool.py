@@ -111,18 +111,18 @@ class JobPool:
         calls ``stopped`` for each, and the exception goes on. A driver killed outright leaves its jobs
         running, and the next run attaches to them."""
         by_name = {}
-        for key in keys:
-            self._starting = key
-            process = start(key, dict(self.slot_env))
-            by_name[process.unit.name] = key
-            self.running[key] = Job(process, 0, time.time())
-        self._starting = None
-        if not by_name:
-            return
-        self._launcher = Launcher(self.run_dir, self.queue, self.options, progress=self._progress(by_name, finish),
-                                  poll_s=self.poll_seconds, every=every, skip_finished=False)
         try:
-            self._launcher.run([self.running[key].process.unit for key in by_name.values()])
+            for key in keys:
+                self._starting = key
+                process = start(key, dict(self.slot_env))
+                by_name[process.unit.name] = key
+                self.running[key] = Job(process, 0, time.time())
+            self._starting = None
+            if by_name:
+                self._launcher = Launcher(self.run_dir, self.queue, self.options,
+                                          progress=self._progress(by_name, finish), poll_s=self.poll_seconds,
+                                          every=every, skip_finished=False)
+                self._launcher.run([self.running[key].process.unit for key in by_name.values()])
         except BaseException:
             self.stop(stopped)
             raise

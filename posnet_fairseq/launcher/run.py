@@ -15,6 +15,7 @@ A job that SLURM requeues (preemption, ``scontrol requeue``) keeps its id:
 the driver keeps waiting for it, and the unit resumes when it starts again.
 """
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -229,7 +230,8 @@ def _error_lines(report):
     trace = report.split("-" * 22)[1] if report.count("-" * 22) >= 2 else report
     lines = [line for line in trace.splitlines() if line and not line[0].isspace()
              and not line.startswith(("Traceback", "The above exception", "During handling"))]
-    return " | ".join(lines)
+    # A command's whole argument list is in the unit's description already.
+    return re.sub(r"Command '\[.*?\]' returned", "its command returned", " | ".join(lines))
 
 
 def _checked(units):
