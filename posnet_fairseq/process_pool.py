@@ -9,6 +9,7 @@ the current directory first on ``sys.path``, and a stray ``posnet_fairseq``
 there would be imported instead of the installed plugin that ``--user-dir``
 names (fairseq then fails with "not globally unique").
 """
+import subprocess
 import sys
 import time
 from typing import Callable, Dict, Hashable, Iterable, NamedTuple, Optional, Sequence
@@ -36,6 +37,11 @@ class ProcessPool:
         self.slots = list(slots)
         self.poll_seconds = poll_seconds
         self.running: Dict[Hashable, Job] = {}
+
+    def popen(self, command, **kwargs):
+        """Starts one job's process (``start`` calls it; :class:`posnet_fairseq.launcher.pool.JobPool`
+        submits a cluster job instead)."""
+        return subprocess.Popen(command, **kwargs)
 
     def run(self, keys: Iterable[Hashable], start: Callable, finish: Callable, stopped: Optional[Callable] = None,
             every: Optional[Callable] = None, stop_on_failure: bool = False):

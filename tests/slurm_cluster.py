@@ -27,6 +27,9 @@ import pytest
 MUNGE_DIRS = ("/run/munge", "/var/log/munge", "/var/lib/munge")
 MUNGE_KEY = Path("/etc/munge/munge.key")
 START_TIMEOUT_S = 60
+# How long a node refuses a job whose credential was revoked, and so how long SLURM holds a
+# requeued job before it starts it again (default 120 s): short, for the requeue tests.
+CRED_EXPIRE_S = 5
 
 
 def missing_binaries():
@@ -63,7 +66,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={munge_socket}
+AuthInfo=socket={munge_socket},cred_expire={CRED_EXPIRE_S}
 StateSaveLocation={folder}/state
 SlurmdSpoolDir={folder}/spool
 SlurmctldPidFile={folder}/slurmctld.pid
@@ -168,6 +171,23 @@ class Cluster:
         if log.exists():
             shutil.move(log, self.folder / "munged.log")
         Path(f"/var/lib/munge/{self.name}.seed").unlink(missing_ok=True)
+
+
+def requeue(job_id, timeout_s=60):
+    """`scontrol requeue` a running job, as a preemption does, and wait until it runs again. SLURM holds
+    a requeued job for CRED_EXPIRE_S (a sooner start on the same node is refused: "Job credential
+    revoked"), then waits for its next scheduling pass (up to a minute): past the hold, StartTime=now
+    starts it, as an admin may."""
+    subprocess.run(["scontrol", "requeue", job_id], check=True)
+    start, states = time.monotonic(), []
+    while not ("PENDING" in states and states[-1] == "RUNNING"):
+        if time.monotonic() > start + timeout_s or states[-1:] in (["FAILED"], ["COMPLETED"]):
+            raise AssertionError(f"the requeued job {job_id} did not start again (states: {states})")
+        if time.monotonic() > start + CRED_EXPIRE_S + 1:
+            subprocess.run(["scontrol", "update", f"jobid={job_id}", "StartTime=now"], capture_output=True)
+        states.append(subprocess.run(["squeue", "-h", "--states=all", "-o", "%T", f"--jobs={job_id}"],
+                                     capture_output=True, text=True).stdout.strip())
+        time.sleep(0.2)
 
 
 def _sbin(command):

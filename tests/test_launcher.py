@@ -18,7 +18,7 @@ import pytest
 
 from posnet_fairseq.launcher import (FAILED, FINISHED, NOT_RUN, STATE_FILE, Launcher, SlurmOptions, Unit,
                                      render_batch_script)
-from slurm_cluster import slurm_cluster  # noqa: F401 (the fixture)
+from slurm_cluster import requeue
 
 STAND_IN = textwrap.dedent("""\
     import os, sys, time
@@ -239,16 +239,7 @@ def test_slurm_requeued_job_resumes_from_its_checkpoint(slurm_cluster, tmp_path)
             return
         while not (os.path.exists(out + ".ckpt") and int(open(out + ".ckpt").read()) >= 2):
             time.sleep(0.1)
-        subprocess.run(["scontrol", "requeue", event.job_id], check=True)
-        # SLURM holds a requeued job for two minutes (BeginTime); as an admin may, start it
-        # now: StartTime=now holds only once the job is pending again, so repeat it until it runs.
-        deadline, states = time.monotonic() + 60, []
-        while not ("PENDING" in states and states[-1] == "RUNNING"):
-            assert time.monotonic() < deadline, f"the requeued job did not start again (states: {states})"
-            subprocess.run(["scontrol", "update", f"jobid={event.job_id}", "StartTime=now"], capture_output=True)
-            states.append(subprocess.run(["squeue", "-h", "-o", "%T", f"--jobs={event.job_id}"],
-                                         capture_output=True, text=True).stdout.strip())
-            time.sleep(0.2)
+        requeue(event.job_id)
         requeued.append(event.job_id)
     outcome = Launcher(tmp_path / "run", "slurm", progress=requeue_after_two_steps, poll_s=0.3).run(units)
     outcome = outcome["train.transformer.1"]

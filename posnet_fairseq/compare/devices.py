@@ -11,10 +11,27 @@ first GPU, and the training speed is fairseq-train's own throughput on its
 GPU; the training-step memory stays a CPU measurement
 (:mod:`posnet_fairseq.benchmark.memory` runs on the CPU). :meth:`Plan.describe`
 says which figure comes from which device, for ``results.md``.
+
+With ``--launcher slurm`` (:func:`cluster_plan`) every model trains, and is
+translated, in a SLURM job of its own (its GPUs or cores), and the driver
+measures the cost on its own machine after the jobs (docs/cluster.md).
 """
 import os
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
+
+from ..process_pool import ProcessPool
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Where a run's jobs go: the launcher's run directory and queue ("slurm"; "local" in tests), the
+    sbatch options (:class:`~posnet_fairseq.launcher.units.SlurmOptions`) and the squeue interval."""
+
+    run_dir: str
+    options: object
+    queue: str = "slurm"
+    poll_seconds: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -23,6 +40,7 @@ class Plan:
     slots: Tuple[Dict[str, str], ...]  # environment overrides of each job running at once
     fp16: bool = False
     name: str = "CPU"  # the device's name as results.md gives it
+    cluster: Optional[Cluster] = None  # None: local processes, one per slot at a time
 
     @property
     def jobs(self) -> int:
@@ -34,7 +52,23 @@ class Plan:
     def generate_flags(self):
         return ["--fp16"] if self.fp16 else []
 
+    def pool(self, kind, log, poll_seconds=0.5):
+        """What runs the ``kind`` ("train", "translate") processes: the local pool, one per slot at a
+        time, or the cluster's jobs (:class:`~posnet_fairseq.launcher.pool.JobPool`, all at once)."""
+        if self.cluster is None:
+            return ProcessPool(self.slots, poll_seconds)
+        from ..launcher.pool import JobPool
+
+        return JobPool(self.cluster.run_dir, self.cluster.queue, self.cluster.options, kind, log, self.slots[0],
+                       self.cluster.poll_seconds)
+
     def describe(self) -> str:
+        if self.cluster is not None:
+            options = self.cluster.options
+            each = f"{options.gpus_per_job} GPU(s)" if options.gpus_per_job else f"{options.cpus_per_job} core(s)"
+            return (f"SLURM: training and test translation one job per model, {each} each, "
+                    f"{'fp16' if self.fp16 else 'fp32'}; training step, its memory and decoding speed measured "
+                    f"by the driver on its own machine ({self.name}), one model at a time")
         if self.device == "cpu":
             return (f"CPU: training and test translation {self.jobs} model(s) at a time, one thread each; "
                     "training step, its memory and decoding speed measured one model at a time on one thread")
@@ -62,3 +96,21 @@ def plan(device: str = "auto", jobs: Optional[int] = None, fp16: bool = True) ->
     ids = visible.split(",")[:gpus] if visible else [str(i) for i in range(gpus)]
     return Plan("cuda", tuple({"CUDA_VISIBLE_DEVICES": ids[i]} for i in range(jobs or gpus)), fp16=fp16,
                 name=torch.cuda.get_device_name(0))
+
+
+def cluster_plan(cluster, models, fp16=True) -> Plan:
+    """The plan of a run whose ``models`` train as jobs of ``cluster``: on the jobs' GPUs (fp16 unless told
+    otherwise, one GPU per model as locally) or cores (as many threads as the job has). The driver measures
+    the cost on its own machine: with GPU jobs, on its GPU (ValueError naming the flag when it has none)."""
+    import torch
+
+    options = cluster.options
+    if not options.gpus_per_job:
+        threads = str(options.cpus_per_job)
+        return Plan("cpu", ({"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads},) * models,
+                    cluster=cluster)
+    if not torch.cuda.is_available():
+        raise ValueError(f"--gpus-per-job {options.gpus_per_job}: the driver times decoding on a GPU of its own "
+                         "after the jobs, and torch sees none here; run posnet-compare on a GPU node (e.g. in "
+                         "salloc --gpus 1), or train on CPU jobs (--gpus-per-job 0)")
+    return Plan("cuda", ({},) * models, fp16=fp16, name=torch.cuda.get_device_name(0), cluster=cluster)

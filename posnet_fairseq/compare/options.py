@@ -89,6 +89,12 @@ def build_parser(description=None):
     evaluation.add_argument("--step-rounds", type=int, default=2, help="training-step measurements per model (2)")
     evaluation.add_argument("--timed-steps", type=int, default=3, help="timed training steps per measurement (3)")
     p.add_argument("--progress-every", type=float, default=30, help="seconds between progress lines (30)")
+    p.add_argument("--launcher", choices=["local", "slurm"], default="local",
+                   help="local: models train and translate in processes of this machine (default); slurm: each "
+                   "model's training, and then its translation, is a SLURM job (docs/cluster.md)")
+    from ..launcher.flags import add_arguments
+
+    add_arguments(p)
     return p
 
 
@@ -178,7 +184,8 @@ def check_args(p, args):
     from .devices import plan
 
     try:
-        args.plan = plan(args.device, args.jobs, fp16=not args.no_fp16)
+        args.plan = plan(args.device, args.jobs, fp16=not args.no_fp16) if args.launcher == "local" \
+            else _cluster_plan(p, args)
     except ValueError as err:
         p.error(str(err))
     from . import model_flags
@@ -206,6 +213,27 @@ def _concat_train_flags(p, spec):
     if refused:
         p.error(f"--concat-train {spec}: {refused}")
     return translation_concat.train_flags(k, rate)
+
+
+def _cluster_plan(p, args):
+    """The plan of --launcher slurm: one job per model, with the job flags' resources."""
+    from ..launcher.flags import slurm_options
+    from ..launcher.queues import QUEUES
+    from .devices import Cluster, cluster_plan
+
+    if args.jobs is not None:
+        p.error("--jobs: with --launcher slurm every model is a job of its own, and SLURM decides how many run "
+                "at once")
+    if args.device != "auto":
+        p.error(f"--device {args.device}: with --launcher slurm the jobs' resources say where models train "
+                "(--gpus-per-job)")
+    options = slurm_options(p, args)
+    try:
+        QUEUES["slurm"](options)
+    except RuntimeError as err:
+        p.error(f"--launcher slurm: {err}")
+    return cluster_plan(Cluster(os.path.join(os.path.abspath(args.out), "slurm"), options,
+                                poll_seconds=args.poll_seconds), len(args.arch_list), fp16=not args.no_fp16)
 
 
 def _check_out(p, out):

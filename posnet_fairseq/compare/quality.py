@@ -19,11 +19,10 @@ test sentences than ``--min-bucket-sentences`` that could not be merged into
 a neighbour is marked too small and not scored.
 """
 import os
-import subprocess
 
 from ..evaluation import bootstrap
 from ..plugin import PLUGIN_DIR, subprocess_env
-from ..process_pool import ProcessPool, python_command
+from ..process_pool import python_command
 from . import data
 
 SEED = 12345  # sacreBLEU's default bootstrap seed
@@ -54,12 +53,14 @@ def translate_all(steps, checkpoints, info, plan, generation_flags, log):
         else:
             queue.append(arch)
 
+    pool = plan.pool("translate", log, poll_seconds=0.2)
+
     def start(arch, env):
         log(f"translate: {arch}")
         files[arch] = (open(os.path.join(gen_dir, f"{arch}.out.tmp"), "w"),
                        open(os.path.join(gen_dir, f"{arch}.log"), "w"))
-        return subprocess.Popen(generate_command(info, checkpoints[arch], flags), stdout=files[arch][0],
-                                stderr=files[arch][1], env=subprocess_env(**env))
+        return pool.popen(generate_command(info, checkpoints[arch], flags), stdout=files[arch][0],
+                          stderr=files[arch][1], env=subprocess_env(**env))
 
     def close(arch, _=None):
         for f in files.pop(arch):
@@ -81,7 +82,7 @@ def translate_all(steps, checkpoints, info, plan, generation_flags, log):
             failed[arch] = f"fairseq-generate exit {process.returncode}: " + "".join(tail).strip()
         log(f"translate: {arch} FAILED ({failed[arch].splitlines()[0]}), see {gen_dir}/{arch}.log")
 
-    ProcessPool(plan.slots, poll_seconds=0.2).run(queue, start, finish, stopped=close)
+    pool.run(queue, start, finish, stopped=close)
     return failed
 
 

@@ -29,7 +29,7 @@ from typing import List, Optional
 from .. import fairseq_log
 from ..checkpoint_averaging import best_copies, write_average
 from ..plugin import PLUGIN_DIR, subprocess_env
-from ..process_pool import ProcessPool, python_command
+from ..process_pool import python_command
 
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(e|epochs?|u|updates?|m|min|minutes?)\s*$")
 AVERAGE = "checkpoint_avg.pt"
@@ -197,7 +197,7 @@ class Trainer:
         self.dir = os.path.join(steps.out, "checkpoints")
         self.data_bin, self.budget, self.recipe, self.plan = data_bin, budget, recipe, plan
         self.log, self.progress_every = log, progress_every
-        self.pool = ProcessPool(plan.slots)
+        self.pool = plan.pool("train", log)  # local processes, or SLURM jobs (--launcher slurm)
         self.log_files = {}  # arch -> its open training log
         os.makedirs(self.dir, exist_ok=True)
 
@@ -247,7 +247,7 @@ class Trainer:
         log_file.flush()
         command = train_command(self.data_bin, save_dir, self.split(arch)[0], flags, self.recipe_of(arch),
                                 self.budget, self.plan.train_flags())
-        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=subprocess_env(**env))
+        process = self.pool.popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=subprocess_env(**env))
         with open(pid_path, "w") as f:
             f.write(str(process.pid))
         self.log_files[arch] = log_file

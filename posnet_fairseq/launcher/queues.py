@@ -57,7 +57,7 @@ class SlurmQueue:
 
     def submit(self, unit, run_dir, dependency_ids=()):
         executor = submitit_module().SlurmExecutor(folder=job_folder(run_dir, unit))
-        executor.update_parameters(**self.options.parameters(unit, dependency_ids))
+        executor.update_parameters(**(unit.options or self.options).parameters(unit, dependency_ids))
         return executor.submit(callable_of(unit)).job_id
 
     def states(self, job_ids):

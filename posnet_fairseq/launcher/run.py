@@ -15,6 +15,7 @@ A job that SLURM requeues (preemption, ``scontrol requeue``) keeps its id:
 the driver keeps waiting for it, and the unit resumes when it starts again.
 """
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -48,9 +49,15 @@ class Event:
     message: str = ""
 
 
-def log_event(event):
+def event_line(event):
+    """One progress line: "NAME: KIND (job ID): MESSAGE" (a submission's message, its command line, left out)."""
     job = f" (job {event.job_id})" if event.job_id else ""
-    logger.info("%s: %s%s%s", event.name, event.kind, job, f": {event.message}" if event.message else "")
+    message = f": {event.message}" if event.message and event.kind != "submitted" else ""
+    return f"{event.name}: {event.kind}{job}{message}"
+
+
+def log_event(event):
+    logger.info("%s", event_line(event))
 
 
 class Launcher:
@@ -60,10 +67,15 @@ class Launcher:
     reports it failed (a cancelled job is not retried: someone meant it).
     `result_grace_s`: how long a job that SLURM says COMPLETED may take to show
     its result file (shared file systems show other hosts' files late).
+    `every()` is called after each poll of the scheduler (a caller's progress line).
+    `skip_finished=False` submits again a unit whose recorded job finished: for a
+    caller that keeps its own record of finished work (posnet-compare's steps) and
+    asks only for what is not done, so that the launcher attaches to live jobs only.
     """
 
     def __init__(self, run_dir, queue="slurm", options=None, progress: Callable[[Event], None] = log_event,
-                 poll_s=5.0, retries=0, result_grace_s=30.0):
+                 poll_s=5.0, retries=0, result_grace_s=30.0, every: Optional[Callable[[], None]] = None,
+                 skip_finished=True):
         if queue not in QUEUES:
             raise ValueError(f"launcher {queue!r}: choose one of {sorted(QUEUES)}")
         self.run_dir = run_dir
@@ -74,6 +86,8 @@ class Launcher:
         self.poll_s = poll_s
         self.retries = retries
         self.result_grace_s = result_grace_s
+        self.every = every
+        self.skip_finished = skip_finished
 
     def run(self, units):
         units = list(units)
@@ -90,6 +104,8 @@ class Launcher:
             if not live:
                 return {name: outcomes[name] for name in given}
             time.sleep(self.poll_s)
+            if self.every is not None:
+                self.every()
             states = self.queue.states(sorted(live.values()))
             for name, job_id in list(live.items()):
                 state = states.get(job_id)
@@ -123,11 +139,12 @@ class Launcher:
                 self.progress(Event(name, "attached", job_id, state.state))
                 continue
             outcome = self._ended(next(u for u in units if u.name == name), job_id, state)
-            if outcome.status == FINISHED:
+            if outcome.status == FINISHED and self.skip_finished:
                 outcomes[name] = outcome
                 self.progress(Event(name, "finished earlier", job_id))
             else:
-                self.progress(Event(name, "resubmitted", job_id, f"its job {job_id} {outcome.message}"))
+                said = "finished; its caller asks for it again" if outcome.status == FINISHED else outcome.message
+                self.progress(Event(name, "resubmitted", job_id, f"its job {job_id} {said}"))
 
     def _note(self, name, job_id, state):
         if state.state != self._last_state.get(name):
@@ -213,7 +230,8 @@ def _error_lines(report):
     trace = report.split("-" * 22)[1] if report.count("-" * 22) >= 2 else report
     lines = [line for line in trace.splitlines() if line and not line[0].isspace()
              and not line.startswith(("Traceback", "The above exception", "During handling"))]
-    return " | ".join(lines)
+    # A command's whole argument list is in the unit's description already.
+    return re.sub(r"Command '\[.*?\]' returned", "its command returned", " | ".join(lines))
 
 
 def _checked(units):

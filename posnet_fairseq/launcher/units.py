@@ -21,7 +21,8 @@ class Unit:
 
     ``name`` names its folder (``<run dir>/jobs/<name>``) and its record in the
     state file, so a re-run finds it again; ``after`` names the units that must
-    finish first (SLURM ``--dependency=afterok``).
+    finish first (SLURM ``--dependency=afterok``); ``options``, when set, are its
+    job's instead of the launcher's (a training on several GPUs, its scoring on one).
     """
 
     name: str
@@ -29,6 +30,7 @@ class Unit:
     function: Optional[Callable[[], object]] = None
     after: Tuple[str, ...] = ()
     cwd: Optional[str] = None
+    options: Optional["SlurmOptions"] = None
 
     def __post_init__(self):
         if not _NAME.fullmatch(self.name):
@@ -53,14 +55,17 @@ class SlurmOptions:
     a value ``True`` is a flag without a value.
     """
 
-    gpus_per_job: int = 0
+    gpus_per_job: int = 0  # per node of the job
     cpus_per_job: int = 1
     partition: Optional[str] = None
     time_minutes: int = 24 * 60
     sbatch: Mapping[str, object] = field(default_factory=dict)
+    # A job of several nodes runs its unit once per node (one task each, submitit's srun),
+    # e.g. a torchrun that reads its node rank from $SLURM_NODEID.
+    nodes: int = 1
 
     def __post_init__(self):
-        for flag in ("gpus_per_job", "cpus_per_job", "time_minutes"):
+        for flag in ("gpus_per_job", "cpus_per_job", "time_minutes", "nodes"):
             if int(getattr(self, flag)) < (1 if flag != "gpus_per_job" else 0):
                 raise ValueError(f"SlurmOptions.{flag}={getattr(self, flag)}: too small")
         clashing = {"dependency", "job-name", "job_name", "output", "error"} & set(self.sbatch)
@@ -84,6 +89,8 @@ class SlurmOptions:
             params["gpus_per_node"] = int(self.gpus_per_job)
         if self.partition:
             params["partition"] = self.partition
+        if self.nodes > 1:
+            params.update(nodes=int(self.nodes), ntasks_per_node=1)
         return params
 
 

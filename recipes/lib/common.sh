@@ -25,6 +25,12 @@
 #   --nodes N --node-rank R --master-addr HOST --master-port PORT
 #                         multi-node training through torchrun
 #   --cpu-procs N         N data-parallel CPU processes (gloo), for testing
+#   --launcher slurm      each row's training a SLURM job of --nodes x --gpus GPUs (a multi-node row
+#                         runs torchrun on each node), its averaging and evaluation dependent jobs,
+#                         the table a job after them; with --dry-run: print the batch scripts.
+#                         A re-run attaches to running jobs and skips finished ones (docs/cluster.md)
+#   --cpus-per-job N --partition P --time MINUTES --sbatch OPTION[=VALUE] --poll-seconds S
+#                         the jobs' other resources (posnet_fairseq/launcher/flags.py)
 #   --comet-model PATH --comet-python PY --bleurt-model PATH --bleurt-python PY
 #                         optional learned metrics (separate environment)
 
@@ -58,6 +64,7 @@ recipe_init() {
   DATA_ROOT="${DATA_ROOT:-data}"; WORK=""
   GPUS=""; NODES=1; NODE_RANK=0; MASTER_ADDR=127.0.0.1; MASTER_PORT=29500; CPU_PROCS=0; FP16=1; MAX_TOKENS=""
   COMET_MODEL=""; COMET_PYTHON=""; BLEURT_MODEL=""; BLEURT_PYTHON=""
+  LAUNCHER=local; SLURM_ARGS=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --dry-run) DRY_RUN=1 ;;
@@ -75,6 +82,9 @@ recipe_init() {
       --master-addr) MASTER_ADDR="$2"; shift ;;
       --master-port) MASTER_PORT="$2"; shift ;;
       --cpu-procs) CPU_PROCS="$2"; shift ;;
+      --launcher) LAUNCHER="$2"; shift ;;
+      # The jobs' flags, declared in posnet_fairseq/launcher/flags.py, go to table_runs/slurm.py.
+      --cpus-per-job|--partition|--time|--sbatch|--poll-seconds) SLURM_ARGS+=("$1" "$2"); shift ;;
       --comet-model) COMET_MODEL="$2"; shift ;;
       --comet-python) COMET_PYTHON="$2"; shift ;;
       --bleurt-model) BLEURT_MODEL="$2"; shift ;;
@@ -84,8 +94,12 @@ recipe_init() {
     esac
     shift
   done
+  case "$LAUNCHER" in local|slurm) ;; *) die "--launcher $LAUNCHER: expected local or slurm" ;; esac
+  if [ "$LAUNCHER" = local ] && [ "${#SLURM_ARGS[@]}" -gt 0 ]; then die "${SLURM_ARGS[0]} goes with --launcher slurm"; fi
   if [ -z "$GPUS" ]; then
     if [ -n "${POSNET_RECIPE_GPUS:-}" ]; then GPUS="$POSNET_RECIPE_GPUS"
+    elif [ "$LAUNCHER" = slurm ] && [ "$MICRO" = 0 ] && [ "$CPU_PROCS" = 0 ]; then
+      die "--launcher slurm: give --gpus N, the GPUs per node of each training job (the GPUs here say nothing about the cluster's)"
     elif [ "$MICRO" = 1 ] || [ "$CPU_PROCS" -gt 0 ] 2>/dev/null; then GPUS=0
     else GPUS="$("$PYTHON" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)"
     fi
@@ -183,6 +197,9 @@ _load_rows() {
 _train_prefix() {
   if [ "$CPU_PROCS" -gt 0 ]; then
     echo "$PYTHON -m posnet_fairseq.table_runs.launch --procs $CPU_PROCS -- fairseq-train"
+  elif [ "$NODES" -gt 1 ] && [ "$LAUNCHER" = slurm ]; then
+    # One task per node runs this line (table_runs/slurm.py): its rank and the first node come from SLURM.
+    echo "torchrun --nnodes $NODES --node-rank \$SLURM_NODEID --nproc-per-node $GPUS --master-addr \$(scontrol show hostnames \$SLURM_JOB_NODELIST | head -n 1) --master-port $MASTER_PORT -m fairseq_cli.train"
   elif [ "$NODES" -gt 1 ]; then
     echo "torchrun --nnodes $NODES --node-rank $NODE_RANK --nproc-per-node $GPUS --master-addr $MASTER_ADDR --master-port $MASTER_PORT -m fairseq_cli.train"
   else
@@ -277,6 +294,7 @@ run_table() {
       [[ " ${ROW_DATA[*]} " == *" $d "* ]] || die "--datasets: no row of $TABLE is on $d (datasets: $(printf '%s ' "${ROW_DATA[@]}" | tr ' ' '\n' | sort -u | tr '\n' ' '))"
     done
   fi
+  if [ "$DRY_RUN" = 1 ] && [ "$LAUNCHER" = slurm ]; then emit_plan | _slurm - --dry-run; return 0; fi
   if [ "$DRY_RUN" = 1 ]; then emit_plan; return 0; fi
   local plan="$WORK/plan.sh"
   emit_plan > "$plan"
@@ -287,6 +305,13 @@ run_table() {
       || die "not started: a dataset under $DATA_ROOT is missing or not the one the paper used (see above)"
   fi
   [ "$CHECK_ONLY" = 1 ] && return 0
+  if [ "$LAUNCHER" = slurm ]; then echo "submitting $plan" >&2; _slurm "$plan"; return; fi
   echo "running $plan" >&2
   bash "$plan"
+}
+
+# The plan as SLURM jobs (posnet_fairseq/table_runs/slurm.py): PLAN [--dry-run].
+_slurm() {
+  PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m posnet_fairseq.table_runs.slurm "$@" --work "$WORK" \
+    --gpus "$GPUS" --nodes "$NODES" ${SLURM_ARGS[@]+"${SLURM_ARGS[@]}"}
 }
