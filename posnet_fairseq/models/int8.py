@@ -76,7 +76,8 @@ def quantized_checkpoint(state, model, mode):
     stored = FLAG.read(argparse.Namespace(**args) if isinstance(args, dict) else args)
     if stored != "off":
         raise ValueError(f"the checkpoint is already quantised (--int8-linear {stored})")
-    quantize_(model.eval(), mode)
+    model.eval()  # (fairseq's make_generation_fast_ makes eval() return None)
+    quantize_(model, mode)
     if isinstance(args, dict):
         args[FLAG.dest] = mode
     else:
