@@ -2,8 +2,9 @@
 
 Every ``nn.Linear`` of the model (attention projections, gates, feed-forward
 layers, the output projection unless it is kept in fp32) gets int8 weights,
-quantised per output row; its input is quantised per call from its observed
-range, the product runs in int8 and the result is fp32 again. Embeddings,
+quantised per tensor (torch's default dynamic qconfig); its input is
+quantised per call from its observed range, the product runs in int8 and the
+result is fp32 again. Embeddings,
 LayerNorms, the mechanisms' own tables and running sums stay fp32, and so do
 the linear layers a module names in its ``FP32_LINEARS`` (children that it
 runs in fp32 from their weights: the PosNet energy terms' position
