@@ -25,6 +25,7 @@ setup(
             "posnet-spm = posnet_fairseq.cli.spm:main",
             "posnet-analyze = posnet_fairseq.cli.analyze:main",
             "posnet-precompute = posnet_fairseq.cli.precompute:main",
+            "posnet-quantize = posnet_fairseq.cli.quantize:main",
             "posnet-compare = posnet_fairseq.cli.compare:main",
         ]
     },

@@ -48,6 +48,7 @@ print(torch.__version__, f"torch-{base}-{cuda}-cp{sys.version_info[0]}{sys.versi
 
   $pip install -c "$cache/keep-torch.txt" setuptools wheel -r requirements/runtime.txt
   $pip install -r requirements/bible.txt  # optional pysword (the Bible corpus), here for tests/test_data_bible.py
+  $pip install -r requirements/ctranslate2.txt  # optional CTranslate2 (the decoding benchmark), here for its tests
   if ! ls "$cache"/fairseq_fixed-0.12.3.1-*.whl >/dev/null 2>&1; then
     echo "setup: building fairseq-fixed 0.12.3.1 against torch $torch_before, $tag (about 2.5 minutes, once)"
     env -u CUDA_HOME $pip wheel --no-deps --no-build-isolation --no-binary fairseq-fixed \

@@ -161,6 +161,28 @@ def _hypotheses(path):
     return hyps
 
 
+def test_cost_report_has_the_ctranslate2_rows_or_says_why_not(synthetic_run):
+    """The first model converted with CTranslate2 and timed like the others (cost.json), fp32 and int8, in
+    results.md with its ratio to the first model; without ctranslate2, the line says it is not installed."""
+    from posnet_fairseq.benchmark import ctranslate2_decoding
+
+    out, _, _ = synthetic_run
+    with open(out / "cost.json") as f:
+        converted = json.load(f)["ctranslate2"]
+    line = next(line for line in (out / "results.md").read_text().splitlines() if line.startswith("- CTranslate2"))
+    if ctranslate2_decoding.missing():
+        assert converted == {"missing": ctranslate2_decoding.missing()}
+        assert line == f"- CTranslate2: not measured: {ctranslate2_decoding.missing()}."
+        return
+    assert set(converted) == {"ctranslate2 fp32", "ctranslate2 int8"}
+    with open(out / "cost.json") as f:
+        base_rate = json.load(f)["decoding"][ARCHS[0]]["8"]["rate"]
+    for row, per in converted.items():
+        assert per["8"]["tokens_per_hyp"] == 9 and per["30"]["tokens_per_hyp"] == 31
+        assert f"{row} L=8: {per['8']['rate']:.1f} sent/s ({per['8']['rate'] / base_rate:.2f})" in line
+    assert f"`{ARCHS[0]}` converted in-process" in line
+
+
 def test_generate_output_reader(tmp_path):
     path = tmp_path / "gen.out"
     path.write_text("S-1\tein hund\nT-1\ta dog\nH-1\t-0.5\ta dog\nD-1\t-0.5\tA dog\nP-1\t-0.1 -0.2\n"

@@ -75,3 +75,39 @@ def test_bad_options_are_refused_naming_the_flag(argv, message, capsys):
     with pytest.raises(SystemExit):
         decode_speed.parse_args(argv)
     assert message in capsys.readouterr().err
+
+
+def test_int8_rows_and_the_ctranslate2_rows_say_when_ctranslate2_is_missing(tmp_path, monkeypatch):
+    """--int8 adds ARCH-int8 rows (the same arithmetic, so the same MFLOP per token); --ctranslate2 without
+    ctranslate2 prints its rows with the reason; --against divides by the row named."""
+    from posnet_fairseq.benchmark import ctranslate2_decoding
+
+    seconds = {"posnet_transformer_tiny": 2.0, "posnet_transformer_tiny-int8": 1.0, "aan_plus_avg_tiny": 1.6,
+               "aan_plus_avg_tiny-int8": 0.8}
+
+    def fake_generate(data_bin, checkpoint, length, results_dir, **kw):
+        row = checkpoint.rsplit("/", 1)[1][:-len(".pt")]
+        return {"rate": SENTENCES / seconds[row], "tokens_per_hyp": length + 1, "cpu_s": seconds[row]}
+
+    monkeypatch.setattr(decode_speed, "generate_timed", fake_generate)
+    monkeypatch.setattr(ctranslate2_decoding, "missing", lambda: "ctranslate2 is not installed (test)")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        decode_speed.main(["--size", "tiny", "--sentences", str(SENTENCES), "--rounds", "1", "--lengths", "8",
+                           "--archs", "transformer,aan_plus_avg", "--int8", "--ctranslate2",
+                           "--against", "posnet_transformer_tiny-int8", "--workdir", str(tmp_path)])
+    rows = {row["arch"]: row for row in _tables(out.getvalue())[0]}
+    for name in ("ctranslate2 fp32", "ctranslate2 int8"):
+        assert rows[name]["params"] == "not measured: ctranslate2 is not installed (test)"
+    for arch in ("posnet_transformer_tiny", "aan_plus_avg_tiny"):
+        assert rows[arch + "-int8"]["MFLOP per token"] == rows[arch]["MFLOP per token"]
+    assert rows["posnet_transformer_tiny-int8"]["CPU-time ratio"] == "1.00x"
+    assert rows["aan_plus_avg_tiny-int8"]["CPU-time ratio"] == f"{1.0 / 0.8:.2f}x"
+    assert rows["posnet_transformer_tiny"]["CPU-time ratio"] == "0.50x"
+
+
+def test_against_a_row_not_measured_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(decode_speed, "generate_timed", lambda *a, **kw: pytest.fail("nothing is timed"))
+    with pytest.raises(SystemExit, match="--against ctranslate2 int8: not among the rows measured"):
+        decode_speed.main(["--size", "tiny", "--sentences", str(SENTENCES), "--rounds", "1", "--lengths", "8",
+                           "--archs", "transformer", "--against", "ctranslate2 int8", "--workdir", str(tmp_path)])

@@ -13,84 +13,33 @@ reads like the wall clock only with one torch thread.
 phases of a shared machine hit every model alike, and returns
 :class:`~.measurements.DecodeTiming` records (medians over rounds;
 ``posnet-compare`` times its trained checkpoints with it and formats them).
-:func:`random_model` (saved by :func:`save_checkpoint`) and
-:func:`synthetic_data_bin` give an untrained model and a corpus when only
-speed matters (speed does not depend on the weights): this module's command
-line (:func:`main`) times those, and prints each model's ceiling
-(:mod:`.flops`), the speed ratio its FLOPs per generated token allow against
-the first arch::
+:mod:`.decode_models` gives untrained models and a corpus (speed does not
+depend on the weights): this module's command line (:func:`main`) times
+those, and prints each model's ceiling (:mod:`.flops`), the speed ratio its
+FLOPs per generated token allow against the baseline row (the first arch, or
+``--against``). ``--int8`` adds each arch with int8 linear layers
+(:mod:`posnet_fairseq.models.int8`), ``--ctranslate2`` the first arch
+converted with CTranslate2 in fp32 and int8 (:mod:`.ctranslate2_decoding`),
+with the same sources, forced lengths, beam, batch and threads::
 
     python -m posnet_fairseq.benchmark.decode_speed --threads 1 --sentences 32 --rounds 1 --lengths 30,80,200
     python -m posnet_fairseq.benchmark.decode_speed --archs transformer,hc_gaussian --lengths 30,80
     python -m posnet_fairseq.benchmark.decode_speed --quick         # smoke test: tiny models
+    python -m posnet_fairseq.benchmark.decode_speed --threads 1 --archs transformer,aan_plus_avg --int8 \\
+        --ctranslate2 --against 'ctranslate2 int8' --lengths 30,80,200
 """
 import logging
 import os
 import time
 
 from ..plugin import PLUGIN_DIR
-from .measurements import DecodeTiming, against
+from .decode_models import ctranslate2_rows, fairseq_rows, mean_source_length, synthetic_data_bin
+from .measurements import DecodeTiming
 
 
 def quiet():
     """Warnings only: fairseq-generate's own basicConfig(INFO) is then a no-op."""
     logging.basicConfig(level=logging.WARNING, force=True)
-
-
-def synthetic_data_bin(workdir, sentences, train=2000):
-    """The synthetic corpus (posnet_fairseq.data.synth) with ``sentences`` test sentences,
-    binarized with a joined dictionary (word level); reused when it exists."""
-    from fairseq import options
-    from fairseq_cli import preprocess
-
-    from ..data.synth import write_corpus
-
-    bin_dir = os.path.join(workdir, f"data-bin-{sentences}")
-    if os.path.exists(os.path.join(bin_dir, "test.src-tgt.src.bin")):
-        return bin_dir
-    raw = os.path.join(workdir, f"raw-{sentences}")
-    write_corpus(raw, train=train, valid=10, test=sentences, seed=1)
-    args = options.get_preprocessing_parser().parse_args([
-        "--source-lang", "src", "--target-lang", "tgt", "--trainpref", f"{raw}/train",
-        "--validpref", f"{raw}/valid", "--testpref", f"{raw}/test", "--destdir", bin_dir,
-        "--joined-dictionary", "--workers", "1",
-    ])
-    preprocess.main(args)
-    return bin_dir
-
-
-def random_model(data_bin, arch, model_flags, source_lang="src", target_lang="tgt"):
-    """A freshly initialised ``arch`` (seed 1) for ``data_bin``'s dictionaries, and fairseq's config."""
-    import torch
-    from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    args = options.parse_args_and_arch(options.get_training_parser(), [
-        data_bin, "--user-dir", PLUGIN_DIR, "--arch", arch, "--source-lang", source_lang,
-        "--target-lang", target_lang, "--share-all-embeddings", *model_flags,
-    ])
-    cfg = convert_namespace_to_omegaconf(args)
-    task = tasks.setup_task(cfg.task)
-    torch.manual_seed(1)
-    return task.build_model(cfg.model), cfg
-
-
-def save_checkpoint(model, cfg, path):
-    """Saves ``model`` the way fairseq-train saves checkpoints; returns its parameter count."""
-    import torch
-    from omegaconf import OmegaConf
-
-    state = {
-        "args": None,
-        "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
-        "model": model.state_dict(),
-        "optimizer_history": [{"criterion_name": "CrossEntropyCriterion", "optimizer_name": "Adam",
-                               "lr_scheduler_state": {"best": None}, "num_updates": 0}],
-        "extra_state": {},
-        "last_optimizer_state": None,
-    }
-    torch.save(state, path)
-    return sum(p.numel() for p in model.parameters())
 
 
 class _Capture(logging.Handler):
@@ -163,24 +112,19 @@ def generate_timed(data_bin, checkpoint, length, results_dir, beam=4, batch_size
 
 
 def time_rounds(runnable, data_bin, rounds, results_dir, on_round=None, **generate_kw):
-    """{(name, length): :class:`~.measurements.DecodeTiming`} for ``runnable`` ({length: {name: checkpoint}}):
-    each round times every length, and at each length the checkpoints in turn; ``on_round(round_index)`` is
-    called after each round."""
+    """{(name, length): :class:`~.measurements.DecodeTiming`} for ``runnable`` ({length: {name: checkpoint}}, a
+    checkpoint being a path for fairseq-generate or a callable ``decode(length)`` returning the same record,
+    e.g. CTranslate2's): each round times every length, and at each length the checkpoints in turn;
+    ``on_round(round_index)`` is called after each round."""
     runs = {(name, length): [] for length, checkpoints in runnable.items() for name in checkpoints}
     for r in range(rounds):
         for length, checkpoints in runnable.items():
             for name, path in checkpoints.items():
-                runs[name, length].append(generate_timed(data_bin, path, length, results_dir, **generate_kw))
+                runs[name, length].append(path(length) if callable(path) else
+                                          generate_timed(data_bin, path, length, results_dir, **generate_kw))
         if on_round is not None:
             on_round(r)
     return {key: DecodeTiming(rows) for key, rows in runs.items()}
-
-
-def mean_source_length(workdir, sentences):
-    """Mean source tokens per test sentence of :func:`synthetic_data_bin`'s corpus, EOS included."""
-    with open(os.path.join(workdir, f"raw-{sentences}", "test.src")) as f:
-        lengths = [len(line.split()) + 1 for line in f]
-    return sum(lengths) / len(lengths)
 
 
 def parse_args(argv=None):
@@ -204,6 +148,12 @@ def parse_args(argv=None):
     p.add_argument("--profile", metavar="ARCHS", default="", help="after the timing rounds, torch.profiler of one "
                    "run of each of these comma-separated --archs at the last length: the operators by their own "
                    "CPU time")
+    p.add_argument("--int8", action="store_true", help="also each arch with int8 linear layers (posnet-quantize), "
+                   "as the row ARCH-int8")
+    p.add_argument("--ctranslate2", action="store_true", help="also the first arch converted with CTranslate2 "
+                   "(requirements/ctranslate2.txt), fp32 and int8, as the rows ctranslate2 fp32 / ctranslate2 int8")
+    p.add_argument("--against", metavar="ROW", help="the row the ratios divide by (default: the first arch), e.g. "
+                   "'ctranslate2 int8'")
     p.add_argument("--quick", action="store_true", help="smoke test: tiny models, 32 sentences, length 8, one round")
     args, model_flags = p.parse_known_args(argv)
     if model_flags and model_flags[0] == "--":
@@ -218,8 +168,8 @@ def parse_args(argv=None):
         p.error(f"--lengths {args.lengths}: give whole numbers, comma-separated")
     args.profile = [a.strip() for a in args.profile.split(",") if a.strip()]
     for name in args.profile:
-        if name not in args.names:
-            p.error(f"--profile {name} is not among --archs")
+        if name not in args.names and not (args.int8 and name.endswith("-int8") and name[:-5] in args.names):
+            p.error(f"--profile {name} is not among --archs" + (" (nor their -int8 rows)" if args.int8 else ""))
     return args
 
 
@@ -231,7 +181,8 @@ def _load_average():
 def main(argv=None):
     import torch
 
-    from . import flops, resolve
+    from . import ctranslate2_decoding as ct2
+    from . import decode_tables, resolve
 
     args = parse_args(argv)
     if args.threads:
@@ -241,21 +192,20 @@ def main(argv=None):
     quiet()
     data_bin = synthetic_data_bin(args.workdir, args.sentences)
     source_length = round(mean_source_length(args.workdir, args.sentences))
-    checkpoints, params, arithmetic, limit = {}, {}, {}, {}
-    for arch in archs:
-        checkpoints[arch] = os.path.join(args.workdir, f"{arch}.pt")
-        model, cfg = random_model(data_bin, arch, args.model_flags)
-        params[arch] = save_checkpoint(model, cfg, checkpoints[arch])
-        limit[arch] = model.max_positions()[1]
-        reachable = [length for length in args.lengths if length + 1 <= limit[arch]]  # L tokens + EOS
-        if reachable:
-            per_token = flops.decoding_flops(model, source_length, [length + 1 for length in reachable], args.beam)
-            arithmetic.update({(arch, length): per_token[length + 1] for length in reachable})
-    # {length: the archs whose decoder takes L + 1 positions}
-    runnable = {length: {arch: checkpoints[arch] for arch in archs if (arch, length) in arithmetic}
+    checkpoints, params, limit, arithmetic = fairseq_rows(args, archs, data_bin, source_length)
+    engines, ct2_missing = ctranslate2_rows(args, checkpoints[archs[0]], data_bin) if args.ctranslate2 else ({}, None)
+    for row in engines:  # the baseline's model: its size, positions and arithmetic
+        params[row], limit[row] = params[archs[0]], limit[archs[0]]
+        arithmetic.update({(row, n): arithmetic[archs[0], n] for n in args.lengths if (archs[0], n) in arithmetic})
+    names = list(checkpoints) + list(engines)
+    # {length: the rows whose decoder takes L + 1 positions}
+    runnable = {length: {row: {**checkpoints, **engines}[row] for row in names if (row, length) in arithmetic}
                 for length in args.lengths}
     if any(archs[0] not in runnable[length] for length in args.lengths):
         raise SystemExit(f"--lengths: {archs[0]} (the baseline) takes at most {limit[archs[0]]} target positions")
+    base = args.against or archs[0]
+    if base not in names:
+        raise SystemExit(f"--against {base}: not among the rows measured ({', '.join(names)})")
 
     print(f"# decode speed: {args.sentences} sentences (mean source length {source_length} with EOS), "
           f"beam {args.beam}, batch {args.batch_size}, CPU, torch threads {torch.get_num_threads()}, "
@@ -267,55 +217,13 @@ def main(argv=None):
                        on_round=lambda r: print(f"# round {r + 1}/{args.rounds} done after {time.time() - start:.0f}s, "
                                                 f"load {_load_average()}", flush=True))
 
-    base = archs[0]
-    # Per-token cost: CPU seconds spent generating / (sentences x output tokens per hypothesis).
-    per_token = {key: run.cpu_s / (args.sentences * run.tokens_per_hyp) for key, run in runs.items()}
-    print(f"\nSpeed ratio: {base}'s CPU time / the arch's. GFLOP/s: the arithmetic done per CPU second. Ceiling: "
-          f"{base}'s FLOPs per generated token / the arch's (what the arithmetic allows). Share: speed ratio / "
-          f"ceiling, i.e. the arch's GFLOP/s over {base}'s.")
-    print(f"| arch | params | output tokens (incl. EOS) | sentences/s (median) | all rounds | ratio vs {base} "
-          "| CPU s (median) | CPU-time ratio | CPU ms per token | MFLOP per token | GFLOP/s | ceiling "
-          "| share of ceiling |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for length in args.lengths:
-        for arch in archs:
-            key = arch, length
-            if key not in runs:
-                print(f"| {arch} | {params[arch] / 1e6:.1f}M | beyond its {limit[arch]} target positions |"
-                      + " |" * 10)
-                continue
-            run, base_run = runs[key], runs[base, length]
-            cmp = against(base_run.cpu_s / run.cpu_s, arithmetic[key], arithmetic[base, length])
-            rounds = " ".join(f"{r['rate']:.2f}" for r in run.rounds)
-            print(f"| {arch} | {params[arch] / 1e6:.1f}M | {run.tokens_per_hyp:.0f} | {run.rate:.2f} | {rounds} "
-                  f"| {run.rate / base_run.rate:.2f}x | {run.cpu_s:.2f} | {cmp.speed_ratio:.2f}x "
-                  f"| {1000 * per_token[key]:.3f} | {arithmetic[key] / 1e6:.1f} "
-                  f"| {arithmetic[key] / per_token[key] / 1e9:.2f} | {cmp.ceiling:.2f}x "
-                  f"| {100 * cmp.share:.0f}% |")
-    if len(args.lengths) > 1:
-        first, last = args.lengths[0], args.lengths[-1]
-        print(f"\nPer-token decoding cost (CPU ms per output token, median) and its growth: cost at {last} tokens "
-              f"/ cost at {first} (1.00 = constant cost per step). Speed ratio = {base}'s CPU time / the arch's; "
-              "ceiling and share as above.")
-        print("| arch | " + " | ".join(f"ms/token at {n}" for n in args.lengths) + f" | {last} / {first} | "
-              + " | ".join(f"speed ratio (ceiling, share) at {n}" for n in args.lengths) + " |")
-        print("|---|" + "---|" * (2 * len(args.lengths) + 1))
-        for arch in archs:
-            costs = " | ".join(f"{1000 * per_token[arch, n]:.3f}" if (arch, n) in runs else "n/a" for n in args.lengths)
-            cells = []
-            for n in args.lengths:
-                if (arch, n) not in runs:
-                    cells.append(f"beyond {limit[arch]} positions")
-                    continue
-                cmp = against(per_token[base, n] / per_token[arch, n], arithmetic[arch, n], arithmetic[base, n])
-                cells.append(f"{cmp.speed_ratio:.2f}x ({cmp.ceiling:.2f}x, {100 * cmp.share:.0f}%)")
-            growth = f"{per_token[arch, last] / per_token[arch, first]:.2f}" \
-                if (arch, last) in runs and (arch, first) in runs else "n/a"
-            print(f"| {arch} | {costs} | {growth} | {' | '.join(cells)} |")
+    ct2_rows = [] if not ct2_missing else [(row, f"not measured: {ct2_missing}") for row in ct2.ROW_NAMES.values()]
+    decode_tables.print_tables(runs, names, base, args.lengths, args.sentences, params, limit, arithmetic, ct2_rows)
     print(f"\n# load average at end: {_load_average()}; wall {time.time() - start:.0f}s")
 
     for name in args.profile:
-        arch = archs[args.names.index(name)]
+        arch = resolve(name[: -len("-int8")], args.size) + "-int8" if name.endswith("-int8") else \
+            archs[args.names.index(name)]
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
             generate_timed(data_bin, checkpoints[arch], args.lengths[-1], results_dir, beam=args.beam,
                            batch_size=args.batch_size)

@@ -10,7 +10,6 @@ interruption leaves no ``.tmp`` file).
 """
 import argparse
 import copy
-import sys
 
 from ..precompute import DEFAULT_LENGTH
 from . import interruption
@@ -34,21 +33,11 @@ def _main(argv):
     args = parser.parse_args(argv)
 
     import posnet_fairseq  # noqa: F401  (registers the model and mixers)
-    import torch
-    from omegaconf import OmegaConf
 
     from .. import precompute
-    from ..atomic_files import written_atomically
-    from ..checkpoint_files import CheckpointFileError, load, model_of
+    from . import checkpoint_tool
 
-    try:
-        if model_of(load(args.checkpoint)) is None:  # read before fairseq's loader, which says neither
-            raise CheckpointFileError(f"{args.checkpoint} stores no model configuration (cfg.model): give a "
-                                      "checkpoint that fairseq-train wrote, e.g. checkpoint_best.pt")
-    except CheckpointFileError as err:
-        sys.exit(f"{TOOL}: {err}")
-
-    state, task, model = precompute.load_checkpoint_model(args.checkpoint, args.data)
+    state, task, model = checkpoint_tool.load_trained(TOOL, args.checkpoint, args.data)
     before = precompute.parameter_counts(model)
     original = copy.deepcopy(model)
     try:
@@ -56,13 +45,7 @@ def _main(argv):
     except ValueError as err:
         parser.error(str(err))
     state["model"] = precompute.capped_state_dict(model, state["cfg"].model, args.max_length)
-    # Stored as fairseq's trainer stores it: plain containers, which the safe loader accepts.
-    state["cfg"] = OmegaConf.to_container(state["cfg"], resolve=True, enum_to_str=True)
-    try:
-        with written_atomically(args.output) as f:
-            torch.save(state, f)
-    except OSError as err:  # a full disk: atomic_files.NoSpaceLeft names the directory
-        sys.exit(f"{TOOL}: {err}")
+    checkpoint_tool.save(TOOL, state, args.output)
 
     # What fairseq will load: the written checkpoint, rebuilt from its arguments.
     _, _, reloaded = precompute.load_checkpoint_model(args.output, args.data)

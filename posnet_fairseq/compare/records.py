@@ -116,6 +116,9 @@ class Cost:
     decoding: Dict[str, Dict[str, DecodeCost]]  # {arch: {length: ...}}
     decoding_flops: Dict[str, Dict[str, float]]  # {arch: {length: FLOPs per generated token}}
     settings: dict  # decode_lengths, step_batch, ... as the command line gave them
+    # the first model converted with CTranslate2: {"ctranslate2 fp32" / "ctranslate2 int8": {length: ...}}, or
+    # {"missing": why not}; None: a cost.json from before it was measured
+    ctranslate2: Optional[dict] = None
 
     @classmethod
     def read(cls, c):
@@ -129,4 +132,8 @@ class Cost:
         settings = {k: c.get(k) for k in ("decode_lengths", "decode_sentences", "decode_beam", "decode_batch",
                                           "decode_rounds", "step_rounds", "timed_steps", "step_length",
                                           "step_batch", "precompute_length")}
-        return cls(parameters, steps, decoding, flops, settings)
+        converted = c.get("ctranslate2")
+        if converted and "missing" not in converted:
+            converted = {row: {str(n): DecodeCost(e.get("rate"), e.get("cpu_s"), e.get("beyond"))
+                               for n, e in per.items()} for row, per in converted.items()}
+        return cls(parameters, steps, decoding, flops, settings, converted)

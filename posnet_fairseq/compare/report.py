@@ -157,6 +157,27 @@ def _ceiling_cell(row, prefix):
     return f"{ceiling:.2f}x ({'-' if share is None else format(share, '.0%')})"
 
 
+def _ctranslate2_line(cost, base, lengths):
+    """The CTranslate2 rows: `base` converted and decoded as the models above, sentences/s (ratio to `base`)."""
+    converted = cost.ctranslate2
+    if converted is None:
+        return "- CTranslate2: not measured in this run's cost.json (made before it was)."
+    if "missing" in converted:
+        return f"- CTranslate2: not measured: {converted['missing']}."
+    cells = []
+    for row, per in converted.items():
+        for n in lengths:
+            entry, base_entry = per.get(str(n)), cost.decoding.get(base, {}).get(str(n))
+            if entry is None or entry.beyond is not None:
+                cells.append(f"{row} L={n}: beyond its {entry.beyond if entry else '?'} positions")
+                continue
+            ratio = _ratio(entry.rate, base_entry.rate if base_entry else None)
+            cells.append(f"{row} L={n}: {entry.rate:.1f} sent/s ({_num(ratio, '.2f')})")
+    return (f"- CTranslate2: `{base}` converted in-process (ctranslate2.converters.FairseqConverter) and decoded with "
+            "the same sources, forced lengths, beam and batch, one thread, alternating within each round; "
+            "sentences/s (ratio to `" + base + "`): " + "; ".join(cells) + ".")
+
+
 def _updates_cell(row, several):
     cell = _seeds.mean_sd(row, "updates", ".0f") if several else _num(row.get("updates"), ",")
     return cell + (" (not converged)" if row.get("converged") is False else "")
@@ -238,6 +259,7 @@ def markdown(table, quality, cost, context, seed_list=(None,)):
         f"batches of {c['decode_batch']}, every hypothesis forced to L tokens (+ EOS), one thread, median of "
         f"{c['decode_rounds']} rounds with the models alternating; ratio against `{base}`. CPU timings on a "
         "machine shared with other jobs are noisy; `results.csv` also has the CPU-time ratios.",
+        _ctranslate2_line(cost, base, lengths),
         f"- ceiling (share): the speed ratio the model's arithmetic allows against `{base}`, i.e. `{base}`'s "
         "FLOPs per token over the model's (per training token: the step above, forward and backward; per generated "
         "token: beam search to L tokens on the speed sentences' mean source length; matrix products only, "

@@ -94,12 +94,18 @@ def measure_cost(args, steps, info, trained, limits, train_logs, log):
     decoding = cost.decoding(trained, limits, speed_bin, args.lengths, args.decode_rounds,
                              os.path.join(steps.out, "gen", "speed"), info.langs, args.decode_beam,
                              args.decode_batch, log, cpu=not gpu)
+    first = next(iter(trained))
+    converted = cost.ctranslate2_decoding(trained[first], limits[first], speed_bin, args.lengths, args.decode_rounds,
+                                          os.path.join(steps.out, "ctranslate2"), info.langs, args.decode_beam,
+                                          args.decode_batch, log)
     log(f"cost: FLOPs per generated token at output lengths {args.lengths}")
     counted = cost.decoding_flops(trained, limits, speed_bin, args.lengths, info.langs, args.decode_beam)
     precompute_lengths = {p["precompute_length"] for p in parameters.values() if p.get("precompute_length")}
     result = {"settings": settings, "parameters": parameters, "training_steps": steps_,
               "decoding": {arch: {str(n): v for n, v in per.items()} for arch, per in decoding.items()},
               "decoding_flops": {arch: {str(n): v for n, v in per.items()} for arch, per in counted.items()},
+              "ctranslate2": {row: per if row == "missing" else {str(n): v for n, v in per.items()}
+                              for row, per in converted.items()},
               "decode_lengths": args.lengths, "decode_sentences": args.decode_sentences,
               "decode_beam": args.decode_beam, "decode_batch": args.decode_batch,
               "decode_rounds": args.decode_rounds, "step_rounds": args.step_rounds, "timed_steps": args.timed_steps,

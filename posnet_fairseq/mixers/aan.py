@@ -176,6 +176,10 @@ def safe_divide(num: Tensor, den: Tensor) -> Tensor:
 class AverageAttention(Mixer):
     """Average attention (AAN / AAN+): gated weighted cumulative average, O(1)-state decoding."""
 
+    # WET's pattern logits are computed in fp32 from its weights (_pattern): int8 decoding
+    # (models/int8.py) leaves that projection in fp32.
+    FP32_LINEARS = ("wet_proj",)
+
     def __init__(self, embed_dim: int, num_heads: int, patterns=("avg",), alpha=0.1, beta=0.1, gamma=0.1,
                  activation="exp", ffn_dim: Optional[int] = None, ffn_dropout: float = 0.0):
         super().__init__(embed_dim, num_heads)

@@ -67,6 +67,9 @@ families.declare(__name__, "FIRE", "position-schemes", scheme_family(
 class FireBias(nn.Module):
     """f_theta(sign(i - j) psi(|i - j|) / psi(max(L, R_i))) for every head (fp32), one module per layer."""
 
+    # Its MLP runs in fp32 from its weights (forward): int8 decoding (models/int8.py) leaves it in fp32.
+    FP32_LINEARS = ("mlp",)
+
     def __init__(self, num_heads: int, width: int = 32, init_c: float = 0.1, init_threshold: float = 512.0,
                  causal: bool = True):
         super().__init__()

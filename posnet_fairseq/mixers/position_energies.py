@@ -82,6 +82,9 @@ class EnergyTerm(nn.Module):
     TABLE_NAME = ""
     OLD_NAMES = {}  # {name in those checkpoints: name here}
     AXES = ()  # of the table, for the export's index
+    # Its projections build the energy tables in fp32 from their weights (_project), once per table and not
+    # per decoding step: int8 decoding (models/int8.py) leaves these children in fp32.
+    FP32_LINEARS = ("q_proj", "k_proj")
 
     def __init__(self, embed_dim, num_heads, precomputed, width):
         super().__init__()

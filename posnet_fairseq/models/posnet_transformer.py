@@ -36,7 +36,7 @@ from ..mixers.base import Mixer
 from ..mixers.forward_context import ForwardContext
 from ..mixers.registry import MIXERS, MixerContext, build_site_mixer, lookup_mixer
 from ..sites import SITE, SITE_LIST, dest, per_layer
-from . import augmented_position_embeddings
+from . import augmented_position_embeddings, int8
 from .ds_init import depth_scaled_init
 
 logger = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ FLAGS = flags.declare(
                default_doc="computed from the binarized training set and stored in the checkpoint"),
     flags.Flag("--no-encoder-ffn", False, "remove the encoder feed-forward sub-layers (-FF)"),
     flags.Flag("--no-decoder-ffn", False, "remove the decoder feed-forward sub-layers (-FF)"),
+    int8.FLAG,
 )
 
 
@@ -281,7 +282,11 @@ class PosNetTransformerModel(TransformerModel):
         model = super().build_model(args, task)
         depth_scaled_init(model, args)
         cls._check_max_positions(model, args)
-        return model
+        return int8.quantize_(model, opts.int8_linear)
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        super().upgrade_state_dict_named(state_dict, name)
+        int8.drop_tied_output(self, state_dict)
 
     @staticmethod
     def _check_max_positions(model, args):

@@ -1,0 +1,39 @@
+"""What the commands that rewrite a trained checkpoint share (``posnet-precompute``, ``posnet-quantize``).
+
+:func:`load_trained` refuses, in one line naming the file, a path that is not
+a checkpoint fairseq-train wrote, before fairseq's loader (which says
+neither), and returns (state, task, model); :func:`save` writes the new
+checkpoint whole or not at all, its ``cfg`` as the plain containers
+fairseq's trainer stores (which the safe loader accepts), and says a full disk
+in one line.
+"""
+import sys
+
+
+def load_trained(tool, checkpoint, data=None):
+    """(state, task, model in eval mode) of ``checkpoint``, or exit naming it."""
+    from .. import precompute
+    from ..checkpoint_files import CheckpointFileError, load, model_of
+
+    try:
+        if model_of(load(checkpoint)) is None:
+            raise CheckpointFileError(f"{checkpoint} stores no model configuration (cfg.model): give a "
+                                      "checkpoint that fairseq-train wrote, e.g. checkpoint_best.pt")
+    except CheckpointFileError as err:
+        sys.exit(f"{tool}: {err}")
+    return precompute.load_checkpoint_model(checkpoint, data)
+
+
+def save(tool, state, output):
+    """Writes ``state`` to ``output`` atomically, ``cfg`` as plain containers; exits naming a full disk."""
+    import torch
+    from omegaconf import OmegaConf
+
+    from ..atomic_files import written_atomically
+
+    state["cfg"] = OmegaConf.to_container(state["cfg"], resolve=True, enum_to_str=True)
+    try:
+        with written_atomically(output) as f:
+            torch.save(state, f)
+    except OSError as err:  # a full disk: atomic_files.NoSpaceLeft names the directory
+        sys.exit(f"{tool}: {err}")

@@ -1,0 +1,86 @@
+"""int8 decoding: the model's linear layers quantised dynamically (torch.ao.quantization.quantize_dynamic).
+
+Every ``nn.Linear`` of the model (attention projections, gates, feed-forward
+layers, the output projection unless it is kept in fp32) gets int8 weights,
+quantised per tensor (torch's default dynamic qconfig); its input is
+quantised per call from its observed range, the product runs in int8 and the
+result is fp32 again. Embeddings,
+LayerNorms, the mechanisms' own tables and running sums stay fp32, and so do
+the linear layers a module names in its ``FP32_LINEARS`` (children that it
+runs in fp32 from their weights: the PosNet energy terms' position
+projections, which build tables once rather than per step, AAN+ WET's
+pattern projection and FIRE's position MLP).
+
+``posnet-quantize`` (:mod:`posnet_fairseq.cli.quantize`) writes such a model:
+the int8 weights in the state dict and ``--int8-linear all`` (or
+``fp32-output``) in the model's arguments, so that fairseq's own tools
+(fairseq-generate / -interactive with ``--user-dir``) rebuild it: the model
+builds as usual, :func:`quantize_` makes its linear layers int8, and then
+fairseq loads the stored int8 weights into them.
+
+fairseq's MultiheadAttention has a fast path, taken when it is not decoding
+step by step (the encoder, teacher forcing), that hands ``q_proj.weight``
+and friends to ``F.multi_head_attention_forward``; on a quantised Linear
+``weight`` is a method, not a tensor. fairseq's own switch
+``_set_skip_embed_dim_check`` (made for pruned heads) sends it through its
+module path instead, which calls the projections as modules: it is set on
+every MultiheadAttention whose projections are quantised.
+"""
+import argparse
+
+import torch
+from fairseq.modules import MultiheadAttention
+from torch import nn
+
+from .. import flags
+
+MODES = ("off", "all", "fp32-output")
+
+# Written by posnet-quantize into the checkpoint it makes; read when fairseq rebuilds the model.
+FLAG = flags.Flag("--int8-linear", "off", "int8 dynamic quantisation of the linear layers: all, or all but the "
+                  "output projection (fp32-output)", choices=MODES, internal=True)
+
+
+def quantize_(model, mode):
+    """Makes ``model``'s linear layers int8 in place (``mode`` all / fp32-output; off: nothing); returns it."""
+    if mode == "off":
+        return model
+    if mode not in MODES:
+        raise ValueError(f"--int8-linear {mode}: choose from {', '.join(MODES)}")
+    keep = {"decoder.output_projection"} if mode == "fp32-output" else set()
+    for name, module in model.named_modules():
+        keep.update(f"{name}.{child}".lstrip(".") for child in getattr(module, "FP32_LINEARS", ()))
+    linears = {name for name, m in model.named_modules() if type(m) is nn.Linear
+               and not any(name == k or name.startswith(k + ".") for k in keep)}
+    torch.ao.quantization.quantize_dynamic(model, linears, dtype=torch.qint8, inplace=True)
+    for module in model.modules():
+        if isinstance(module, MultiheadAttention) and not isinstance(module.q_proj, nn.Linear):
+            module._set_skip_embed_dim_check()
+    return model
+
+
+def drop_tied_output(model, state_dict):
+    """Removes the ``decoder.output_projection.weight`` fairseq's upgrade adds when the output projection of
+    ``model`` is quantised (it holds packed weights of its own)."""
+    if not isinstance(model.decoder.output_projection, nn.Linear):
+        state_dict.pop("decoder.output_projection.weight", None)
+    return state_dict
+
+
+def quantized_checkpoint(state, model, mode):
+    """``state`` (a fairseq checkpoint's contents, ``model`` its fp32 model loaded) made int8: ``model``
+    quantised in place, its state dict and ``--int8-linear mode`` stored in ``state["cfg"]["model"]`` (an
+    argparse Namespace, as fairseq-train stores legacy models, or a dict)."""
+    if mode == "off":
+        raise ValueError("--int8-linear off: nothing to quantise (give all or fp32-output)")
+    args = state["cfg"]["model"]
+    stored = FLAG.read(argparse.Namespace(**args) if isinstance(args, dict) else args)
+    if stored != "off":
+        raise ValueError(f"the checkpoint is already quantised (--int8-linear {stored})")
+    model.eval()  # (fairseq's make_generation_fast_ makes eval() return None)
+    quantize_(model, mode)
+    if isinstance(args, dict):
+        args[FLAG.dest] = mode
+    else:
+        setattr(args, FLAG.dest, mode)
+    return {**state, "model": model.state_dict(), "last_optimizer_state": None}

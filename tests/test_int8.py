@@ -1,0 +1,73 @@
+"""int8 decoding (models/int8.py) and posnet-quantize: which linear layers become int8, fairseq's
+MultiheadAttention fast path, and a quantised checkpoint decoded by fairseq's own fairseq-generate.
+(Incremental == teacher-forced in int8, for every mixer: tests/test_mixer_contract.py.)"""
+import os
+
+import pytest
+import torch
+from fairseq import options
+from torch import nn
+from torch.ao.nn.quantized import dynamic
+
+import fairseq_testing as ft
+from posnet_fairseq.cli import quantize as quantize_cli
+from posnet_fairseq.models import int8
+
+
+def _linears(model, kind):
+    return {name for name, m in model.named_modules() if type(m) is kind}
+
+
+@pytest.mark.parametrize("mode", ["all", "fp32-output"])
+def test_every_linear_layer_becomes_int8_but_the_fp32_ones(mode):
+    model, _ = ft.build_model(["--decoder-self-mixer", "aan", "--aan-patterns", "avg,wet",
+                               "--encoder-self-mixer", "rposnet"])
+    before = _linears(model, nn.Linear)
+    int8.quantize_(model, mode)
+    kept = {"decoder.output_projection"} if mode == "fp32-output" else set()
+    kept |= {name for name in before if name.endswith((".wet_proj", ".relative.q_proj", ".relative.k_proj"))}
+    assert any(name.endswith(".wet_proj") for name in kept) and any(".relative." in name for name in kept)
+    assert _linears(model, nn.Linear) == kept
+    assert _linears(model, dynamic.Linear) == before - kept
+
+
+def test_multihead_attention_leaves_its_fast_path_that_reads_the_weights():
+    """fairseq's MultiheadAttention hands q_proj.weight to F.multi_head_attention_forward outside incremental
+    decoding; quantised, ``weight`` is a method and that path would fail."""
+    model, task = ft.build_model()
+    int8.quantize_(model, "all")
+    d = task.source_dictionary
+    tokens, lengths, prev = ft.random_batch(d, [5, 3], [4, 4])
+    with torch.no_grad():
+        assert torch.isfinite(model(tokens, lengths, prev)[0]).all()
+    assert all(layer.self_attn.skip_embed_dim_check for layer in model.encoder.layers)
+
+
+def test_unknown_mode_names_the_flag():
+    model, _ = ft.build_model()
+    with pytest.raises(ValueError, match="--int8-linear half: choose from off, all, fp32-output"):
+        int8.quantize_(model, "half")
+
+
+@pytest.mark.parametrize("fp32_output", [False, True], ids=["all", "fp32-output"])
+def test_posnet_quantize_writes_a_checkpoint_stock_fairseq_generate_decodes(tmp_path, capsys, fp32_output):
+    from fairseq_cli import generate
+
+    data = ft.write_synthetic_data_bin(str(tmp_path), train=60, valid=8, test=8)
+    trained, _ = ft.train_and_generate(data, str(tmp_path / "ckpt"), "aan_plus_avg_tiny",
+                                       extra=["--share-all-embeddings"])
+    quantized = str(tmp_path / "int8.pt")
+    quantize_cli.main([trained, quantized] + (["--fp32-output"] if fp32_output else []))
+    report = capsys.readouterr().out
+    assert f"int8 linear layers ({'fp32-output' if fp32_output else 'all'}) -> {quantized}" in report
+    difference = float(report.split("random batches: ")[1].split()[0])
+    assert 0 < difference < 1  # int8 rounds, and only that
+
+    out = ft.run_cli(generate.main, [  # fairseq's own generate, the plugin named with --user-dir only
+        data, "--user-dir", ft.PLUGIN_DIR, "--path", quantized, "--beam", "4", "--batch-size", "8", "--cpu",
+        "--gen-subset", "test", "--max-len-b", "20", "--num-workers", "0", "--required-batch-size-multiple", "1",
+    ], options.get_generation_parser)
+    assert len([line for line in out.splitlines() if line.startswith("H-")]) == 8
+    with pytest.raises(SystemExit, match="already quantised"):
+        quantize_cli.main([quantized, str(tmp_path / "twice.pt")])
+    assert not os.path.exists(tmp_path / "twice.pt")
