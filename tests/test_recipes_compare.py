@@ -15,10 +15,10 @@ EIGHT = ["posnet_transformer_tiny", "rposnet_transformer_tiny", "aposnet_transfo
          "aan_plus_avg_tiny", "tisa_transformer_tiny", "rope_transformer_tiny", "alibi_transformer_tiny"]
 
 
-def recipe(*args, cwd):
+def recipe(*args, cwd, script=BIBLE):
     env = dict(os.environ, PYTHON=sys.executable)
     env.pop("OMP_NUM_THREADS", None)
-    return subprocess.run(["bash", BIBLE, *args], env=env, capture_output=True, text=True, cwd=cwd)
+    return subprocess.run(["bash", script, *args], env=env, capture_output=True, text=True, cwd=cwd)
 
 
 def test_bible_dry_run_is_the_es_en_comparison_with_joined_tests(tmp_path):
@@ -66,15 +66,9 @@ GRID = ["posnet_transformer_tiny", "posnet_transformer_tiny+shape", "posnet_tran
         "aposnet_transformer_tiny+concat", "rposnet_transformer_tiny"]
 
 
-def study(*args, cwd):
-    env = dict(os.environ, PYTHON=sys.executable)
-    env.pop("OMP_NUM_THREADS", None)
-    return subprocess.run(["bash", STUDY, *args], env=env, capture_output=True, text=True, cwd=cwd)
-
-
 def study_commands(*args, cwd):
     """{corpus: posnet-compare's argv} of the study's --dry-run."""
-    done = study("--dry-run", *args, cwd=cwd)
+    done = recipe("--dry-run", *args, cwd=cwd, script=STUDY)
     assert done.returncode == 0, done.stderr
     assert os.listdir(cwd) == []  # a dry run writes nothing
     commands = {}
@@ -133,7 +127,7 @@ def test_study_options_and_errors(tmp_path):
                           (["--corpus", "x"], "--corpus x: choose synthetic, bible or both"),
                           (["--data", "nowhere"], "--data nowhere: no prepared corpus (no stats.json)"),
                           (["--out"], "--out needs a value")):
-        done = study(*argv, cwd=tmp_path)
+        done = recipe(*argv, cwd=tmp_path, script=STUDY)
         assert done.returncode == 1 and message in done.stderr, done.stderr
     assert os.listdir(tmp_path) == []  # refused before anything ran
 
