@@ -220,13 +220,15 @@ def measure_isolated(arch, batch, length, vocab, flags=(), timed_steps=0, warmup
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure_rounds(archs, batch, length, vocab, flags, timed_steps, rounds, on_round=None):
+def measure_rounds(archs, batch, length, vocab, flags, timed_steps, rounds, on_round=None, architecture=None):
     """{arch: :class:`~.measurements.StepTiming`} of :func:`measure_isolated` over ``rounds`` rounds, the archs
-    alternating within each (``flags[arch]``: its model flags); ``on_round(round_index)`` after each round."""
+    alternating within each (``flags[arch]``: its model flags); ``on_round(round_index)`` after each round;
+    ``architecture(name)``: the architecture a name of ``archs`` builds (default: the name)."""
     runs = {arch: [] for arch in archs}
     for r in range(rounds):
         for arch in archs:
-            runs[arch].append(measure_isolated(arch, batch, length, vocab, flags[arch], timed_steps))
+            runs[arch].append(measure_isolated(architecture(arch) if architecture else arch, batch, length, vocab,
+                                               flags[arch], timed_steps))
         if on_round is not None:
             on_round(r)
     return {arch: StepTiming(rows) for arch, rows in runs.items()}

@@ -44,9 +44,13 @@ def parameters(checkpoint, data_bin):
 
 
 def training_steps(archs, flags, vocab, batch, length, rounds, timed_steps, log):
-    """{arch: training_step.measure_rounds' record} (medians over ``rounds``, archs alternating)."""
+    """{model: training_step.measure_rounds' record} (medians over ``rounds``, models alternating; ``archs``:
+    the models' names, :func:`posnet_fairseq.compare.model_flags.architecture`)."""
+    from .model_flags import architecture
+
     timings = training_step.measure_rounds(archs, batch, length, vocab, flags, timed_steps, rounds,
-                                           lambda r: log(f"cost: training-step round {r + 1}/{rounds} done"))
+                                           lambda r: log(f"cost: training-step round {r + 1}/{rounds} done"),
+                                           architecture=architecture)
     return {arch: timing.record() for arch, timing in timings.items()}
 
 

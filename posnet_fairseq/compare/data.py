@@ -367,6 +367,13 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
     return _info(steps, steps.result("data"), data_bin)
 
 
+def finished(steps, data_bin=None) -> Optional[DataInfo]:
+    """The DataInfo of the finished data step of ``steps`` (a finished run read again), None without one;
+    ``data_bin``: a --data run's data-bin."""
+    record = steps.load("data")
+    return None if record is None or record.result is None else _info(steps, record.result, data_bin)
+
+
 def _info(steps, stored, data_bin):
     """The DataInfo of a data step's stored result; ``data_bin``: --data's, else the run's own."""
     own = os.path.join(steps.out, "data-bin")

@@ -1,4 +1,10 @@
-"""Every model's flags checked before a ``posnet-compare`` run prepares any data.
+"""The models of a ``posnet-compare`` run: their names, and their flags checked before any data is prepared.
+
+A model is named by its architecture (``--archs rope_transformer_tiny``), or by its architecture and a
+label, ``ARCH+LABEL`` (``rope_transformer_tiny+randomized``): the same architecture once more, under
+another name, to be trained with other flags (``--arch-flags rope_transformer_tiny+randomized=...``).
+The name is the model's everywhere in the run (its checkpoints, translations, rows); only fairseq is
+given the architecture (:func:`architecture`).
 
 Each model is built as fairseq-train would build it (its architecture and
 flags, the plugin's own flag checks included) on a dictionary of a few
@@ -7,8 +13,26 @@ instead of after the data and as a failed training.
 """
 import contextlib
 import io
+import re
 
 _SYMBOLS = 8
+VARIANT = "+"
+# A label names files (checkpoints/NAME/, gen/NAME.out) and must not hold the seeds' ".seedS" suffix.
+_LABEL = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def architecture(model):
+    """The fairseq architecture of a model's name: ARCH of ``ARCH+LABEL``, else the name itself."""
+    return model.split(VARIANT, 1)[0]
+
+
+def refused_name(model):
+    """Why a model's name is refused (a bad label), or None."""
+    arch, sep, label = model.partition(VARIANT)
+    if sep and not _LABEL.match(label):
+        return (f"{model}: the label after {VARIANT!r} must be letters, digits, '_' or '-' (ARCH{VARIANT}LABEL, "
+                f"e.g. {arch}{VARIANT}shape)")
+    return None
 
 
 def _argparse_error(text, status):
@@ -19,7 +43,7 @@ def _argparse_error(text, status):
 
 def check(flags):
     """({arch: why its flags are refused}, {arch: (source, target) positions its model takes}) for
-    ``flags`` ({arch: its fairseq flags})."""
+    ``flags`` ({model: its fairseq flags}; a model's name, see :func:`architecture`)."""
     from ..benchmark.training_step import build_model, dictionary
 
     vocab = dictionary(_SYMBOLS)
@@ -28,7 +52,7 @@ def check(flags):
         printed = io.StringIO()
         try:
             with contextlib.redirect_stderr(printed), contextlib.redirect_stdout(printed):
-                model, _ = build_model(["--arch", arch, *argv], vocab, seed=1)
+                model, _ = build_model(["--arch", architecture(arch), *argv], vocab, seed=1)
         except SystemExit as err:  # argparse: an unknown flag or a bad value
             errors[arch] = _argparse_error(printed.getvalue(), err.code)
         except (ValueError, TypeError, AssertionError) as err:  # the plugin's and fairseq's own checks

@@ -14,7 +14,8 @@ EXTRAPOLATION = 2.5  # the synthetic test set reaches this multiple of --train-m
 def build_parser(description=None):
     p = argparse.ArgumentParser(prog="posnet-compare", description=description,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--archs", required=True, help="comma-separated architectures; the first is the baseline")
+    p.add_argument("--archs", required=True, help="comma-separated architectures; the first is the baseline; "
+                   "ARCH+LABEL is ARCH once more under another name, for other --arch-flags")
     p.add_argument("--out", required=True, help="output directory (re-use it to resume)")
     p.add_argument("--budget", default="5e",
                    help="training budget per model: 5e (epochs), 2000u (updates) or 20m (minutes of training "
@@ -27,7 +28,7 @@ def build_parser(description=None):
                    "a comma-separated list (1,2,3); figures become mean ± sd over the seeds (default: --seed only)")
     p.add_argument("--model-flags", default="", help='fairseq flags for every architecture, e.g. "--dropout 0.3"')
     p.add_argument("--arch-flags", action="append", default=[], metavar="ARCH=FLAGS",
-                   help='extra fairseq flags for one architecture, e.g. '
+                   help='extra fairseq flags for one architecture (or ARCH+LABEL of --archs), e.g. '
                    '"glinearnet_transformer_tiny=--max-source-positions 128" (repeatable)')
     data = p.add_argument_group("data (default: the synthetic corpus)")
     source = data.add_mutually_exclusive_group()
@@ -111,10 +112,13 @@ def check_args(p, args):
 
     import posnet_fairseq  # noqa: F401  (registers the architectures)
 
-    unknown = [a for a in args.arch_list if a not in ARCH_MODEL_REGISTRY]
-    if unknown:
-        p.error("--archs: " + "; ".join(f"unknown architecture {a}{suggest(a, ARCH_MODEL_REGISTRY)}"
-                                        for a in unknown))
+    from .model_flags import architecture, refused_name
+
+    refused = [why for why in map(refused_name, args.arch_list) if why]
+    unknown = [architecture(a) for a in args.arch_list if architecture(a) not in ARCH_MODEL_REGISTRY]
+    if refused or unknown:
+        p.error("--archs: " + "; ".join(refused + [f"unknown architecture {a}{suggest(a, ARCH_MODEL_REGISTRY)}"
+                                                   for a in unknown]))
     _check_out(p, args.out)
     args.flags = {arch: shlex.split(args.model_flags) for arch in args.arch_list}
     for spec in args.arch_flags:

@@ -30,6 +30,7 @@ from .. import fairseq_log
 from ..checkpoint_averaging import best_copies, write_average
 from ..plugin import PLUGIN_DIR, subprocess_env
 from ..process_pool import python_command
+from .model_flags import architecture
 
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(e|epochs?|u|updates?|m|min|minutes?)\s*$")
 AVERAGE = "checkpoint_avg.pt"
@@ -131,7 +132,7 @@ class Recipe:
 
 def train_command(data_bin, save_dir, arch, flags, recipe, budget, device_flags=()):
     return python_command("posnet_fairseq.cli.fairseq_wrappers", "train", data_bin, "--user-dir", PLUGIN_DIR,
-                          "--arch", arch, "--save-dir", save_dir, *recipe.fairseq_flags(budget), *device_flags,
+                          "--arch", architecture(arch), "--save-dir", save_dir, *recipe.fairseq_flags(budget), *device_flags,
                           *flags)
 
 

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The length-generalisation study (docs/length-generalisation.md, "The study"): the remedies alone and
+# combined with the position schemes, tiny models, trained on short pairs and tested far beyond them, by
+# posnet-compare, on two corpora:
+#   synthetic  the embedded corpus: training pairs of at most 20 words, test sentences up to 50;
+#   bible      the Bible corpus Es->En (docs/bible-corpus.md): training pairs of at most 32 pieces, tested on
+#              the held-out books and on runs of K consecutive test verses joined (--concat-test K).
+# One posnet-compare run per corpus, in OUT/synthetic and OUT/bible; the same command again resumes them,
+# and adding models or seeds later trains only what is new. The Bible corpus first:
+#
+#   bash recipes/data/prepare-bible-es-en.sh --out data/bible_es_en
+#
+#   bash recipes/compare/length-study.sh [--dry-run] [--corpus synthetic|bible|both] [--data data/bible_es_en]
+#        [--out runs/length-study] [--models A,B,...] [--concat-test 4] [POSNET-COMPARE FLAGS...]
+#
+#   --dry-run        print the posnet-compare commands, one per corpus, and exit (writes nothing; needs no corpus)
+#   --corpus C       synthetic, bible or both (default: both, synthetic first)
+#   --data DIR       the prepared Bible corpus: DIR/raw/{train,valid,test}.{es,en} and DIR/stats.json
+#   --out DIR        the study's directory: OUT/synthetic and OUT/bible are posnet-compare's --out
+#   --models A,B,... only these models of the grid, by name (the baseline, the Transformer, is always first)
+#   --concat-test K  bible: test verses joined into one long example (default 4)
+# Every other flag goes to both posnet-compare runs as it is, after the recipe's, e.g. --seeds 3
+# --budget converge:40e --jobs 2. Training runs with OMP_NUM_THREADS=1 unless it is set.
+#
+# The grid: one model per line below, NAME and its fairseq flags. A name ARCH+LABEL is ARCH trained with
+# the flags (posnet-compare --arch-flags). RoPE scaling at generation is given as training flags: with
+# --rope-scaling-factor auto the factor of a sentence is max(1, n / L), 1 for every training source when
+# L is the longest one (EOS included: --train-max-len + 1), so the model trains as plain RoPE does and
+# scales its frequencies only on longer test sources (posnet-compare has no per-model generation flags).
+source "$(dirname "$0")/../lib/common.sh"
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0
+fi
+BOTH_SIDES() { echo "--encoder-position-augmentation $1 --decoder-position-augmentation $1"; }
+CONCAT="--task translation_concat --concat-max-pairs 3 --concat-rate 0.5"
+# grid NAME FLAGS...: the models of the study for a training limit of $1 tokens per side (EOS excluded)
+grid() {
+  local limit="$1"
+  printf '%s\t%s\n' \
+    posnet_transformer_tiny "" \
+    posnet_transformer_tiny+shape "$(BOTH_SIDES shape)" \
+    posnet_transformer_tiny+randomized "$(BOTH_SIDES randomized)" \
+    posnet_transformer_tiny+concat "$CONCAT" \
+    rope_transformer_tiny "" \
+    rope_transformer_tiny+randomized "$(BOTH_SIDES randomized)" \
+    rope_transformer_tiny+yarn "--rope-scaling yarn --rope-scaling-factor auto --rope-scaling-train-length $((limit + 1))" \
+    rope_transformer_tiny+concat "$CONCAT" \
+    alibi_transformer_tiny "" \
+    alibi_seq2seq_transformer_tiny "" \
+    kerple_transformer_tiny "" \
+    fire_transformer_tiny "" \
+    dpb_transformer_tiny "" \
+    xpos_transformer_tiny "" \
+    nope_transformer_tiny "" \
+    t5bias_transformer_tiny "" \
+    aposnet_transformer_tiny "" \
+    aposnet_transformer_tiny+concat "$CONCAT" \
+    rposnet_transformer_tiny ""
+}
+DRY_RUN=0; CORPUS=both; DATA=data/bible_es_en; OUT=runs/length-study; MODELS=; CONCAT_TEST=4; PASSED=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --dry-run) DRY_RUN=1 ;;
+    --corpus|--data|--out|--models|--concat-test)
+      [ $# -ge 2 ] || die "$1 needs a value"
+      case "$1" in
+        --corpus) CORPUS="$2" ;; --data) DATA="$2" ;; --out) OUT="$2" ;; --models) MODELS="$2" ;;
+        --concat-test) CONCAT_TEST="$2" ;;
+      esac
+      shift ;;
+    *) PASSED+=("$1") ;;
+  esac
+  shift
+done
+case "$CORPUS" in
+  synthetic) CORPORA=(synthetic) ;; bible) CORPORA=(bible) ;; both) CORPORA=(synthetic bible) ;;
+  *) die "--corpus $CORPUS: choose synthetic, bible or both" ;;
+esac
+# --models: every name must be one of the grid's
+if [ -n "$MODELS" ]; then
+  for name in ${MODELS//,/ }; do
+    grid 20 | cut -f1 | grep -qxF -- "$name" || die "--models: $name is not a model of the study (see --help)"
+  done
+fi
+
+# command_for CORPUS LIMIT DATA-FLAGS...: the posnet-compare command of one corpus, in COMMAND
+command_for() {
+  local corpus="$1" limit="$2"; shift 2
+  local archs=() flags=() name model_flags baseline
+  baseline="$(grid "$limit" | head -n1 | cut -f1)"
+  while IFS=$'\t' read -r name model_flags; do
+    if [ -n "$MODELS" ] && [ "$name" != "$baseline" ] && [[ ",$MODELS," != *",$name,"* ]]; then
+      continue
+    fi
+    archs+=("$name")
+    [ -z "$model_flags" ] || flags+=(--arch-flags "$name=$model_flags")
+  done < <(grid "$limit")
+  COMMAND=("$PYTHON" -m posnet_fairseq.cli.compare --archs "$(IFS=,; echo "${archs[*]}")" ${flags[@]+"${flags[@]}"}
+    "$@" --out "$OUT/$corpus" ${PASSED[@]+"${PASSED[@]}"})
+}
+
+if [ "$DRY_RUN" = 0 ] && [[ " ${CORPORA[*]} " == *" bible "* ]] && [ ! -f "$DATA/stats.json" ]; then
+  die "--data $DATA: no prepared corpus (no stats.json); build it with: bash $REPO_ROOT/recipes/data/prepare-bible-es-en.sh --out $DATA"
+fi
+RAW="$DATA/raw"
+for corpus in "${CORPORA[@]}"; do
+  if [ "$corpus" = synthetic ]; then
+    command_for synthetic 20 --train-max-len 20 --test-max-len 50
+  else
+    command_for bible 32 --raw "$RAW/train.es" "$RAW/train.en" --raw-valid "$RAW/valid.es" "$RAW/valid.en" \
+      --raw-test "$RAW/test.es" "$RAW/test.en" --train-max-len 32 --concat-test "$CONCAT_TEST"
+  fi
+  if [ "$DRY_RUN" = 1 ]; then
+    echo "OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} PYTHONPATH=$(q "$REPO_ROOT")$(printf ' %q' "${COMMAND[@]}")"
+    continue
+  fi
+  (export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" PYTHONPATH="$REPO_ROOT${PYTHONPATH:+:$PYTHONPATH}"
+   "${COMMAND[@]}")
+done

@@ -1,0 +1,69 @@
+"""posnet-compare models named ARCH+LABEL (posnet_fairseq/compare/model_flags.py): one architecture twice in a
+run, each with its own flags: parsed and checked, given to fairseq as the architecture, and trained, scored and
+reported under its own name in a micro run."""
+import csv
+import shlex
+
+import pytest
+
+from posnet_fairseq.compare import model_flags, options, training
+from tests.test_compare import CHEAP, run_compare
+
+SHAPE = "posnet_transformer_tiny+shape"
+SHAPE_FLAGS = "--encoder-position-augmentation shape --decoder-position-augmentation shape --shape-max-offset 5"
+
+
+def test_a_name_is_its_architecture_and_a_label():
+    assert model_flags.architecture(SHAPE) == "posnet_transformer_tiny"
+    assert model_flags.architecture("rope_transformer_tiny") == "rope_transformer_tiny"
+    assert model_flags.refused_name(SHAPE) is None and model_flags.refused_name("rope_transformer_tiny") is None
+    # a label names files and must not look like a seed's suffix or a path
+    for bad in ("rope_transformer_tiny+", "rope_transformer_tiny+a.seed2", "rope_transformer_tiny+a/b"):
+        assert "the label after '+' must be letters, digits" in model_flags.refused_name(bad)
+
+
+def parse(argv, tmp_path):
+    p = options.build_parser()
+    return options.check_args(p, p.parse_args(["--out", str(tmp_path / "o"), *argv]))
+
+
+def test_the_same_architecture_twice_with_its_own_flags(tmp_path):
+    args = parse(["--archs", f"posnet_transformer_tiny,{SHAPE}", "--arch-flags", f"{SHAPE}={SHAPE_FLAGS}"], tmp_path)
+    assert args.arch_list == ["posnet_transformer_tiny", SHAPE]
+    assert args.flags == {"posnet_transformer_tiny": [], SHAPE: shlex.split(SHAPE_FLAGS)}
+    command = training.train_command("bin", "save", SHAPE, args.flags[SHAPE], training.Recipe(),
+                                     training.Budget.parse("1u"))
+    assert command[command.index("--arch") + 1] == "posnet_transformer_tiny"  # fairseq is given the architecture
+    assert command[-len(args.flags[SHAPE]):] == args.flags[SHAPE]
+
+
+@pytest.mark.parametrize("archs, flags, message", [
+    ("posnet_transformer_tiny,nosuch_tiny+x", [], "unknown architecture nosuch_tiny"),
+    ("posnet_transformer_tiny,posnet_transformer_tiny+a.b", [], "posnet_transformer_tiny+a.b: the label after '+'"),
+    (f"posnet_transformer_tiny,{SHAPE}", ["--arch-flags", f"{SHAPE}=--encoder-position-augmentation foo"],
+     f"model flags refused (nothing was prepared): {SHAPE}: argument --encoder-position-augmentation"),
+])
+def test_a_bad_name_or_flag_names_the_model(tmp_path, capsys, archs, flags, message):
+    with pytest.raises(SystemExit):
+        parse(["--archs", archs, *flags], tmp_path)
+    assert message in capsys.readouterr().err
+
+
+def test_a_micro_run_trains_and_reports_both_under_their_names(tmp_path):
+    import torch
+
+    out = tmp_path / "run"
+    run_compare(["--archs", f"posnet_transformer_tiny,{SHAPE}", "--arch-flags", f"{SHAPE}={SHAPE_FLAGS}",
+                 "--out", str(out), "--budget", "2u", "--train-pairs", "60", "--valid", "6", "--test", "12",
+                 "--train-max-len", "10", "--vocab-size", "200", "--interval", "1", "--decode-lengths", "8",
+                 "--jobs", "1", "--min-bucket-sentences", "2", *CHEAP])
+    with open(out / "results.csv", newline="") as f:
+        rows = {row["arch"]: row for row in csv.DictReader(f)}
+    assert list(rows) == ["posnet_transformer_tiny", SHAPE]
+    assert rows[SHAPE]["bleu"] and rows[SHAPE]["train_speed_ratio"]
+    cfg = {name: torch.load(out / "checkpoints" / name / training.AVERAGE, weights_only=False)["cfg"]["model"]
+           for name in rows}
+    get = {name: (c.get if hasattr(c, "get") else lambda key, c=c: getattr(c, key)) for name, c in cfg.items()}
+    assert get[SHAPE]("arch") == get["posnet_transformer_tiny"]("arch") == "posnet_transformer_tiny"
+    assert (get[SHAPE]("encoder_position_augmentation"), get[SHAPE]("shape_max_offset")) == ("shape", 5)
+    assert get["posnet_transformer_tiny"]("encoder_position_augmentation") == "none"
