@@ -87,6 +87,10 @@ def test_every_figure_is_mean_and_sd_over_the_seeds_with_each_seeds_value(seeds_
     assert f"| {table[ARCHS[1]]['bleu']:.1f} ± {table[ARCHS[1]]['bleu_sd']:.1f} |" in line
     assert "mean ± the standard deviation over the seeds 1, 2" in text and "## Length: hypothesis / reference" in text
     assert "seeds 1, 2 (every model once per seed; data seed 1)" in text
+    # where decoding stopped: each seed's model in results.md, mean ± sd in the table's columns
+    assert "## Where decoding stopped" in text and f"| `{ARCHS[1]}.seed2` |" in text
+    bucket = natural[0]
+    assert f"stop_early_{bucket['lo']}_{bucket['hi']}_sd" in rows[ARCHS[1]]
 
 
 def test_the_verdict_names_each_model_in_range_and_beyond(seeds_run):

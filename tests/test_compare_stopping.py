@@ -88,7 +88,12 @@ def test_a_finished_run_read_back_hits_the_limit_where_fairseq_does(tmp_path, ca
     assert sum(r["sentences"] + r["skipped"] for r in rows) == len(sources)
     assert sum(r["at_limit"] * r["sentences"] for r in rows) == pytest.approx(at_limit)
     assert stopping.main([str(out)]) == 0
-    assert capsys.readouterr().out.startswith("## Where decoding stopped")
+    table = capsys.readouterr().out
+    assert table.startswith("## Where decoding stopped")
+    # the run's own report holds the same table, and its csv the shares
+    assert table.strip() in (out / "results.md").read_text()
+    result = json.loads((out / "results.json").read_text())["table"][0]
+    assert [result[f"stop_limit_{r['lo']}_{r['hi']}"] for r in rows] == [r["at_limit"] for r in rows]
     with pytest.raises(SystemExit):
         stopping.main([str(tmp_path / "nowhere")])
     assert "no finished posnet-compare run there" in capsys.readouterr().err

@@ -13,7 +13,7 @@ import csv
 import os
 
 from ..benchmark.measurements import against, ratio as _ratio
-from . import concatenated, seeds as _seeds, verdict as _verdict
+from . import concatenated, seeds as _seeds, stopping, verdict as _verdict
 from .records import BucketScore, DecodeCost
 
 # Figures of one seed that several seeds replace by the verdict: the bootstrap's per-seed intervals and p-values.
@@ -73,12 +73,13 @@ def _combined(per_seed, seed_list):
     return row
 
 
-def rows(archs, training, quality, cost, analysis, seed_list=(None,), model_of=lambda arch, seed: arch):
+def rows(archs, training, quality, cost, analysis, seed_list=(None,), model_of=lambda arch, seed: arch,
+         stops=None):
     """One dict per model with every figure of the run (the CSV's rows); ``training``: {model:
     :class:`~posnet_fairseq.compare.training.TrainOutcome`} with ``model_of(arch, seed)`` the model of ``arch``
     trained with each seed of ``seed_list``; ``quality`` and ``cost``: the run's
     :class:`~posnet_fairseq.compare.records.Quality` and :class:`~posnet_fairseq.compare.records.Cost`
-    (the cost by architecture)."""
+    (the cost by architecture); ``stops``: {model: :func:`posnet_fairseq.compare.stopping.bucket_rows`}."""
     base = archs[0]
     out = []
     for arch in archs:
@@ -92,7 +93,8 @@ def rows(archs, training, quality, cost, analysis, seed_list=(None,), model_of=l
             row["failed"] = why
             out.append(row)
             continue
-        row.update(_combined([_quality(m, training[m], quality) for m in models.values()], list(seed_list)))
+        row.update(_combined([dict(_quality(m, training[m], quality), **stopping.columns((stops or {}).get(m, [])))
+                              for m in models.values()], list(seed_list)))
         if arch in cost.parameters:
             row.update(params=cost.parameters[arch][0], params_precomputed=cost.parameters[arch][1])
         if arch in cost.steps and base in cost.steps:
@@ -183,7 +185,7 @@ def _updates_cell(row, several):
     return cell + (" (not converged)" if row.get("converged") is False else "")
 
 
-def markdown(table, quality, cost, context, seed_list=(None,)):
+def markdown(table, quality, cost, context, seed_list=(None,), stops=None):
     """results.md: the run's settings, the table, what the columns mean, signatures and figures; with
     several seeds each quality figure is mean ± sd over ``seed_list``."""
     base = table[0]["arch"]
@@ -271,6 +273,8 @@ def markdown(table, quality, cost, context, seed_list=(None,)):
     ]
     lines += [f"- {name}: `{sig}`" for name, sig in quality.signatures.items()]
     lines += ["", *_length_ratios(table, buckets, several)]
+    if stops:
+        lines += [*stopping.markdown(stops), ""]
     if quality.verdict is not None:
         lines += _verdict.lines(quality.verdict, base, list(seed_list), quality.samples, limit, quality.length_unit)
     lines += ["## Plots", ""]
@@ -329,10 +333,10 @@ def write_failed_baseline(out_dir, archs, training, translation_failed, logs):
 
 
 def write(out_dir, archs, training, quality, cost, analysis, context, seed_list=(None,),
-          model_of=lambda arch, seed: arch):
-    table = rows(archs, training, quality, cost, analysis, seed_list, model_of)
+          model_of=lambda arch, seed: arch, stops=None):
+    table = rows(archs, training, quality, cost, analysis, seed_list, model_of, stops)
     write_csv(os.path.join(out_dir, "results.csv"), table)
-    text = markdown(table, quality, cost, context, seed_list)
+    text = markdown(table, quality, cost, context, seed_list, stops)
     with open(os.path.join(out_dir, "results.md"), "w") as f:
         f.write(text)
     return table, text

@@ -159,7 +159,7 @@ def run(p, args, argv):
 
     from .. import fairseq_log
     from ..evaluation import generate_output
-    from . import concatenated, data, plots, quality, records, report, seeds, training, verdict
+    from . import concatenated, data, plots, quality, records, report, seeds, stopping, training, verdict
     from .steps import Steps
 
     steps = Steps(args.out)
@@ -244,6 +244,7 @@ def run(p, args, argv):
                                  {m: outputs[m][0] for m in outputs}, name, refs, info.test_lengths, train_limit,
                                  args.bootstrap_samples))
     _save_json(os.path.join(args.out, "quality.json"), quality_result)
+    stops = stopping.from_run(args.out, args.data)  # where each model's hypotheses ended, per bucket
 
     # Cost and analysis do not depend on the seed: once per architecture, on its first seed's model.
     firsts = {arch: name(arch, first) for arch in complete}
@@ -281,7 +282,7 @@ def run(p, args, argv):
     if extra:
         context["per-model flags"] = "; ".join(f"`{a}`: `{' '.join(f)}`" for a, f in extra.items())
     table, text = report.write(args.out, args.arch_list, outcomes, records.Quality.read(quality_result),
-                               records.Cost.read(cost_result), r2s, context, seed_list, name)
+                               records.Cost.read(cost_result), r2s, context, seed_list, name, stops)
     plot_dir = os.path.join(args.out, "plots")
     os.makedirs(plot_dir, exist_ok=True)
     plots.bleu_vs_speed(table, args.lengths[0], args.arch_list[0], os.path.join(plot_dir, "bleu_vs_speed.png"))
