@@ -13,6 +13,7 @@ still be different models (``rope_transformer_tiny`` has exactly the parameters 
 import argparse
 import os
 import pickle
+import shutil
 from typing import Collection, Dict, List, Optional, Tuple
 
 import torch
@@ -63,6 +64,33 @@ def _not_a_checkpoint(path, err):
         f"{path} is not a complete checkpoint ({why}): the file is truncated (a copy, or a training stopped "
         "while writing it) or not a checkpoint at all; copy it again, or use another checkpoint of the run, "
         "e.g. checkpoint_best.pt or checkpoint_last.pt")
+
+
+def restore_interrupted_copy(path: str) -> Optional[str]:
+    """Restores a truncated ``path`` (a checkpoint_last.pt) from the newest intact training checkpoint beside
+    it; returns that checkpoint's path, or None when there is none (``path`` is left as it is).
+
+    fairseq writes a checkpoint once, atomically, then copies it to the other names of the save
+    (checkpoint_last.pt among them) with a plain, non-atomic copy: a training killed during that copy (a
+    preempted or cancelled job) leaves checkpoint_last.pt truncated, beside the intact file it was copying,
+    which is the newest. Only files holding a training state (the data iterator's position) qualify.
+    """
+    from .atomic_files import written_atomically
+
+    directory = os.path.dirname(path) or "."
+    candidates = [os.path.join(directory, name) for name in os.listdir(directory)
+                  if name.startswith("checkpoint") and name.endswith(".pt") and name != os.path.basename(path)]
+    for candidate in sorted(candidates, key=os.path.getmtime, reverse=True):
+        try:
+            state = load(candidate, mmap=True)
+        except CheckpointFileError:
+            continue
+        if (state.get("extra_state") or {}).get("train_iterator") is None:
+            continue  # an averaged or exported model: nothing to resume training from
+        with open(candidate, "rb") as source, written_atomically(path) as target:
+            shutil.copyfileobj(source, target)
+        return candidate
+    return None
 
 
 def model_of(state: dict) -> Optional[Tuple[str, Dict[str, object]]]:

@@ -131,5 +131,5 @@ def test_the_docs_architecture_contract_and_own_tests_pass_on_the_result(followe
     for name in ("window_mean_transformer_tiny", "window_mean_transformer_base"):
         assert f"tests/test_architectures.py::test_every_architecture_resolves_as_pinned[{name}]" in new
     assert sum(node.startswith("tests/test_window_mean.py::") for node in new) == 3
-    assert any(node.startswith("tests/test_docs.py::test_mixer_and_preset_tables_are_the_generated_ones[position")
+    assert any(node.startswith("tests/test_docs.py::test_generated_tables_are_current[mixer_and_preset-position")
                for node in passed)

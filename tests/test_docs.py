@@ -78,20 +78,22 @@ def test_readme_is_at_most_250_lines():
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines (at most {README_MAX_LINES}): move reference text to docs/"
 
 
-# The generated tables: what they list, the module that declares it, and how it renders a page.
+# The generated tables: what they list (a test id: no spaces), the module that declares it, and how it
+# renders a page.
 GENERATED = {
     "flag": (flags, lambda text, page, path: flags.with_table(text, page, path)),
-    "mixer and preset": (families, lambda text, page, path: families.with_table(text, page, path, MIXERS)),
+    "mixer_and_preset": (families, lambda text, page, path: families.with_table(text, page, path, MIXERS)),
 }
 
 
 @pytest.mark.parametrize("kind,page", [(kind, page) for kind, (source, _) in GENERATED.items() for page in source.pages()])
 def test_generated_tables_are_current(kind, page):
     path = os.path.join(REPO, "docs", f"{page}.md")
-    assert os.path.exists(path), f"{kind} tables are declared for page {page!r} but docs/{page}.md does not exist"
+    what = kind.replace("_", " ")
+    assert os.path.exists(path), f"{what} tables are declared for page {page!r} but docs/{page}.md does not exist"
     text = read(path)
     assert GENERATED[kind][1](text, page, path) == text, (
-        f"docs/{page}.md: the {kind} table is stale; run `python -m posnet_fairseq.flags --write-docs docs`")
+        f"docs/{page}.md: the {what} table is stale; run `python -m posnet_fairseq.flags --write-docs docs`")
 
 
 @pytest.mark.parametrize("kind", GENERATED)
@@ -100,7 +102,8 @@ def test_generated_table_markers_only_on_declared_pages(kind):
     for path in DOCS:
         page = os.path.splitext(os.path.basename(path))[0]
         if source.BEGIN in read(path):
-            assert page in source.pages(), f"{rel(path)} has {kind} table markers but nothing declares page {page!r}"
+            assert page in source.pages(), (
+                f"{rel(path)} has {kind.replace('_', ' ')} table markers but nothing declares page {page!r}")
 
 
 def test_every_mixer_and_preset_is_in_a_generated_table():

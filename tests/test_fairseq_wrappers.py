@@ -197,6 +197,23 @@ def test_resuming_a_save_dir_of_another_model_is_refused(data_bin, tmp_path):
            "vs posnet_transformer_tiny: this command vs checkpoint_last.pt)" in text
 
 
+def test_a_checkpoint_last_truncated_by_an_interrupted_copy_is_restored_to_resume(data_bin, tmp_path):
+    """fairseq copies a checkpoint it has written to checkpoint_last.pt non-atomically: a job killed during
+    the copy left it truncated, and the re-run could not resume (seen with a requeued SLURM job)."""
+    save = tmp_path / "save"
+    common = [data_bin, "--arch", "posnet_transformer_tiny", *TRAIN, "--save-dir", str(save),
+              "--save-interval-updates", "1", "--keep-interval-updates", "3"]
+    status, text = tool("train", *common, "--max-update", "2")
+    assert status == 0, text[-2000:]
+    last = save / "checkpoint_last.pt"
+    last.write_bytes(last.read_bytes()[:20000])
+    status, text = tool("train", *common, "--max-update", "3")
+    assert status == 0, text[-2000:]
+    assert f"posnet-train: {last} was truncated (a training stopped while fairseq copied it there); restored " \
+           f"from {save / 'checkpoint_1_2.pt'}, the newest intact checkpoint of the run" in text
+    assert re.search(r"[Ll]oaded checkpoint \S*checkpoint_last\.pt \(epoch 1 @ 2 updates\)", text), text[-2000:]
+
+
 def test_a_checkpoint_of_another_data_bin_is_said_with_the_cause(data_bin):
     checkpoint = os.path.join(FIXTURE, "transformer", "checkpoint.pt")
     status, text = tool("generate", data_bin, "--path", checkpoint, "--beam", "2", "--batch-size", "8")

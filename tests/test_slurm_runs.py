@@ -24,8 +24,10 @@ from test_compare import CHEAP
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARCHS = ["posnet_transformer_tiny", "rope_transformer_tiny"]
-# The comparison's grid: 2 architectures (with `--seeds`, add "--seeds", "2" here: 4 training jobs).
+# The comparisons: 2 architectures; the micro comparison against a local run also x 2 seeds (4 training jobs).
 GRID = ["--archs", ",".join(ARCHS)]
+SEEDS = ["--seeds", "2"]
+MODELS = [*ARCHS, *(f"{arch}.seed2" for arch in ARCHS)]  # posnet_fairseq.compare.seeds.key's names
 MICRO = ["--budget", "2u", "--train-pairs", "60", "--valid", "6", "--test", "12", "--train-max-len", "10",
          "--vocab-size", "200", "--interval", "1", "--decode-lengths", "8", "--min-bucket-sentences", "2", *CHEAP]
 ON_SLURM = ["--launcher", "slurm", "--poll-seconds", "0.3"]
@@ -140,20 +142,20 @@ def _outputs(out):
                     if re.match(r"[SHTDP]-\d+\t", line)]  # fairseq-generate's lines of each sentence
              for name in sorted(os.listdir(out / "gen")) if name.endswith(".out")}
     found["quality"] = json.loads((out / "quality.json").read_text())
-    for arch in ARCHS:
-        found[f"train/{arch}"] = json.loads((out / "steps" / f"train--{arch}.json").read_text())["result"]
+    for path in sorted((out / "steps").glob("train--*.json")):  # every model's training (each seed's)
+        found[path.stem] = json.loads(path.read_text())["result"]
     return found
 
 
 def test_slurm_micro_compare_equals_local(slurm_cluster, tmp_path):
-    assert compare.main([*GRID, "--out", str(tmp_path / "local"), *MICRO, "--jobs", "2"]) == 0
+    assert compare.main([*GRID, *SEEDS, "--out", str(tmp_path / "local"), *MICRO, "--jobs", "2"]) == 0
     started = time.monotonic()
-    assert compare.main([*GRID, "--out", str(tmp_path / "slurm"), *MICRO, *ON_SLURM]) == 0
+    assert compare.main([*GRID, *SEEDS, "--out", str(tmp_path / "slurm"), *MICRO, *ON_SLURM]) == 0
     print(f"posnet-compare through SLURM: {time.monotonic() - started:.0f} s")
     assert _outputs(tmp_path / "slurm") == _outputs(tmp_path / "local")
     units = json.loads((tmp_path / "slurm" / "slurm" / "launcher.json").read_text())["units"]
     assert {name: u["submissions"] for name, u in units.items()} == {
-        f"{kind}.{arch}": 1 for kind in ("train", "translate") for arch in ARCHS}
+        f"{kind}.{model}": 1 for kind in ("train", "translate") for model in MODELS}
     log = (tmp_path / "slurm" / "compare.log").read_text()
     assert f"train.{ARCHS[1]}: started (job {units[f'train.{ARCHS[1]}']['job_id']})" in log
     assert "progress: model" in log

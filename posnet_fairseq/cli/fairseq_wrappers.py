@@ -147,7 +147,7 @@ def _resumed_checkpoint(argv):
 def _check_checkpoints(module_name, argv):
     """A message for a checkpoint the command would read that is unreadable or holds another model, else None."""
     from .. import flags
-    from ..checkpoint_files import CheckpointFileError, differences, model_of, load
+    from ..checkpoint_files import CheckpointFileError, differences, model_of, load, restore_interrupted_copy
 
     if module_name != "train":
         for path in filter(None, (_option(argv, "--path") or "").split(":")):
@@ -162,7 +162,12 @@ def _check_checkpoints(module_name, argv):
     try:
         stored = model_of(load(path, mmap=True))
     except CheckpointFileError as err:
-        return f"{err} (posnet-train resumes from it; move it away to train from update 0)"
+        source = restore_interrupted_copy(path)
+        if source is None:
+            return f"{err} (posnet-train resumes from it; move it away to train from update 0)"
+        print(f"posnet-train: {path} was truncated (a training stopped while fairseq copied it there); restored "
+              f"from {source}, the newest intact checkpoint of the run, to resume from", file=sys.stderr)
+        stored = model_of(load(path, mmap=True))
     plugin_flags = {f.dest for group in flags.GROUPS for f in group.flags}
     differing = differences((arch, presets.resolve(arch, argv)), stored, only=plugin_flags) if stored else []
     if differing:
