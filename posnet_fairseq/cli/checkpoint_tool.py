@@ -10,6 +10,20 @@ in one line.
 import sys
 
 
+
+def parser(doc, output_help):
+    """The arguments every checkpoint tool takes (CHECKPOINT, OUTPUT, --data), described by its module's
+    docstring ``doc`` (first line: "``posnet-x ...``: what it does")."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=doc.splitlines()[0].split(": ", 1)[1])
+    p.add_argument("checkpoint", help="a posnet_transformer checkpoint from fairseq-train")
+    p.add_argument("output", help=output_help)
+    p.add_argument("--data", metavar="DIR",
+                   help="data-bin directory with the dictionaries (default: the one stored in the checkpoint)")
+    return p
+
+
 def load_trained(tool, checkpoint, data=None):
     """(state, task, model in eval mode) of ``checkpoint``, or exit naming it."""
     from .. import precompute

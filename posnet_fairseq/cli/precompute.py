@@ -8,11 +8,10 @@ loads like any checkpoint: ``fairseq-generate DATA --user-dir posnet_fairseq
 --path OUTPUT``. It is written whole or not at all (a full disk or an
 interruption leaves no ``.tmp`` file).
 """
-import argparse
 import copy
 
 from ..precompute import DEFAULT_LENGTH
-from . import interruption
+from . import checkpoint_tool, interruption
 
 TOOL = "posnet-precompute"
 
@@ -22,20 +21,15 @@ def main(argv=None):
 
 
 def _main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0].split(": ", 1)[1])
-    parser.add_argument("checkpoint", help="a posnet_transformer checkpoint from fairseq-train")
-    parser.add_argument("output", help="where to write the precomputed checkpoint")
+    parser = checkpoint_tool.parser(__doc__, "where to write the precomputed checkpoint")
     parser.add_argument("--max-length", type=int, default=DEFAULT_LENGTH, metavar="N",
                         help=f"positions covered by the tables; longer inputs are refused (default {DEFAULT_LENGTH})")
-    parser.add_argument("--data", metavar="DIR",
-                        help="data-bin directory with the dictionaries (default: the one stored in the checkpoint)")
     parser.add_argument("--export-npy", metavar="DIR", help="also write every table as DIR/<module>.<table>.npy")
     args = parser.parse_args(argv)
 
     import posnet_fairseq  # noqa: F401  (registers the model and mixers)
 
     from .. import precompute
-    from . import checkpoint_tool
 
     state, task, model = checkpoint_tool.load_trained(TOOL, args.checkpoint, args.data)
     before = precompute.parameter_counts(model)

@@ -7,11 +7,10 @@ model on random batches. The output decodes with fairseq's own tools:
 ``fairseq-generate DATA --user-dir posnet_fairseq --path OUTPUT --cpu``
 (int8 kernels run on CPU only). It is written whole or not at all.
 """
-import argparse
 import copy
 import sys
 
-from . import interruption
+from . import checkpoint_tool, interruption
 
 TOOL = "posnet-quantize"
 
@@ -21,20 +20,15 @@ def main(argv=None):
 
 
 def _main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0].split(": ", 1)[1])
-    parser.add_argument("checkpoint", help="a posnet_transformer checkpoint from fairseq-train")
-    parser.add_argument("output", help="where to write the int8 checkpoint")
+    parser = checkpoint_tool.parser(__doc__, "where to write the int8 checkpoint")
     parser.add_argument("--fp32-output", action="store_true",
                         help="keep the output projection (the vocabulary softmax's weights) in fp32")
-    parser.add_argument("--data", metavar="DIR",
-                        help="data-bin directory with the dictionaries (default: the one stored in the checkpoint)")
     args = parser.parse_args(argv)
 
     import posnet_fairseq  # noqa: F401  (registers the model and mixers)
 
     from .. import precompute
     from ..models import int8
-    from . import checkpoint_tool
 
     state, task, model = checkpoint_tool.load_trained(TOOL, args.checkpoint, args.data)
     original = copy.deepcopy(model)
