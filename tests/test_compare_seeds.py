@@ -102,11 +102,12 @@ def test_the_verdict_names_each_model_in_range_and_beyond(seeds_run):
     assert len(lines) == 1 and lines[0].startswith(f"- `{ARCHS[1]}`: in range ")
     with open(out / "quality.json") as f:
         judged = json.load(f)["verdict"][ARCHS[1]]
-    for side in ("in range", "beyond"):
+    for side in ("in range", "beyond", "joined"):  # joined: the --concat-test examples beyond the training lengths
         r = judged[side]
         assert r["seeds"] == 2 and r["low"] <= r["effect"] <= r["high"]
         assert r["verdict"] == ("better" if r["low"] > 0 else "worse" if r["high"] < 0 else "no detectable difference")
-        assert f"{side} {r['verdict']} ({r['effect']:+.1f} BLEU, 95% interval {r['low']:+.1f} to {r['high']:+.1f})" \
+        label = "joined test examples (--concat-test)" if side == "joined" else side
+        assert f"{label} {r['verdict']} ({r['effect']:+.1f} BLEU, 95% interval {r['low']:+.1f} to {r['high']:+.1f})" \
             in lines[0]
 
 

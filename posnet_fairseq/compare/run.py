@@ -243,6 +243,13 @@ def run(p, args, argv):
         verdict=verdict.verdicts(quality.metrics(force)[0], complete, seed_list,
                                  {m: outputs[m][0] for m in outputs}, name, refs, info.test_lengths, train_limit,
                                  args.bootstrap_samples))
+    if info.concatenated:  # the joined examples beyond the training lengths: a verdict of their own
+        joined_outputs, joined_refs = joined[0], joined[1]
+        longer = verdict.verdicts(quality.metrics(force)[0], complete, seed_list,
+                                  {m: joined_outputs[m][0] for m in joined_outputs}, name, joined_refs,
+                                  info.concatenated["lengths"], train_limit, args.bootstrap_samples)
+        for arch, sides in longer.items():
+            quality_result["verdict"][arch]["joined"] = sides["beyond"]
     _save_json(os.path.join(args.out, "quality.json"), quality_result)
     stops = stopping.from_run(args.out, args.data)  # where each model's hypotheses ended, per bucket
 

@@ -122,7 +122,8 @@ def _phrase(result):
 
 
 def lines(verdict, base, seeds, samples, train_limit, unit):
-    """The "Verdict" section of results.md: one line per model, within and beyond the training lengths."""
+    """The "Verdict" section of results.md: one line per model, within and beyond the training lengths (and
+    on the joined test examples of --concat-test beyond them, where the run has them)."""
     out = ["## Verdict", ""]
     if len(seeds) == 1:
         what = (f"one seed ({seeds[0]}): this verdict ignores seed variance, since the test can only resample "
@@ -137,5 +138,6 @@ def lines(verdict, base, seeds, samples, train_limit, unit):
     if not verdict:
         out += ["No model to compare with the baseline.", ""]
     for arch, sides in verdict.items():
-        out.append(f"- `{arch}`: in range {_phrase(sides['in range'])}; beyond {_phrase(sides['beyond'])}")
+        joined = f"; joined test examples (--concat-test) {_phrase(sides['joined'])}" if "joined" in sides else ""
+        out.append(f"- `{arch}`: in range {_phrase(sides['in range'])}; beyond {_phrase(sides['beyond'])}{joined}")
     return out + [""]
