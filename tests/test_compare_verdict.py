@@ -77,10 +77,10 @@ def test_verdicts_split_in_range_from_beyond():
     model = [r if n <= 12 else "zz" for r, n in zip(refs, lengths)]
     hyps = {seeds.key(a, s, 1): h for s in (1, 2) for a, h in (("base", base), ("model", model))}
     found = verdict.verdicts(BLEU(force=True), ["base", "model"], [1, 2], hyps, lambda a, s: seeds.key(a, s, 1), refs,
-                             lengths, 12, samples=200)
+                             verdict.by_length(lengths, 12), samples=200)
     assert found["model"]["in range"]["verdict"] == "better" and found["model"]["beyond"]["verdict"] == "worse"
     assert verdict.verdicts(BLEU(force=True), ["base", "model"], [1, 2], hyps, lambda a, s: seeds.key(a, s, 1),
-                            refs, lengths, 100, samples=50)["model"]["beyond"] is None
+                            refs, verdict.by_length(lengths, 100), samples=50)["model"]["beyond"] is None
     text = "\n".join(verdict.lines(found, "base", [1, 2], 200, 12, "words"))
     assert "## Verdict" in text and "- `model`: in range better (+" in text and "beyond worse (-" in text
     assert "ignores seed variance" not in text

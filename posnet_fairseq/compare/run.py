@@ -241,17 +241,19 @@ def run(p, args, argv):
         min_bucket_sentences=args.min_bucket_sentences, length_unit=info.length_unit, failed=failed,
         seeds=seed_list,
         verdict=verdict.verdicts(quality.metrics(force)[0], complete, seed_list,
-                                 {m: outputs[m][0] for m in outputs}, name, refs, info.test_lengths, train_limit,
-                                 args.bootstrap_samples))
+                                 {m: outputs[m][0] for m in outputs}, name, refs,
+                                 verdict.by_length(info.test_lengths, train_limit), args.bootstrap_samples))
     if info.concatenated:  # the joined examples beyond the training lengths: a verdict of their own
         joined_outputs, joined_refs = joined[0], joined[1]
+        beyond = verdict.by_length(info.concatenated["lengths"], train_limit)["beyond"]
         longer = verdict.verdicts(quality.metrics(force)[0], complete, seed_list,
                                   {m: joined_outputs[m][0] for m in joined_outputs}, name, joined_refs,
-                                  info.concatenated["lengths"], train_limit, args.bootstrap_samples)
+                                  {"joined": beyond}, args.bootstrap_samples)
         for arch, sides in longer.items():
-            quality_result["verdict"][arch]["joined"] = sides["beyond"]
+            quality_result["verdict"][arch]["joined"] = sides["joined"]
     _save_json(os.path.join(args.out, "quality.json"), quality_result)
-    stops = stopping.from_run(args.out, args.data)  # where each model's hypotheses ended, per bucket
+    # where each model's hypotheses ended, per bucket
+    stops = stopping.tables(steps, info, quality_result["buckets"], quality.metrics(force)[0])
 
     # Cost and analysis do not depend on the seed: once per architecture, on its first seed's model.
     firsts = {arch: name(arch, first) for arch in complete}

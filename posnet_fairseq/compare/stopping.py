@@ -127,13 +127,10 @@ def _flag(flags, name, default):
 
 
 def from_run(out, data_bin=None):
-    """{model: bucket_rows} of a finished posnet-compare run in ``out``, for every model it translated (its
-    step translate/MODEL), on the buckets of its quality.json; ``data_bin``: a --data run's data-bin (the
-    run's own otherwise)."""
-    from ..evaluation import generate_output
+    """{model: bucket_rows} of a finished posnet-compare run in ``out``, for every model it translated, on
+    the buckets of its quality.json; ``data_bin``: a --data run's data-bin (the run's own otherwise)."""
     from . import data, quality
     from .steps import Steps
-    from .training import AVERAGE
 
     steps = Steps(out)
     info = data.finished(steps, data_bin)
@@ -143,28 +140,37 @@ def from_run(out, data_bin=None):
     if not os.path.exists(scored):
         raise FileNotFoundError(f"{out}: no quality.json (the run has not scored its translations yet)")
     with open(scored) as f:
-        buckets = [(b["lo"], b["hi"], b.get("concatenated")) for b in json.load(f)["buckets"]]
+        buckets = json.load(f)["buckets"]
+    return tables(steps, info, buckets, quality.metrics(steps.load("data").settings["mode"] == "synthetic")[0])
+
+
+def tables(steps, info, buckets, bleu):
+    """{model: bucket_rows} for every model of the run of ``steps`` that translated (its step
+    translate/MODEL), from its translation file; ``info``: the run's DataInfo, ``buckets``: quality.json's."""
+    from ..evaluation import generate_output
+    from . import data, quality
+    from .training import AVERAGE
+
+    buckets = [(b["lo"], b["hi"], b.get("concatenated")) for b in buckets]
     joined = info.concatenated or {}
     sentences = [(n, None) for n in info.test_lengths] + [(n, joined.get("k")) for n in joined.get("lengths", [])]
     source_tokens = data.split_lengths(info.data_bin, "test", *info.langs)
-    bleu = quality.metrics(steps.load("data").settings["mode"] == "synthetic")[0]
-    tables = {}
+    found = {}
     for name in steps.names("translate/"):
         model = name.split("/", 1)[1]
         translate = steps.load(name)
         if translate.outputs is None:
             continue
-        output = generate_output.read(os.path.join(out, "gen", f"{model}.out"))
+        output = generate_output.read(os.path.join(steps.out, "gen", f"{model}.out"))
         n = len(sentences)
         refs = quality.references(info, output.ordered("references", n))
-        target_positions = quality.model_limits(os.path.join(out, "checkpoints", model, AVERAGE))[1]
+        target_positions = quality.model_limits(os.path.join(steps.out, "checkpoints", model, AVERAGE))[1]
         flags = translate.settings["flags"]
         a, b = _flag(flags, "--max-len-a", 0.0), _flag(flags, "--max-len-b", 200)
         limits = [limit(s, a, b, target_positions) for s in source_tokens]
-        tables[model] = bucket_rows(buckets, sentences, stops(output.ordered("hypotheses", n), refs,
-                                                              output.token_counts(n), limits, output.missing(n),
-                                                              bleu))
-    return tables
+        found[model] = bucket_rows(buckets, sentences, stops(output.ordered("hypotheses", n), refs,
+                                                             output.token_counts(n), limits, output.missing(n), bleu))
+    return found
 
 
 def main(argv=None):

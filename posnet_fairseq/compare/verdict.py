@@ -86,12 +86,17 @@ def compare(base, model, samples=1000, seed=SEED):
     return {"effect": effect, "low": low, "high": high, "verdict": verdict, "seeds": k}
 
 
-def verdicts(metric, archs, seeds, hypotheses, name, refs, lengths, train_limit, samples=1000):
-    """{arch: {"in range": result or None, "beyond": result or None}} for every arch but the first (the
-    baseline); ``hypotheses[name(arch, seed)]``: its translation of every test sentence, ``lengths``:
-    each test sentence's source length, against ``train_limit``. None: no test sentence on that side."""
-    subsets = {"in range": [i for i, n in enumerate(lengths) if n <= train_limit],
-               "beyond": [i for i, n in enumerate(lengths) if n > train_limit]}
+def by_length(lengths, train_limit):
+    """The test sentences within and beyond the training lengths: {"in range": ids, "beyond": ids};
+    ``lengths``: each test sentence's source length."""
+    return {"in range": [i for i, n in enumerate(lengths) if n <= train_limit],
+            "beyond": [i for i, n in enumerate(lengths) if n > train_limit]}
+
+
+def verdicts(metric, archs, seeds, hypotheses, name, refs, subsets, samples=1000):
+    """{arch: {SUBSET: result or None}} for every arch but the first (the baseline) and every subset of
+    ``subsets`` ({SUBSET: ids of test sentences}, e.g. :func:`by_length`); ``hypotheses[name(arch, seed)]``:
+    its translation of every test sentence. None: no test sentence in that subset."""
     stats = {}
 
     def of(arch, seed, ids):

@@ -58,11 +58,21 @@ class Rotary(nn.Module):
             raise ValueError(f"rope rotates pairs of dimensions: the head dimension {head_dim} "
                              "(embedding dimension / attention heads) must be even")
         self.head_dim, self.base, self.scaling = head_dim, base, scaling
+        # (device, factor) -> theta': a plain attribute, not a buffer, so that a half-precision model keeps
+        # them in fp32; kept because incremental decoding asks for them at every step.
+        self._fixed_frequencies = {}
 
     def frequencies(self, device, s=None) -> Tensor:
         """theta_i, i = 1..d/2 (Eq. 15), changed by the inference-time scaling if any (``rope_scaling.py``;
-        ``s``: its factor, a number or B x 1 per sentence, then B x d/2), fp32: computed on use, so that a
-        half-precision model keeps them exact."""
+        ``s``: its factor, a number or B x 1 per sentence, then B x d/2), in fp32."""
+        if torch.is_tensor(s):  # per sentence (--rope-scaling-factor auto): new with every batch
+            return self._frequencies(device, s)
+        key = (device, s)
+        if key not in self._fixed_frequencies:
+            self._fixed_frequencies[key] = self._frequencies(device, s)
+        return self._fixed_frequencies[key]
+
+    def _frequencies(self, device, s):
         exponents = torch.arange(0, self.head_dim, 2, device=device, dtype=torch.float32) / self.head_dim
         return self.scaling.frequencies(self.base ** -exponents, self.base, self.head_dim, s)
 
