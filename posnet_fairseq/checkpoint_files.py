@@ -71,9 +71,10 @@ def restore_interrupted_copy(path: str) -> Optional[str]:
     it; returns that checkpoint's path, or None when there is none (``path`` is left as it is).
 
     fairseq writes a checkpoint once, atomically, then copies it to the other names of the save
-    (checkpoint_last.pt among them) with a plain, non-atomic copy: a training killed during that copy (a
-    preempted or cancelled job) leaves checkpoint_last.pt truncated, beside the intact file it was copying,
-    which is the newest. Only files holding a training state (the data iterator's position) qualify.
+    (checkpoint_last.pt among them). That copy is atomic under the plugin (compat.make_checkpoint_copies_atomic);
+    a run of fairseq without it, or of an earlier version of the plugin, killed during the copy (a preempted or
+    cancelled job) left checkpoint_last.pt truncated, beside the intact file it was copying, which is the newest.
+    Only files holding a training state (the data iterator's position) qualify.
     """
     from .atomic_files import written_atomically
 

@@ -12,6 +12,9 @@
 * ``allow_fairseq_checkpoint_classes()`` keeps torch's safe loader
   (``weights_only=True``) on and allow-lists exactly the classes that
   fairseq-train pickles into a checkpoint.
+* ``make_checkpoint_copies_atomic()`` makes fairseq-train's copies of a saved
+  checkpoint (to ``checkpoint_last.pt`` and the other names of a save) atomic,
+  as its first write already is.
 """
 import argparse
 import inspect
@@ -124,6 +127,31 @@ def allow_fairseq_checkpoint_classes():
     import torch
 
     torch.serialization.add_safe_globals(fairseq_checkpoint_classes())
+
+
+def make_checkpoint_copies_atomic():
+    """fairseq-train writes a checkpoint once, to a temporary file renamed over the target, then copies it to
+    the save's other names with a plain copy (``PathManager.copy``). A training stopped during that copy (a
+    preempted, cancelled or requeued job) left ``checkpoint_last.pt`` truncated, so the next run could not
+    resume. The copy now goes to a temporary file renamed over the target too, wherever the path supports a
+    rename (the same condition as fairseq's own atomic write); a stop leaves the previous file whole."""
+    from fairseq.file_io import PathManager
+
+    plain = PathManager.copy
+    if getattr(plain, "posnet_atomic", False):
+        return
+
+    def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+        if not overwrite or not PathManager.supports_rename(dst_path):
+            return plain(src_path, dst_path, overwrite)
+        partial = dst_path + ".tmp"
+        copied = plain(src_path, partial, True)
+        if copied:
+            PathManager.rename(partial, dst_path)
+        return copied
+
+    copy.posnet_atomic = True
+    PathManager.copy = staticmethod(copy)
 
 
 def main(argv=None):

@@ -198,8 +198,9 @@ def test_resuming_a_save_dir_of_another_model_is_refused(data_bin, tmp_path):
 
 
 def test_a_checkpoint_last_truncated_by_an_interrupted_copy_is_restored_to_resume(data_bin, tmp_path):
-    """fairseq copies a checkpoint it has written to checkpoint_last.pt non-atomically: a job killed during
-    the copy left it truncated, and the re-run could not resume (seen with a requeued SLURM job)."""
+    """fairseq copied a checkpoint it had written to checkpoint_last.pt non-atomically (before the plugin made
+    the copy atomic, or without the plugin): a job killed during the copy left it truncated, and the re-run
+    could not resume (seen with a requeued SLURM job)."""
     save = tmp_path / "save"
     common = [data_bin, "--arch", "posnet_transformer_tiny", *TRAIN, "--save-dir", str(save),
               "--save-interval-updates", "1", "--keep-interval-updates", "3"]
@@ -212,6 +213,34 @@ def test_a_checkpoint_last_truncated_by_an_interrupted_copy_is_restored_to_resum
     assert f"posnet-train: {last} was truncated (a training stopped while fairseq copied it there); restored " \
            f"from {save / 'checkpoint_1_2.pt'}, the newest intact checkpoint of the run" in text
     assert re.search(r"[Ll]oaded checkpoint \S*checkpoint_last\.pt \(epoch 1 @ 2 updates\)", text), text[-2000:]
+
+
+def test_fairseq_train_copies_a_saved_checkpoint_atomically(tmp_path, monkeypatch):
+    """A stop during fairseq-train's copy of a saved checkpoint to checkpoint_last.pt leaves the previous
+    checkpoint_last.pt whole (compat.make_checkpoint_copies_atomic), and a copy that completes replaces it."""
+    import shutil
+
+    import posnet_fairseq  # noqa: F401 (makes the copies atomic)
+    from fairseq.file_io import PathManager
+
+    saved, last = tmp_path / "checkpoint_1_3.pt", tmp_path / "checkpoint_last.pt"
+    saved.write_bytes(b"new" * 1000)
+    last.write_bytes(b"old" * 1000)
+    copyfile = shutil.copyfile
+
+    def stopped(src, dst, **kwargs):  # a kill after the first bytes
+        with open(dst, "wb") as f:
+            f.write(b"ne")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shutil, "copyfile", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        PathManager.copy(str(saved), str(last), overwrite=True)
+    assert last.read_bytes() == b"old" * 1000
+    monkeypatch.setattr(shutil, "copyfile", copyfile)
+    assert PathManager.copy(str(saved), str(last), overwrite=True)
+    assert last.read_bytes() == saved.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint_1_3.pt", "checkpoint_last.pt"]
 
 
 def test_a_checkpoint_of_another_data_bin_is_said_with_the_cause(data_bin):
