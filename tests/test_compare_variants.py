@@ -2,6 +2,7 @@
 run, each with its own flags: parsed and checked, given to fairseq as the architecture, and trained, scored and
 reported under its own name in a micro run."""
 import csv
+import json
 import shlex
 
 import pytest
@@ -67,3 +68,51 @@ def test_a_micro_run_trains_and_reports_both_under_their_names(tmp_path):
     assert get[SHAPE]("arch") == get["posnet_transformer_tiny"]("arch") == "posnet_transformer_tiny"
     assert (get[SHAPE]("encoder_position_augmentation"), get[SHAPE]("shape_max_offset")) == ("shape", 5)
     assert get["posnet_transformer_tiny"]("encoder_position_augmentation") == "none"
+
+
+YARN = "rope_transformer_tiny+yarn"
+YARN_OVERRIDES = ("--model-overrides \"{'rope_scaling': 'yarn', 'rope_scaling_factor': 'auto', "
+                  "'rope_scaling_train_length': 11}\"")
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("nosuch_tiny=--beam 2", "expected ARCH=FLAGS with ARCH one of --archs"),
+    (f"{YARN}=--rope-scaling yarn", "fairseq-generate has no flag --rope-scaling (a model flag is given at "
+                                    "generation as --model-overrides"),
+])
+def test_bad_generation_flags_name_the_flag(tmp_path, capsys, spec, message):
+    with pytest.raises(SystemExit):
+        parse(["--archs", f"rope_transformer_tiny,{YARN}", "--arch-generate-flags", spec], tmp_path)
+    assert message in capsys.readouterr().err
+
+
+def test_a_variant_that_differs_in_how_it_translates_shares_the_training(tmp_path):
+    """RoPE and RoPE + YaRN scaling at generation (--model-overrides, the factor chosen per sentence): one
+    training, both translated (the variant with its own flags), both reported; a re-run redoes nothing."""
+    out = tmp_path / "run"
+    argv = ["--archs", f"rope_transformer_tiny,{YARN}", "--arch-generate-flags", f"{YARN}={YARN_OVERRIDES}",
+            "--out", str(out), "--budget", "2u", "--train-pairs", "60", "--valid", "6", "--test", "12",
+            "--train-max-len", "10", "--vocab-size", "200", "--interval", "1", "--decode-lengths", "8",
+            "--jobs", "1", "--min-bucket-sentences", "2", *CHEAP]
+    printed = run_compare(argv)
+    assert printed.count("train: starting") == 1, printed
+    assert f"train: {YARN} shares the training of rope_transformer_tiny" in printed
+    checkpoints = {name: out / "checkpoints" / name / training.AVERAGE for name in ("rope_transformer_tiny", YARN)}
+    assert checkpoints[YARN].read_bytes() == checkpoints["rope_transformer_tiny"].read_bytes()
+    with open(out / "results.csv", newline="") as f:
+        rows = {row["arch"]: row for row in csv.DictReader(f)}
+    assert list(rows) == ["rope_transformer_tiny", YARN] and rows[YARN]["bleu"]
+    assert rows[YARN]["trained_as"] == "rope_transformer_tiny" and rows[YARN]["updates"] == "2"
+    # fairseq-generate was given the overrides for the variant only, and they took effect: the same model
+    # scores a sentence alike up to the training length (factor 1) and otherwise beyond it
+    flags = {name: json.loads((out / "steps" / f"translate--{name}.json").read_text())["settings"]["flags"]
+             for name in checkpoints}
+    assert flags[YARN] == flags["rope_transformer_tiny"] + shlex.split(YARN_OVERRIDES)
+    scores = {name: {line.split("\t")[0]: line.split("\t")[1] for line in (out / "gen" / f"{name}.out").open()
+                     if line.startswith("H-")} for name in checkpoints}
+    same = [i for i in scores[YARN] if scores[YARN][i] == scores["rope_transformer_tiny"][i]]
+    assert 0 < len(same) < len(scores[YARN]), scores
+    assert f"`{YARN}` shares the training of `rope_transformer_tiny`" in (out / "results.md").read_text()
+    again = run_compare(argv)
+    assert "train: starting" not in again and f"train: skipped {YARN}, finished earlier" in again
+    assert f"translate: skipped {YARN}, translated earlier" in again

@@ -85,6 +85,10 @@ def arch_flags(args):
     return {spec.partition("=")[0]: shlex.split(spec.partition("=")[2]) for spec in args.arch_flags}
 
 
+def generate_flags(args):
+    return {spec.partition("=")[0]: shlex.split(spec.partition("=")[2]) for spec in args.arch_generate_flags}
+
+
 def test_the_study_is_the_grid_on_both_corpora_and_every_model_builds(tmp_path):
     commands = study_commands("--data", "corpus", "--seeds", "3", "--budget", "converge:40e", cwd=tmp_path)
     assert list(commands) == ["synthetic", "bible"]
@@ -98,9 +102,11 @@ def test_the_study_is_the_grid_on_both_corpora_and_every_model_builds(tmp_path):
                                                       "--decoder-position-augmentation", "shape"]
     assert flags["rope_transformer_tiny+randomized"][-1] == "randomized"
     assert flags["rope_transformer_tiny+concat"] == flags["aposnet_transformer_tiny+concat"] == CONCAT
-    # RoPE scaled per sentence beyond the longest training source, EOS included
-    assert flags["rope_transformer_tiny+yarn"] == ["--rope-scaling", "yarn", "--rope-scaling-factor", "auto",
-                                                   "--rope-scaling-train-length", "21"]
+    # RoPE's own training, translated with YaRN, scaled per sentence beyond the longest training source (EOS
+    # included)
+    assert "rope_transformer_tiny+yarn" not in flags
+    assert generate_flags(synthetic) == {"rope_transformer_tiny+yarn": [
+        "--model-overrides", "{'rope_scaling': 'yarn', 'rope_scaling_factor': 'auto', 'rope_scaling_train_length': 21}"]}
     # posnet-compare's own checks: every name and architecture exists, every model builds with its flags
     synthetic.out = str(tmp_path / "o")
     checked = options.check_args(parser, synthetic)
@@ -110,9 +116,8 @@ def test_the_study_is_the_grid_on_both_corpora_and_every_model_builds(tmp_path):
     assert (bible.raw, bible.raw_test) == (["corpus/raw/train.es", "corpus/raw/train.en"],
                                            ["corpus/raw/test.es", "corpus/raw/test.en"])
     assert (bible.train_max_len, bible.concat_test, bible.out) == (32, 4, "runs/length-study/bible")
-    assert arch_flags(bible)["rope_transformer_tiny+yarn"][-1] == "33"
-    assert {k: v for k, v in arch_flags(bible).items() if k != "rope_transformer_tiny+yarn"} == {
-        k: v for k, v in flags.items() if k != "rope_transformer_tiny+yarn"}
+    assert generate_flags(bible)["rope_transformer_tiny+yarn"][-1].endswith("'rope_scaling_train_length': 33}")
+    assert arch_flags(bible) == flags
 
 
 def test_study_options_and_errors(tmp_path):
@@ -121,7 +126,7 @@ def test_study_options_and_errors(tmp_path):
     args = options.build_parser().parse_args(commands["bible"])
     # the baseline stays first; the grid's order is kept
     assert args.archs.split(",") == ["posnet_transformer_tiny", "rope_transformer_tiny+yarn", "nope_transformer_tiny"]
-    assert (args.concat_test, args.out, list(arch_flags(args))) == (8, "o/bible", ["rope_transformer_tiny+yarn"])
+    assert (args.concat_test, args.out, list(generate_flags(args))) == (8, "o/bible", ["rope_transformer_tiny+yarn"])
     assert list(study_commands("--corpus", "synthetic", cwd=tmp_path)) == ["synthetic"]
     for argv, message in ((["--models", "foo"], "--models: foo is not a model of the study"),
                           (["--corpus", "x"], "--corpus x: choose synthetic, bible or both"),
@@ -132,9 +137,9 @@ def test_study_options_and_errors(tmp_path):
     assert os.listdir(tmp_path) == []  # refused before anything ran
 
 
-def test_the_study_rope_with_scaling_trains_as_rope():
+def test_the_study_rope_with_scaling_reads_training_lengths_as_rope():
     """rope_transformer_tiny+yarn of the grid: with the factor auto, max(1, n / L), a source of at most L
-    tokens is not scaled, so in training (every source at most L) it is plain RoPE; a longer one is."""
+    tokens (every training source) is not scaled, so the model reads it as plain RoPE does; a longer one is."""
     import torch
 
     from posnet_fairseq.benchmark.training_step import build_model, dictionary

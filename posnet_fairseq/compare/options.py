@@ -30,6 +30,10 @@ def build_parser(description=None):
     p.add_argument("--arch-flags", action="append", default=[], metavar="ARCH=FLAGS",
                    help='extra fairseq flags for one architecture (or ARCH+LABEL of --archs), e.g. '
                    '"glinearnet_transformer_tiny=--max-source-positions 128" (repeatable)')
+    p.add_argument("--arch-generate-flags", action="append", default=[], metavar="ARCH=FLAGS",
+                   help="extra fairseq-generate flags for one architecture (or ARCH+LABEL) when it translates the "
+                   "test set, e.g. a RoPE scaling as --model-overrides; a model whose architecture, seed and "
+                   "training flags are an earlier model's shares that training (repeatable)")
     data = p.add_argument_group("data (default: the synthetic corpus)")
     source = data.add_mutually_exclusive_group()
     source.add_argument("--data", metavar="DATA_BIN", help="a fairseq data-bin, used as it is")
@@ -126,6 +130,16 @@ def check_args(p, args):
         if not sep or arch not in args.flags:
             p.error(f"--arch-flags {spec!r}: expected ARCH=FLAGS with ARCH one of --archs")
         args.flags[arch] += shlex.split(flags)
+    args.generate_flags = {arch: [] for arch in args.arch_list}
+    for spec in args.arch_generate_flags:
+        arch, sep, flags = spec.partition("=")
+        if not sep or arch not in args.generate_flags:
+            p.error(f"--arch-generate-flags {spec!r}: expected ARCH=FLAGS with ARCH one of --archs")
+        args.generate_flags[arch] += shlex.split(flags)
+        unknown = _unknown_generate_flags(args.generate_flags[arch])
+        if unknown:
+            p.error(f"--arch-generate-flags {spec!r}: fairseq-generate has no flag {' '.join(unknown)} (a model "
+                    "flag is given at generation as --model-overrides \"{'rope_scaling': 'yarn', ...}\")")
     args.train_task_flags = _concat_train_flags(p, args.concat_train)
     if args.patience is not None and args.patience < 1:
         p.error(f"--patience {args.patience}: must be at least 1")
@@ -200,6 +214,15 @@ def check_args(p, args):
                 + "; ".join(f"{arch}: {why}" for arch, why in errors.items()) + "; fix them in --model-flags or "
                 "--arch-flags")
     return args
+
+
+def _unknown_generate_flags(flags):
+    """The flags of ``flags`` that fairseq-generate (with the plugin's) does not know."""
+    from fairseq import options as fairseq_options
+
+    parser = fairseq_options.get_generation_parser(default_task="translation")
+    _, unknown = parser.parse_known_args(["data-bin", *flags])
+    return [flag for flag in unknown if flag.startswith("-")]
 
 
 def _concat_train_flags(p, spec):

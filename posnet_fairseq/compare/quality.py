@@ -37,18 +37,20 @@ def generate_command(info, checkpoint, generation_flags):
                           *(["--post-process", info.post_process] if info.post_process else []))
 
 
-def translate_all(steps, checkpoints, info, plan, generation_flags, log):
+def translate_all(steps, checkpoints, info, plan, generation_flags, log, own_flags=None):
     """OUT/gen/ARCH.out (fairseq-generate's output) for every {arch: checkpoint}, one per slot of the
-    device ``plan`` at a time; the step translate/ARCH keeps an output while its checkpoint, the data and
-    the flags are the same. Returns {arch: error message} for failures."""
+    device ``plan`` at a time, with ``generation_flags`` and the arch's ``own_flags`` after them; the step
+    translate/ARCH keeps an output while its checkpoint, the data and the flags are the same. Returns {arch:
+    error message} for failures."""
     gen_dir = os.path.join(steps.out, "gen")
     os.makedirs(gen_dir, exist_ok=True)
-    flags = [*generation_flags, *plan.generate_flags()]
-    settings = {"flags": flags}
+    flags = {arch: [*generation_flags, *plan.generate_flags(), *(own_flags or {}).get(arch, [])]
+             for arch in checkpoints}
+    settings = {arch: {"flags": flags[arch]} for arch in checkpoints}
     inputs = {arch: {"checkpoint": checkpoint, "data": info.data_bin} for arch, checkpoint in checkpoints.items()}
     queue, files, failed = [], {}, {}
     for arch in checkpoints:
-        if steps.why_not_done(f"translate/{arch}", settings, inputs[arch]) is None:
+        if steps.why_not_done(f"translate/{arch}", settings[arch], inputs[arch]) is None:
             log(f"translate: skipped {arch}, translated earlier ({gen_dir}/{arch}.out)")
         else:
             queue.append(arch)
@@ -59,7 +61,7 @@ def translate_all(steps, checkpoints, info, plan, generation_flags, log):
         log(f"translate: {arch}")
         files[arch] = (open(os.path.join(gen_dir, f"{arch}.out.tmp"), "w"),
                        open(os.path.join(gen_dir, f"{arch}.log"), "w"))
-        return pool.popen(generate_command(info, checkpoints[arch], flags), stdout=files[arch][0],
+        return pool.popen(generate_command(info, checkpoints[arch], flags[arch]), stdout=files[arch][0],
                           stderr=files[arch][1], env=subprocess_env(**env))
 
     def close(arch, _=None):
@@ -71,7 +73,7 @@ def translate_all(steps, checkpoints, info, plan, generation_flags, log):
         out = os.path.join(gen_dir, f"{arch}.out")
         if process.returncode == 0:
             os.replace(out + ".tmp", out)
-            steps.finish(f"translate/{arch}", settings, inputs[arch], [out])
+            steps.finish(f"translate/{arch}", settings[arch], inputs[arch], [out])
             return
         if process.returncode < 0:
             failed[arch] = (f"fairseq-generate was killed (signal {-process.returncode}); re-running the same "

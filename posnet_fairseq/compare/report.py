@@ -33,6 +33,8 @@ def _quality(model, outcome, quality):
     row = {"updates": outcome.updates, "epochs": outcome.epochs}
     if outcome.converged is not None:
         row["converged"] = outcome.converged
+    if outcome.trained_as:
+        row["trained_as"] = outcome.trained_as
     system = quality.systems.get(model)
     if system:
         for name, score in (("bleu", system.bleu), ("chrf", system.chrf)):
@@ -243,6 +245,9 @@ def markdown(table, quality, cost, context, seed_list=(None,), stops=None):
         *([f"- updates: the updates each model trained{' (mean ± sd over the seeds)' if several else ''}; "
            "(not converged): stopped by the cap of --budget converge before its validation loss stopped improving"
            f"{' (in at least one seed)' if several else ''}."] if converge else []),
+        *[f"- `{row['arch']}` shares the training of `{_seeds.split(row['trained_as'], None)[0]}` (the same "
+          "architecture, seed and training flags): it differs in its --arch-generate-flags only."
+          for row in table if row.get("trained_as")],
         f"- BLEU a-b (n=N): corpus BLEU on the N test sentences with a source length of a to b "
         f"{quality.length_unit}. * = beyond the training lengths: every training pair has at most {limit} "
         f"{quality.length_unit} per side. A bucket of fewer than {_num(quality.min_bucket_sentences, 'd')} "

@@ -200,7 +200,7 @@ def run(p, args, argv):
     failed = {} if any(name(baseline, s) not in trained for s in seed_list) else quality.translate_all(
         steps, trained, info, args.plan, ["--beam", str(args.beam), "--batch-size", str(args.batch_size),
                                           "--max-len-a", repr(args.max_len_a), "--max-len-b", str(args.max_len_b)],
-        log)
+        log, {name(a, s): args.generate_flags[a] for a in args.arch_list for s in seed_list})
     translated = {m: c for m, c in trained.items() if m not in failed}
     # An architecture is compared when every one of its seeds translated.
     complete = [a for a in args.arch_list if all(name(a, s) in translated for s in seed_list)]

@@ -21,6 +21,7 @@ seconds.
 """
 import os
 import re
+import shutil
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -155,6 +156,17 @@ class TrainOutcome:
     updates: Optional[int] = None
     failed: Optional[str] = None
     converged: Optional[bool] = None  # --budget converge: stopped by its patience (False: by the cap)
+    trained_as: Optional[str] = None  # the model whose training this one shares (Trainer.run)
+
+
+def _link(source, target):
+    """``target`` becomes ``source``'s file (a hard link, or a copy where links are not possible)."""
+    if os.path.lexists(target):
+        os.remove(target)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def averaged_files(save_dir, log_path, budget, count):
@@ -352,9 +364,42 @@ class Trainer:
             return self._finish(arch)
         return None
 
+    def _share(self, arch, flags, leader):
+        """The outcome of ``arch``, whose architecture, seed and flags are those of the finished training
+        ``leader`` (its TrainOutcome): its checkpoint and training log are the leader's (linked), recorded as its
+        own step."""
+        name, settings = f"train/{arch}", self.settings(arch, flags)
+        if self.steps.why_not_done(name, settings, self._inputs()) is None:
+            self.log(f"train: skipped {arch}, finished earlier ({self.save_dir(arch)}/{AVERAGE})")
+            return TrainOutcome(arch, os.path.join(self.save_dir(arch), AVERAGE), **self.steps.result(name))
+        self.steps.begin(name, settings)
+        os.makedirs(self.save_dir(arch), exist_ok=True)
+        checkpoint = os.path.join(self.save_dir(arch), AVERAGE)
+        for source, target in ((leader.checkpoint, checkpoint), (self.log_path(leader.arch), self.log_path(arch))):
+            _link(source, target)
+        outcome = replace(leader, arch=arch, checkpoint=checkpoint, trained_as=leader.arch)
+        self.steps.finish(name, settings, self._inputs(), [checkpoint],
+                          {k: v for k, v in asdict(outcome).items() if k not in ("arch", "checkpoint", "failed")})
+        self.log(f"train: {arch} shares the training of {leader.arch} (the same architecture, seed and flags)")
+        return outcome
+
     def run(self, archs, flags):
         """Trains ``archs`` (the models' names, see ``split``; ``flags[arch]``: its fairseq flags); returns
-        {arch: TrainOutcome}."""
+        {arch: TrainOutcome}. A model whose architecture, seed and flags are an earlier model's is not trained
+        again: it shares that training (a variant that differs only in how it translates)."""
+        leaders, followers = {}, {}
+        for arch in archs:
+            name, seed = self.split(arch)
+            followers[arch] = leaders.setdefault((architecture(name), seed, tuple(flags[arch])), arch)
+        followers = {arch: leader for arch, leader in followers.items() if leader != arch}
+        outcomes = self._train([a for a in archs if a not in followers], flags)
+        for arch, leader in followers.items():
+            outcomes[arch] = self._share(arch, flags[arch], outcomes[leader]) if outcomes[leader].checkpoint \
+                else TrainOutcome(arch, failed=f"it shares the training of {leader}, which failed: "
+                                               f"{outcomes[leader].failed}")
+        return {arch: outcomes[arch] for arch in archs}
+
+    def _train(self, archs, flags):
         outcomes = {}
         for arch in archs:
             outcome = self._skip(arch, flags[arch])

@@ -22,40 +22,43 @@
 # Every other flag goes to both posnet-compare runs as it is, after the recipe's, e.g. --seeds 3
 # --budget converge:40e --jobs 2. Training runs with OMP_NUM_THREADS=1 unless it is set.
 #
-# The grid: one model per line below, NAME and its fairseq flags. A name ARCH+LABEL is ARCH trained with
-# the flags (posnet-compare --arch-flags). RoPE scaling at generation is given as training flags: with
-# --rope-scaling-factor auto the factor of a sentence is max(1, n / L), 1 for every training source when
-# L is the longest one (EOS included: --train-max-len + 1), so the model trains as plain RoPE does and
-# scales its frequencies only on longer test sources (posnet-compare has no per-model generation flags).
+# The grid: one model per line below, NAME, its training flags and its generation flags. A name ARCH+LABEL is
+# ARCH trained with the flags (posnet-compare --arch-flags), or translated with the generation flags
+# (--arch-generate-flags): rope_transformer_tiny+yarn is RoPE's own training (posnet-compare trains it once),
+# translated with YaRN scaling and --rope-scaling-factor auto, a sentence's factor max(1, n / L) with L the
+# longest training source, EOS included (--train-max-len + 1): only sources longer than any in training scale.
 source "$(dirname "$0")/../lib/common.sh"
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0
 fi
 BOTH_SIDES() { echo "--encoder-position-augmentation $1 --decoder-position-augmentation $1"; }
 CONCAT="--task translation_concat --concat-max-pairs 3 --concat-rate 0.5"
-# grid NAME FLAGS...: the models of the study for a training limit of $1 tokens per side (EOS excluded)
+# grid: NAME|training flags|generation flags of the study's models (a tab would not do: read merges empty
+# fields between tabs), for a training limit of
+# $1 tokens per side (EOS excluded)
 grid() {
   local limit="$1"
-  printf '%s\t%s\n' \
-    posnet_transformer_tiny "" \
-    posnet_transformer_tiny+shape "$(BOTH_SIDES shape)" \
-    posnet_transformer_tiny+randomized "$(BOTH_SIDES randomized)" \
-    posnet_transformer_tiny+concat "$CONCAT" \
-    rope_transformer_tiny "" \
-    rope_transformer_tiny+randomized "$(BOTH_SIDES randomized)" \
-    rope_transformer_tiny+yarn "--rope-scaling yarn --rope-scaling-factor auto --rope-scaling-train-length $((limit + 1))" \
-    rope_transformer_tiny+concat "$CONCAT" \
-    alibi_transformer_tiny "" \
-    alibi_seq2seq_transformer_tiny "" \
-    kerple_transformer_tiny "" \
-    fire_transformer_tiny "" \
-    dpb_transformer_tiny "" \
-    xpos_transformer_tiny "" \
-    nope_transformer_tiny "" \
-    t5bias_transformer_tiny "" \
-    aposnet_transformer_tiny "" \
-    aposnet_transformer_tiny+concat "$CONCAT" \
-    rposnet_transformer_tiny ""
+  local yarn="--model-overrides \"{'rope_scaling': 'yarn', 'rope_scaling_factor': 'auto', 'rope_scaling_train_length': $((limit + 1))}\""
+  printf '%s|%s|%s\n' \
+    posnet_transformer_tiny "" "" \
+    posnet_transformer_tiny+shape "$(BOTH_SIDES shape)" "" \
+    posnet_transformer_tiny+randomized "$(BOTH_SIDES randomized)" "" \
+    posnet_transformer_tiny+concat "$CONCAT" "" \
+    rope_transformer_tiny "" "" \
+    rope_transformer_tiny+randomized "$(BOTH_SIDES randomized)" "" \
+    rope_transformer_tiny+yarn "" "$yarn" \
+    rope_transformer_tiny+concat "$CONCAT" "" \
+    alibi_transformer_tiny "" "" \
+    alibi_seq2seq_transformer_tiny "" "" \
+    kerple_transformer_tiny "" "" \
+    fire_transformer_tiny "" "" \
+    dpb_transformer_tiny "" "" \
+    xpos_transformer_tiny "" "" \
+    nope_transformer_tiny "" "" \
+    t5bias_transformer_tiny "" "" \
+    aposnet_transformer_tiny "" "" \
+    aposnet_transformer_tiny+concat "$CONCAT" "" \
+    rposnet_transformer_tiny "" ""
 }
 DRY_RUN=0; CORPUS=both; DATA=data/bible_es_en; OUT=runs/length-study; MODELS=; CONCAT_TEST=4; PASSED=()
 while [ $# -gt 0 ]; do
@@ -79,21 +82,22 @@ esac
 # --models: every name must be one of the grid's
 if [ -n "$MODELS" ]; then
   for name in ${MODELS//,/ }; do
-    grid 20 | cut -f1 | grep -qxF -- "$name" || die "--models: $name is not a model of the study (see --help)"
+    grid 20 | cut -d'|' -f1 | grep -xF -- "$name" > /dev/null || die "--models: $name is not a model of the study (see --help)"
   done
 fi
 
 # command_for CORPUS LIMIT DATA-FLAGS...: the posnet-compare command of one corpus, in COMMAND
 command_for() {
   local corpus="$1" limit="$2"; shift 2
-  local archs=() flags=() name model_flags baseline
-  baseline="$(grid "$limit" | head -n1 | cut -f1)"
-  while IFS=$'\t' read -r name model_flags; do
+  local archs=() flags=() name model_flags generate_flags baseline
+  baseline="$(grid "$limit" | awk -F'|' 'NR == 1 { print $1 }')"  # reads it all: no SIGPIPE
+  while IFS='|' read -r name model_flags generate_flags; do
     if [ -n "$MODELS" ] && [ "$name" != "$baseline" ] && [[ ",$MODELS," != *",$name,"* ]]; then
       continue
     fi
     archs+=("$name")
     [ -z "$model_flags" ] || flags+=(--arch-flags "$name=$model_flags")
+    [ -z "$generate_flags" ] || flags+=(--arch-generate-flags "$name=$generate_flags")
   done < <(grid "$limit")
   COMMAND=("$PYTHON" -m posnet_fairseq.cli.compare --archs "$(IFS=,; echo "${archs[*]}")" ${flags[@]+"${flags[@]}"}
     "$@" --out "$OUT/$corpus" ${PASSED[@]+"${PASSED[@]}"})
