@@ -409,6 +409,25 @@ def test_too_small_bucket_in_table():
     assert table[0]["bleu_len_1_10"] == 30.0 and table[0]["bleu_len_11_20"] == "too few sentences (3)"
 
 
+def test_bleu_kept_beyond_the_training_lengths():
+    """BLEU on a bucket beyond the training lengths as a share of the longest scored bucket within them (a small
+    bucket within is passed over), per model; a model with no in-range BLEU keeps no share."""
+    def bucket(lo, hi, beyond, scores, too_small=False):
+        return {"lo": lo, "hi": hi, "sentences": 3 if too_small else 50, "beyond_training": beyond,
+                "too_small": too_small, "scores": {m: {"score": v} for m, v in scores.items()}}
+
+    buckets = [bucket(1, 10, False, {"a": 40.0, "b": 0.0}), bucket(11, 20, False, {}, too_small=True),
+               bucket(21, 30, True, {"a": 10.0, "b": 5.0}), bucket(31, 40, True, {"a": 30.0, "b": 1.0})]
+    quality = records.Quality.read({"buckets": buckets, "systems": {}, "failed": {}})
+    table = report.rows(["a", "b"], {m: training.TrainOutcome(m, "c.pt", updates=1) for m in "ab"}, quality,
+                        records.Cost.read({"training_steps": {}, "decoding": {}, "parameters": {}}), {})
+    assert (table[0]["bleu_kept_21_30"], table[0]["bleu_kept_31_40"]) == (25.0, 75.0)
+    assert not any(key.startswith("bleu_kept") for key in table[1])
+    text = "\n".join(report._kept(table, quality.buckets, False, "words"))
+    assert "in % of the model's own BLEU on 1-10 words" in text
+    assert "| `a` | 25% | 75% |" in text and "| `b` | - | - |" in text
+
+
 def test_raw_input_errors_name_file_and_line(tmp_path, capsys):
     src, tgt = tmp_path / "c.de", tmp_path / "c.en"
     src.write_bytes(b"eins\nzwei\ndrei \xe4 vier\n" + b"mehr\n" * 20)

@@ -49,7 +49,18 @@ def _quality(model, outcome, quality):
                     else too_few(bucket) if bucket.too_small else entry.score)
         row[key + "_ci"] = entry.ci
         row[f"length_ratio_{bucket.name}"] = entry.length_ratio
+    reference = _kept_reference(quality.buckets)
+    within = row.get(f"bleu_len_{reference.name}") if reference else None
+    for bucket in quality.buckets:
+        beyond = row[f"bleu_len_{bucket.name}"]
+        if bucket.beyond_training and isinstance(beyond, float) and isinstance(within, float) and within > 0:
+            row[f"bleu_kept_{bucket.name}"] = 100 * beyond / within
     return row
+
+
+def _kept_reference(buckets):
+    """The bucket that BLEU beyond the training lengths is a share of: the longest scored one within them."""
+    return next((b for b in reversed(buckets) if not (b.beyond_training or b.concatenated or b.too_small)), None)
 
 
 def _failure(models, training, quality):
@@ -277,7 +288,7 @@ def markdown(table, quality, cost, context, seed_list=(None,), stops=None):
         "",
     ]
     lines += [f"- {name}: `{sig}`" for name, sig in quality.signatures.items()]
-    lines += ["", *_length_ratios(table, buckets, several)]
+    lines += ["", *_length_ratios(table, buckets, several), *_kept(table, buckets, several, quality.length_unit)]
     if stops:
         lines += [*stopping.markdown(stops), ""]
     if quality.verdict is not None:
@@ -302,6 +313,24 @@ def _length_ratios(table, buckets, several):
                 _seeds.mean_sd(row, f"length_ratio_{b.name}", ".2f") if several
                 else _num(row.get(f"length_ratio_{b.name}"), ".2f") for b in buckets) + " |")
     return out + ["", "(sacreBLEU tokens" + (", mean ± sd over the seeds" if several else "") + ")", ""]
+
+
+def _kept(table, buckets, several, unit):
+    """BLEU on each bucket beyond the training lengths as a share of the model's BLEU on the longest bucket
+    within them: how much of its quality a model keeps where it never trained."""
+    reference, beyond = _kept_reference(buckets), [b for b in buckets if b.beyond_training and not b.too_small]
+    if reference is None or not beyond:
+        return []
+    out = ["## Beyond the training lengths: BLEU kept", "",
+           f"BLEU on each bucket beyond the training lengths, in % of the model's own BLEU on {reference.label} "
+           f"{unit}" + (" (per seed, then mean ± sd)" if several else "") + "; the csv's `bleu_kept_BUCKET`.", "",
+           "| model | " + " | ".join(f"{b.label} *" for b in beyond) + " |", "|" + "---|" * (len(beyond) + 1)]
+    for row in table:
+        if "failed" not in row:
+            out.append(f"| `{row['arch']}` | " + " | ".join(
+                (_seeds.mean_sd(row, key, ".0f") if several else _num(row[key], ".0f")) + "%" if key in row else "-"
+                for key in (f"bleu_kept_{b.name}" for b in beyond)) + " |")
+    return out + [""]
 
 
 def _one_line(text):
