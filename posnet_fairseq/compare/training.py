@@ -368,10 +368,10 @@ class Trainer:
         """The outcome of ``arch``, whose architecture, seed and flags are those of the finished training
         ``leader`` (its TrainOutcome): its checkpoint and training log are the leader's (linked), recorded as its
         own step."""
+        done = self._skip(arch, flags)
+        if done is not None:
+            return done
         name, settings = f"train/{arch}", self.settings(arch, flags)
-        if self.steps.why_not_done(name, settings, self._inputs()) is None:
-            self.log(f"train: skipped {arch}, finished earlier ({self.save_dir(arch)}/{AVERAGE})")
-            return TrainOutcome(arch, os.path.join(self.save_dir(arch), AVERAGE), **self.steps.result(name))
         self.steps.begin(name, settings)
         os.makedirs(self.save_dir(arch), exist_ok=True)
         checkpoint = os.path.join(self.save_dir(arch), AVERAGE)
