@@ -89,6 +89,9 @@ def test_every_figure_is_mean_and_sd_over_the_seeds_with_each_seeds_value(seeds_
     assert "seeds 1, 2 (every model once per seed; data seed 1)" in text
     # where decoding stopped: each seed's model in results.md, mean ± sd in the table's columns
     assert "## Where decoding stopped" in text and f"| `{ARCHS[1]}.seed2` |" in text
+    stopped = text.split("## Where decoding stopped")[1].split("\n## ")[0]
+    assert [line.split("`")[1] for line in stopped.splitlines() if line.startswith("| `")] == [
+        *ARCHS, *(f"{arch}.seed2" for arch in ARCHS)]  # the run's order, not the files'
     bucket = natural[0]
     assert f"stop_early_{bucket['lo']}_{bucket['hi']}_sd" in rows[ARCHS[1]]
 

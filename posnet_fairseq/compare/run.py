@@ -253,7 +253,8 @@ def run(p, args, argv):
             quality_result["verdict"][arch]["joined"] = sides["joined"]
     _save_json(os.path.join(args.out, "quality.json"), quality_result)
     # where each model's hypotheses ended, per bucket
-    stops = stopping.tables(steps, info, quality_result["buckets"], quality.metrics(force)[0])
+    stops = stopping.tables(steps, info, quality_result["buckets"], quality.metrics(force)[0],
+                            [m for m in models if m in translated])
 
     # Cost and analysis do not depend on the seed: once per architecture, on its first seed's model.
     firsts = {arch: name(arch, first) for arch in complete}

@@ -144,9 +144,10 @@ def from_run(out, data_bin=None):
     return tables(steps, info, buckets, quality.metrics(steps.load("data").settings["mode"] == "synthetic")[0])
 
 
-def tables(steps, info, buckets, bleu):
-    """{model: bucket_rows} for every model of the run of ``steps`` that translated (its step
-    translate/MODEL), from its translation file; ``info``: the run's DataInfo, ``buckets``: quality.json's."""
+def tables(steps, info, buckets, bleu, models=None):
+    """{model: bucket_rows} for ``models`` (in that order; default: every model of the run of ``steps``), each
+    that translated (its step translate/MODEL), from its translation file; ``info``: the run's DataInfo,
+    ``buckets``: quality.json's."""
     from ..evaluation import generate_output
     from . import data, quality
     from .training import AVERAGE
@@ -156,10 +157,9 @@ def tables(steps, info, buckets, bleu):
     sentences = [(n, None) for n in info.test_lengths] + [(n, joined.get("k")) for n in joined.get("lengths", [])]
     source_tokens = data.split_lengths(info.data_bin, "test", *info.langs)
     found = {}
-    for name in steps.names("translate/"):
-        model = name.split("/", 1)[1]
-        translate = steps.load(name)
-        if translate.outputs is None:
+    for model in models or [name.split("/", 1)[1] for name in steps.names("translate/")]:
+        translate = steps.load(f"translate/{model}")
+        if translate is None or translate.outputs is None:
             continue
         output = generate_output.read(os.path.join(steps.out, "gen", f"{model}.out"))
         n = len(sentences)
