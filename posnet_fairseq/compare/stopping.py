@@ -157,7 +157,9 @@ def tables(steps, info, buckets, bleu, models=None):
     sentences = [(n, None) for n in info.test_lengths] + [(n, joined.get("k")) for n in joined.get("lengths", [])]
     source_tokens = data.split_lengths(info.data_bin, "test", *info.langs)
     found = {}
-    for model in models or [name.split("/", 1)[1] for name in steps.names("translate/")]:
+    if models is None:
+        models = [name.split("/", 1)[1] for name in steps.names("translate/")]
+    for model in models:
         translate = steps.load(f"translate/{model}")
         if translate is None or translate.outputs is None:
             continue
