@@ -103,6 +103,11 @@ def test_a_variant_that_differs_in_how_it_translates_shares_the_training(tmp_pat
         rows = {row["arch"]: row for row in csv.DictReader(f)}
     assert list(rows) == ["rope_transformer_tiny", YARN] and rows[YARN]["bleu"]
     assert rows[YARN]["trained_as"] == "rope_transformer_tiny" and rows[YARN]["updates"] == "2"
+    # a training of its own is recorded as before shared trainings existed (an earlier version resumes it)
+    results = {name: json.loads((out / "steps" / f"train--{name}.json").read_text())["result"]
+               for name in checkpoints}
+    assert "trained_as" not in results["rope_transformer_tiny"]
+    assert results[YARN] == dict(results["rope_transformer_tiny"], trained_as="rope_transformer_tiny")
     # fairseq-generate was given the overrides for the variant only, and they took effect: the same model
     # scores a sentence alike up to the training length (factor 1) and otherwise beyond it
     flags = {name: json.loads((out / "steps" / f"translate--{name}.json").read_text())["settings"]["flags"]

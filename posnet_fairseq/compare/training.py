@@ -159,6 +159,13 @@ class TrainOutcome:
     trained_as: Optional[str] = None  # the model whose training this one shares (Trainer.run)
 
 
+def _stored(outcome):
+    """What the step train/MODEL keeps of a TrainOutcome (its result): ``trained_as`` only where the training
+    is shared, so that a run's records stay readable by versions before it."""
+    return {k: v for k, v in asdict(outcome).items()
+            if k not in ("arch", "checkpoint", "failed") and (k != "trained_as" or v is not None)}
+
+
 def _link(source, target):
     """``target`` becomes ``source``'s file (a hard link, or a copy where links are not possible)."""
     if os.path.lexists(target):
@@ -316,7 +323,7 @@ class Trainer:
                                converged=fairseq_log.stopped_early(self.log_path(arch)) if self.budget.patience
                                else None)
         self.steps.finish(f"train/{arch}", self.steps.load(f"train/{arch}").settings, self._inputs(), [checkpoint],
-                          {k: v for k, v in asdict(outcome).items() if k not in ("arch", "checkpoint", "failed")})
+                          _stored(outcome))
         self.log(f"train: {arch} finished ({outcome.updates} updates, epoch {outcome.epochs}"
                  + ({True: ", converged", False: ", stopped by the cap: not converged"}.get(outcome.converged, ""))
                  + "; averaged "
@@ -379,7 +386,7 @@ class Trainer:
             _link(source, target)
         outcome = replace(leader, arch=arch, checkpoint=checkpoint, trained_as=leader.arch)
         self.steps.finish(name, settings, self._inputs(), [checkpoint],
-                          {k: v for k, v in asdict(outcome).items() if k not in ("arch", "checkpoint", "failed")})
+                          _stored(outcome))
         self.log(f"train: {arch} shares the training of {leader.arch} (the same architecture, seed and flags)")
         return outcome
 
