@@ -9,9 +9,11 @@ stage() {
     --budget converge:40e --jobs 1 --decode-sentences 8 --decode-rounds 2 --step-rounds 1 --timed-steps 2
 }
 S1=posnet_transformer_tiny+concat,aposnet_transformer_tiny,rposnet_transformer_tiny
-S2=$S1,aposnet_transformer_tiny+concat,rope_transformer_tiny,rope_transformer_tiny+yarn
-S3=$S2,posnet_transformer_tiny+shape,rope_transformer_tiny+concat,alibi_seq2seq_transformer_tiny,fire_transformer_tiny,dpb_transformer_tiny
+S2=$S1,rope_transformer_tiny,rope_transformer_tiny+yarn
+S3=$S2,aposnet_transformer_tiny+concat,posnet_transformer_tiny+shape,rope_transformer_tiny+concat
+S4=$S3,alibi_seq2seq_transformer_tiny,fire_transformer_tiny,dpb_transformer_tiny
 stage "$S1"
 stage "$S2"
 stage "$S3"
+stage "$S4"
 stage ""  # the whole grid
