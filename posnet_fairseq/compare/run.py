@@ -225,6 +225,7 @@ def run(p, args, argv):
     (outputs, refs, src_tokens, tgt_tokens), joined = concatenated.split_outputs(outputs, refs, src_tokens, tgt_tokens,
                                                                                  info.test_sentences)
     force = args.mode == "synthetic"
+    bleu = quality.metrics(force)[0]  # the verdicts' and the stopping table's sentence-level BLEU
 
     def seed_quality(seed):  # this seed's models against the baseline of the same seed
         models = [name(a, seed) for a in complete]
@@ -240,20 +241,20 @@ def run(p, args, argv):
     quality_result.update(
         min_bucket_sentences=args.min_bucket_sentences, length_unit=info.length_unit, failed=failed,
         seeds=seed_list,
-        verdict=verdict.verdicts(quality.metrics(force)[0], complete, seed_list,
+        verdict=verdict.verdicts(bleu, complete, seed_list,
                                  {m: outputs[m][0] for m in outputs}, name, refs,
                                  verdict.by_length(info.test_lengths, train_limit), args.bootstrap_samples))
     if info.concatenated:  # the joined examples beyond the training lengths: a verdict of their own
         joined_outputs, joined_refs = joined[0], joined[1]
         beyond = verdict.by_length(info.concatenated["lengths"], train_limit)["beyond"]
-        longer = verdict.verdicts(quality.metrics(force)[0], complete, seed_list,
+        longer = verdict.verdicts(bleu, complete, seed_list,
                                   {m: joined_outputs[m][0] for m in joined_outputs}, name, joined_refs,
                                   {"joined": beyond}, args.bootstrap_samples)
         for arch, sides in longer.items():
             quality_result["verdict"][arch]["joined"] = sides["joined"]
     _save_json(os.path.join(args.out, "quality.json"), quality_result)
     # where each model's hypotheses ended, per bucket
-    stops = stopping.tables(steps, info, quality_result["buckets"], quality.metrics(force)[0],
+    stops = stopping.tables(steps, info, quality_result["buckets"], bleu,
                             [m for m in models if m in translated])
 
     # Cost and analysis do not depend on the seed: once per architecture, on its first seed's model.
