@@ -8,8 +8,8 @@
 #      (setup.sh --current-env; POSNET_SKIP_SETUP=1 skips it)
 #   2. tests: tests/test_cuda.py with CUDA required (POSNET_REQUIRE_CUDA=1),
 #      extra arguments go to pytest (e.g. -k contract, to split the run)
-#   3. bench: python -m posnet_fairseq.benchmark.train_speed on the GPU, and the decoding benchmark
-#      where posnet_fairseq.benchmark.decode_speed can run on CUDA
+#   3. bench: python -m posnet_fairseq.benchmark.train_speed and posnet_fairseq.benchmark.decode_speed
+#      on the GPU
 #
 # Logs and tables go to $POSNET_GPU_OUT (default runs/gpu/<time>), each headed by
 # the device name. The exit status is non-zero if any part failed or could not run.
@@ -40,17 +40,11 @@ fi
 if [ "$part" != tests ]; then
   "$PYTHON" -m posnet_fairseq.benchmark.train_speed --device cuda 2>&1 | tee "$out/train_speed.md" || status=1
   # The decoding benchmark: beam 4, batch 32 and 128, forced 30/80/200 tokens.
-  if "$PYTHON" -m posnet_fairseq.benchmark.decode_speed --help | grep -q -- "--device"; then
-    for batch in 32 128; do
-      "$PYTHON" -m posnet_fairseq.benchmark.decode_speed --device cuda --batch-size "$batch" --lengths 30,80,200 \
-        --archs transformer,transformer_nosa,aan_plus_avg,aan_plus_ner,aan_plus_far,aan_plus_wet,rposnet_transformer_base,hc_gaussian,tisa_transformer_base \
-        2>&1 | tee "$out/decode_speed_batch$batch.md" || status=1
-    done
-  else
-    echo "run-gpu: NOT RUN: posnet_fairseq.benchmark.decode_speed has no --device option yet (it decodes with --cpu)" \
-      | tee "$out/decode_speed.md" >&2
-    status=1
-  fi
+  for batch in 32 128; do
+    "$PYTHON" -m posnet_fairseq.benchmark.decode_speed --device cuda --batch-size "$batch" --lengths 30,80,200 \
+      --archs transformer,transformer_nosa,aan_plus_avg,aan_plus_ner,aan_plus_far,aan_plus_wet,rposnet_transformer_base,hc_gaussian,tisa_transformer_base \
+      2>&1 | tee "$out/decode_speed_batch$batch.md" || status=1
+  done
 fi
 echo "run-gpu: results in $out"
 exit $status

@@ -274,3 +274,20 @@ def test_compare_trains_and_times_on_the_gpu(tmp_path):
         cost = json.load(f)
     assert cost["settings"]["device"] == torch.cuda.get_device_name(0)
     assert all(cost["training_steps"][arch]["tokens_per_s"] > 0 for arch in archs)
+
+
+@needs_cuda
+def test_decode_speed_times_on_the_gpu(tmp_path, capsys):
+    """The decoding benchmark with --device cuda: the models decode on the GPU, the header names it and the
+    ratios divide GPU seconds (synchronized wall time), which are positive."""
+    from posnet_fairseq.benchmark import decode_speed
+
+    decode_speed.main(["--quick", "--device", "cuda", "--archs", "transformer,aan_plus_avg",
+                       "--workdir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert f"GPU ({torch.cuda.get_device_name()}" in out
+    header = next(line for line in out.splitlines() if line.startswith("| arch | params"))
+    assert "GPU-time ratio" in header and "CPU-time ratio" not in header
+    rows = [line.split("|") for line in out.splitlines() if line.startswith("| aan_plus_avg_tiny |")]
+    gpu_seconds = float(rows[0][header.split("|").index(" GPU s (median) ")])
+    assert gpu_seconds > 0

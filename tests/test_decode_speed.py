@@ -70,6 +70,10 @@ def test_tables_give_the_cpu_time_ratio_the_ceiling_and_the_share(tmp_path, monk
 @pytest.mark.parametrize("argv, message", [
     (["--lengths", "30,eighty"], "--lengths 30,eighty: give whole numbers"),
     (["--archs", "transformer,aan_plus_avg", "--profile", "ssru"], "--profile ssru is not among --archs"),
+    (["--device", "cuda", "--int8"], "--int8 measures CPU decoding: leave it out with --device cuda"),
+    (["--device", "cuda", "--ctranslate2"], "--ctranslate2 measures CPU decoding: leave it out with --device cuda"),
+    (["--device", "cuda", "--archs", "transformer", "--profile", "transformer"],
+     "--profile measures CPU decoding: leave it out with --device cuda"),
 ])
 def test_bad_options_are_refused_naming_the_flag(argv, message, capsys):
     with pytest.raises(SystemExit):
@@ -111,3 +115,44 @@ def test_against_a_row_not_measured_is_refused(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="--against ctranslate2 int8: not among the rows measured"):
         decode_speed.main(["--size", "tiny", "--sentences", str(SENTENCES), "--rounds", "1", "--lengths", "8",
                            "--archs", "transformer", "--against", "ctranslate2 int8", "--workdir", str(tmp_path)])
+
+
+def test_on_a_gpu_the_ratios_divide_the_gpu_seconds(tmp_path, monkeypatch):
+    """--device cuda (the device faked): fairseq-generate runs without --cpu, and the tables divide the
+    synchronized wall seconds ("gpu_s"), not the CPU seconds, which on a GPU say nothing of the kernels."""
+    import torch
+
+    gpu_seconds = {"posnet_transformer_tiny": 2.0, "aan_plus_avg_tiny": 1.25}
+    asked = []
+
+    def fake_generate(data_bin, checkpoint, length, results_dir, cpu=True, **kw):
+        asked.append(cpu)
+        arch = checkpoint.rsplit("/", 1)[1][:-len(".pt")]
+        # CPU seconds equal for both: a table built on them would say 1.00x
+        return {"rate": SENTENCES / gpu_seconds[arch], "tokens_per_hyp": length + 1, "cpu_s": 3.0,
+                "gpu_s": gpu_seconds[arch]}
+
+    monkeypatch.setattr(decode_speed, "generate_timed", fake_generate)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        decode_speed.main(["--size", "tiny", "--sentences", str(SENTENCES), "--rounds", "1", "--lengths", "8",
+                           "--archs", "transformer,aan_plus_avg", "--device", "cuda", "--workdir", str(tmp_path)])
+    assert asked and not any(asked)
+    assert "GPU (Fake GPU" in out.getvalue()
+    rows = {row["arch"]: row for row in _tables(out.getvalue())[0]}
+    assert rows["aan_plus_avg_tiny"]["GPU-time ratio"] == "1.60x"
+    assert float(rows["aan_plus_avg_tiny"]["GPU ms per token"]) == pytest.approx(1000 * 1.25 / (SENTENCES * 9),
+                                                                                 abs=1e-3)
+    assert "CPU-time ratio" not in rows["aan_plus_avg_tiny"]
+
+
+def test_device_cuda_without_a_gpu_is_refused(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(decode_speed, "generate_timed", lambda *a, **kw: pytest.fail("nothing is timed"))
+    with pytest.raises(SystemExit, match="--device cuda: no CUDA device is visible"):
+        decode_speed.main(["--size", "tiny", "--archs", "transformer", "--device", "cuda",
+                           "--workdir", str(tmp_path)])

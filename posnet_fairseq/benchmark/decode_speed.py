@@ -1,13 +1,16 @@
-"""Decoding speed of fairseq-generate at forced output lengths, on CPU.
+"""Decoding speed of fairseq-generate at forced output lengths, on CPU or on a CUDA GPU.
 
 :func:`generate_timed` decodes a binarized split in-process
 (``fairseq_cli.generate.main``) with ``--min-len L --max-len-a 0 --max-len-b
 L``, so every hypothesis has L tokens plus EOS and every model runs the same
 number of decoder steps. It returns fairseq's own sentences/s (generation
 only, loading excluded), the output tokens per hypothesis and the process CPU
-seconds spent inside ``SequenceGenerator.generate`` (:class:`CpuClock`): on a
+seconds spent inside ``SequenceGenerator.generate`` (:class:`GenerateClock`): on a
 machine shared with other jobs the CPU time is the steadier figure, and it
-reads like the wall clock only with one torch thread.
+reads like the wall clock only with one torch thread. On a GPU
+(``--device cuda``) the CPU time says nothing about the kernels, which run
+asynchronously: there the clock's figure is the wall time inside
+``generate`` with the GPU synchronized at both ends (``gpu_s``).
 
 :func:`time_rounds` alternates the checkpoints within each round, so slow
 phases of a shared machine hit every model alike, and returns
@@ -51,10 +54,12 @@ class _Capture(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-class CpuClock:
-    """Process CPU seconds spent inside SequenceGenerator.generate (all calls, summed)."""
+class GenerateClock:
+    """Seconds spent inside SequenceGenerator.generate (all calls, summed): process CPU seconds, and wall
+    seconds with CUDA synchronized before and after each call (the GPU's time, where CUDA is in use)."""
 
-    seconds = 0.0
+    cpu_seconds = 0.0
+    wall_seconds = 0.0
     _installed = False
 
     @classmethod
@@ -63,14 +68,23 @@ class CpuClock:
             return
         from fairseq.sequence_generator import SequenceGenerator
 
+        import torch
+
         inner = SequenceGenerator.generate
 
+        def synchronize():
+            if torch.cuda.is_initialized():
+                torch.cuda.synchronize()
+
         def timed(self, *a, **kw):
-            start = time.process_time()
+            synchronize()
+            start, wall_start = time.process_time(), time.perf_counter()
             try:
                 return inner(self, *a, **kw)
             finally:
-                cls.seconds += time.process_time() - start
+                synchronize()
+                cls.cpu_seconds += time.process_time() - start
+                cls.wall_seconds += time.perf_counter() - wall_start
 
         SequenceGenerator.generate = timed
         cls._installed = True
@@ -79,11 +93,12 @@ class CpuClock:
 def generate_timed(data_bin, checkpoint, length, results_dir, beam=4, batch_size=32, subset="test",
                    source_lang="src", target_lang="tgt", cpu=True):
     """One fairseq-generate run at output length ``length``; returns {"rate": sentences/s,
-    "tokens_per_hyp": output tokens per hypothesis incl. EOS, "cpu_s": CPU seconds generating}."""
+    "tokens_per_hyp": output tokens per hypothesis incl. EOS, "cpu_s": CPU seconds generating}, and with
+    ``cpu=False`` "gpu_s": wall seconds generating, the GPU synchronized (:class:`GenerateClock`)."""
     from fairseq import options
     from fairseq_cli import generate as fairseq_generate
 
-    CpuClock.install()
+    GenerateClock.install()
     gen_args = options.parse_args_and_arch(options.get_generation_parser(), [
         data_bin, "--user-dir", PLUGIN_DIR, "--path", checkpoint, "--source-lang", source_lang,
         "--target-lang", target_lang, "--gen-subset", subset, "--beam", str(beam),
@@ -98,7 +113,7 @@ def generate_timed(data_bin, checkpoint, length, results_dir, beam=4, batch_size
     gen_logger.addHandler(capture)
     gen_logger.setLevel(logging.INFO)
     gen_logger.propagate = False
-    cpu_before = CpuClock.seconds
+    cpu_before, wall_before = GenerateClock.cpu_seconds, GenerateClock.wall_seconds
     try:
         fairseq_generate.main(gen_args)
     finally:
@@ -107,8 +122,11 @@ def generate_timed(data_bin, checkpoint, length, results_dir, beam=4, batch_size
     line = next(m for m in capture.messages if m.startswith("Translated"))
     sentences = int(line.split()[1].replace(",", ""))
     tokens = int(line.split("(")[1].split()[0].replace(",", ""))
-    return {"rate": float(line.split("(")[2].split()[0]), "tokens_per_hyp": tokens / sentences,
-            "cpu_s": CpuClock.seconds - cpu_before}
+    result = {"rate": float(line.split("(")[2].split()[0]), "tokens_per_hyp": tokens / sentences,
+              "cpu_s": GenerateClock.cpu_seconds - cpu_before}
+    if not cpu:
+        result["gpu_s"] = GenerateClock.wall_seconds - wall_before
+    return result
 
 
 def time_rounds(runnable, data_bin, rounds, results_dir, on_round=None, **generate_kw):
@@ -144,6 +162,9 @@ def parse_args(argv=None):
     p.add_argument("--beam", type=int, default=4)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where fairseq-generate decodes; on "
+                   "cuda the ratios divide GPU seconds (wall time, synchronized) instead of CPU seconds "
+                   "(default: cpu)")
     p.add_argument("--workdir", default="/tmp/decode_speed", help="corpus, checkpoints and outputs")
     p.add_argument("--profile", metavar="ARCHS", default="", help="after the timing rounds, torch.profiler of one "
                    "run of each of these comma-separated --archs at the last length: the operators by their own "
@@ -167,6 +188,12 @@ def parse_args(argv=None):
     except ValueError:
         p.error(f"--lengths {args.lengths}: give whole numbers, comma-separated")
     args.profile = [a.strip() for a in args.profile.split(",") if a.strip()]
+    if args.device == "cuda":
+        # int8 linear layers are torch's CPU dynamic quantization; the CTranslate2 rows and the profile of
+        # operators by their CPU time are CPU measurements.
+        for flag, given in (("--int8", args.int8), ("--ctranslate2", args.ctranslate2), ("--profile", args.profile)):
+            if given:
+                p.error(f"{flag} measures CPU decoding: leave it out with --device cuda")
     for name in args.profile:
         if name not in args.names and not (args.int8 and name.endswith("-int8") and name[:-5] in args.names):
             p.error(f"--profile {name} is not among --archs" + (" (nor their -int8 rows)" if args.int8 else ""))
@@ -185,6 +212,8 @@ def main(argv=None):
     from . import decode_tables, resolve
 
     args = parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device is visible to torch (torch.cuda.is_available() is False)")
     if args.threads:
         torch.set_num_threads(args.threads)
     os.makedirs(args.workdir, exist_ok=True)
@@ -207,18 +236,21 @@ def main(argv=None):
     if base not in names:
         raise SystemExit(f"--against {base}: not among the rows measured ({', '.join(names)})")
 
+    device = f"GPU ({torch.cuda.get_device_name()}, torch {torch.__version__})" if args.device == "cuda" else "CPU"
     print(f"# decode speed: {args.sentences} sentences (mean source length {source_length} with EOS), "
-          f"beam {args.beam}, batch {args.batch_size}, CPU, torch threads {torch.get_num_threads()}, "
+          f"beam {args.beam}, batch {args.batch_size}, {device}, torch threads {torch.get_num_threads()}, "
           f"{os.cpu_count()} cores, {args.rounds} rounds")
     print(f"# load average at start: {_load_average()}")
     start = time.time()
     results_dir = os.path.join(args.workdir, "out")
     runs = time_rounds(runnable, data_bin, args.rounds, results_dir, beam=args.beam, batch_size=args.batch_size,
+                       cpu=args.device == "cpu",
                        on_round=lambda r: print(f"# round {r + 1}/{args.rounds} done after {time.time() - start:.0f}s, "
                                                 f"load {_load_average()}", flush=True))
 
     ct2_rows = [] if not ct2_missing else [(row, f"not measured: {ct2_missing}") for row in ct2.ROW_NAMES.values()]
-    decode_tables.print_tables(runs, names, base, args.lengths, args.sentences, params, limit, arithmetic, ct2_rows)
+    decode_tables.print_tables(runs, names, base, args.lengths, args.sentences, params, limit, arithmetic, ct2_rows,
+                               clock="GPU" if args.device == "cuda" else "CPU")
     print(f"\n# load average at end: {_load_average()}; wall {time.time() - start:.0f}s")
 
     for name in args.profile:

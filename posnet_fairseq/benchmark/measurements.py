@@ -43,17 +43,20 @@ def against(speed_ratio, flops, base_flops) -> Optional[Against]:
 @dataclass
 class DecodeTiming:
     """fairseq-generate at one forced output length, one :func:`~.decode_speed.generate_timed` result per
-    round: {"rate": sentences/s, "cpu_s": CPU seconds generating, "tokens_per_hyp"}."""
+    round: {"rate": sentences/s, "cpu_s": CPU seconds generating, "tokens_per_hyp"} (and "gpu_s" on a GPU)."""
 
     rounds: List[dict]
 
+    def median(self, key):
+        return statistics.median(r[key] for r in self.rounds)
+
     @property
     def rate(self):
-        return statistics.median(r["rate"] for r in self.rounds)
+        return self.median("rate")
 
     @property
     def cpu_s(self):
-        return statistics.median(r["cpu_s"] for r in self.rounds)
+        return self.median("cpu_s")
 
     @property
     def tokens_per_hyp(self):
