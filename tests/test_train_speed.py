@@ -103,3 +103,26 @@ def test_bad_options_are_refused_naming_the_flag(argv, message, capsys):
 def test_an_unknown_arch_names_the_flag():
     with pytest.raises(SystemExit, match="--archs no_such_mixer: no preset no_such_mixer_tiny"):
         resolve("no_such_mixer", "tiny")
+
+
+def test_max_tokens_search_caps_the_memory_of_the_device_index_and_restores_it(monkeypatch):
+    """The max-tokens search on a step placed on plain "cuda" (no index, as TrainingStep makes it): the memory
+    fraction is set on the current device's index (torch refuses a device without one, as a run on a GPU
+    showed), the search finds the largest batch that fits, and the fraction is restored afterwards."""
+    import torch
+
+    fractions = []
+
+    def set_fraction(fraction, device):
+        if not isinstance(device, int):  # torch's own check: a torch.device("cuda") has no index
+            raise ValueError(f"Expected a torch.device with a specified index or an integer, but got:{device}")
+        fractions.append((fraction, device))
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: types.SimpleNamespace(
+        total_memory=64 * 2 ** 30))
+    monkeypatch.setattr(torch.cuda, "set_per_process_memory_fraction", set_fraction)
+    monkeypatch.setattr(train_speed, "fits", lambda step, sentences: sentences <= 45)
+    step = types.SimpleNamespace(device=torch.device("cuda"))
+    assert train_speed.max_sentences(step, 16 * 2 ** 30) == 45
+    assert fractions == [(0.25, 3), (1.0, 3)]

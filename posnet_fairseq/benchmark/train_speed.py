@@ -102,8 +102,10 @@ def fits(step, sentences):
 
 def max_sentences(step, cap_bytes):
     """Largest batch (sentences) whose step fits under ``cap_bytes``; 0 if none does."""
-    total = torch.cuda.get_device_properties(step.device).total_memory
-    torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / total), step.device)
+    # The memory fraction is set per device index: torch refuses a bare "cuda" (the current device).
+    index = step.device.index if step.device.index is not None else torch.cuda.current_device()
+    total = torch.cuda.get_device_properties(index).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap_bytes / total), index)
     try:
         low, high = 0, 16
         while fits(step, high):  # doubling: low fits, high does not
@@ -113,7 +115,7 @@ def max_sentences(step, cap_bytes):
             low, high = (middle, high) if fits(step, middle) else (low, middle)
         return low
     finally:
-        torch.cuda.set_per_process_memory_fraction(1.0, step.device)
+        torch.cuda.set_per_process_memory_fraction(1.0, index)
 
 
 def device_name(args):
