@@ -10,7 +10,6 @@ in one line.
 import sys
 
 
-
 def parser(doc, output_help):
     """The arguments every checkpoint tool takes (CHECKPOINT, OUTPUT, --data), described by its module's
     docstring ``doc`` (first line: "``posnet-x ...``: what it does")."""

@@ -213,9 +213,9 @@ def run(p, args, argv):
         return 1
     limits = {m: quality.model_limits(checkpoint) for m, checkpoint in trained.items()}
     src_tokens, tgt_tokens = quality.token_lengths(info)
-    outputs, t_lines, n = {}, {}, len(src_tokens)
+    parsed, outputs, t_lines, n = {}, {}, {}, len(src_tokens)
     for model in translated:
-        output = generate_output.read(os.path.join(args.out, "gen", f"{model}.out"))
+        parsed[model] = output = generate_output.read(os.path.join(args.out, "gen", f"{model}.out"))
         outputs[model] = (output.ordered("hypotheses", n), output.missing(n))
         t_lines = {**output.references, **t_lines}
     buckets = data.merge_small_buckets(info.buckets, info.test_lengths, args.min_bucket_sentences, train_limit)
@@ -255,7 +255,7 @@ def run(p, args, argv):
     _save_json(os.path.join(args.out, "quality.json"), quality_result)
     # where each model's hypotheses ended, per bucket
     stops = stopping.tables(steps, info, quality_result["buckets"], bleu,
-                            [m for m in models if m in translated])
+                            [m for m in models if m in translated], parsed)
 
     # Cost and analysis do not depend on the seed: once per architecture, on its first seed's model.
     firsts = {arch: name(arch, first) for arch in complete}

@@ -144,10 +144,10 @@ def from_run(out, data_bin=None):
     return tables(steps, info, buckets, quality.metrics(steps.load("data").settings["mode"] == "synthetic")[0])
 
 
-def tables(steps, info, buckets, bleu, models=None):
+def tables(steps, info, buckets, bleu, models=None, parsed=None):
     """{model: bucket_rows} for ``models`` (in that order; default: every model of the run of ``steps``), each
     that translated (its step translate/MODEL), from its translation file; ``info``: the run's DataInfo,
-    ``buckets``: quality.json's."""
+    ``buckets``: quality.json's; ``parsed``: {model: generate_output.read result} of the files already read."""
     from ..evaluation import generate_output
     from . import data, quality
     from .training import AVERAGE
@@ -163,7 +163,7 @@ def tables(steps, info, buckets, bleu, models=None):
         translate = steps.load(f"translate/{model}")
         if translate is None or translate.outputs is None:
             continue
-        output = generate_output.read(os.path.join(steps.out, "gen", f"{model}.out"))
+        output = (parsed or {}).get(model) or generate_output.read(os.path.join(steps.out, "gen", f"{model}.out"))
         n = len(sentences)
         refs = quality.references(info, output.ordered("references", n))
         target_positions = quality.model_limits(os.path.join(steps.out, "checkpoints", model, AVERAGE))[1]
