@@ -17,6 +17,10 @@ def build_parser(description=None):
     p.add_argument("--archs", required=True, help="comma-separated architectures; the first is the baseline; "
                    "ARCH+LABEL is ARCH once more under another name, for other --arch-flags")
     p.add_argument("--out", required=True, help="output directory (re-use it to resume)")
+    p.add_argument("--reuse-from", action="append", default=[], metavar="RUN",
+                   help="an earlier run's --out: a model that finished there with the same data (by content), "
+                   "recipe, budget, seed and flags is taken from it (its averaged checkpoint and training log "
+                   "linked) instead of trained again (repeatable; the first run that has it)")
     p.add_argument("--budget", default="5e",
                    help="training budget per model: 5e (epochs), 2000u (updates) or 20m (minutes of training "
                    "time), or converge:CAP: until the validation loss has not improved for --patience validations, "
@@ -110,6 +114,11 @@ def check_args(p, args):
     args.arch_list = [a.strip() for a in args.archs.split(",") if a.strip()]
     if not args.arch_list:
         p.error("--archs: no architecture given")
+    for run in args.reuse_from:
+        if os.path.abspath(run) == os.path.abspath(args.out):
+            p.error(f"--reuse-from {run}: that is --out itself (a run resumes its own models without it)")
+        if not os.path.isdir(os.path.join(run, "steps")):
+            p.error(f"--reuse-from {run}: not a posnet-compare run (no {os.path.join(run, 'steps')})")
     if len(set(args.arch_list)) != len(args.arch_list):
         p.error(f"--archs {args.archs}: an architecture is listed twice")
     from fairseq.models import ARCH_MODEL_REGISTRY

@@ -108,6 +108,9 @@ def rows(archs, training, quality, cost, analysis, seed_list=(None,), model_of=l
             continue
         row.update(_combined([dict(_quality(m, training[m], quality), **stopping.columns((stops or {}).get(m, [])))
                               for m in models.values()], list(seed_list)))
+        reused = sorted({training[m].reused_from for m in models.values() if training[m].reused_from})
+        if reused:
+            row["reused_from"] = " ".join(reused)
         if arch in cost.parameters:
             row.update(params=cost.parameters[arch][0], params_precomputed=cost.parameters[arch][1])
         if arch in cost.steps and base in cost.steps:
@@ -259,6 +262,9 @@ def markdown(table, quality, cost, context, seed_list=(None,), stops=None):
         *[f"- `{row['arch']}` shares the training of `{_seeds.split(row['trained_as'], None)[0]}` (the same "
           "architecture, seed and training flags): it differs in its --arch-generate-flags only."
           for row in table if row.get("trained_as")],
+        *[f"- `{row['arch']}`: taken from `{row['reused_from']}` by --reuse-from (trained there with the same "
+          "data, recipe, budget, seed and flags)."
+          for row in table if row.get("reused_from")],
         f"- BLEU a-b (n=N): corpus BLEU on the N test sentences with a source length of a to b "
         f"{quality.length_unit}. * = beyond the training lengths: every training pair has at most {limit} "
         f"{quality.length_unit} per side. A bucket of fewer than {_num(quality.min_bucket_sentences, 'd')} "

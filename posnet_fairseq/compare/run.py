@@ -188,7 +188,8 @@ def run(p, args, argv):
         p.error(str(err))
     train_limit = info.train_limit
     trainer = training.Trainer(steps, info.data_bin, args.budget_obj, recipe, args.plan, log, args.progress_every,
-                               split=lambda model: seeds.split(model, args.seed))
+                               split=lambda model: seeds.split(model, args.seed),
+                               reuse_from=[Steps(run) for run in args.reuse_from])
     models = [name(arch, seed) for seed in seed_list for arch in args.arch_list]
     log(f"train: {len(args.arch_list)} models x {len(seed_list)} seed{'s' if len(seed_list) > 1 else ''} "
         f"({', '.join(map(str, seed_list))}), {args.budget_obj} each, {args.plan.jobs} at a time on "

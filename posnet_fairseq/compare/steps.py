@@ -51,15 +51,16 @@ class Steps:
     def absolute(self, path):
         return os.path.join(self.out, path)  # an absolute path stays as it is
 
-    def content(self, path) -> Optional[dict]:
-        """{"size", "sha256"} of a file, or of a folder's files (names and contents); None when missing. A
-        relative ``path`` is one the user gave: relative to the current directory."""
+    def content(self, path, skip=()) -> Optional[dict]:
+        """{"size", "sha256"} of a file, or of a folder's files (names and contents) but those named in
+        ``skip``; None when missing. A relative ``path`` is one the user gave: relative to the current
+        directory."""
         path = os.path.abspath(path)
         if os.path.isdir(path):
             digest, size = hashlib.sha256(), 0
             for root, dirs, files in os.walk(path):
                 dirs.sort()
-                for name in sorted(files):
+                for name in sorted(set(files) - set(skip)):
                     inner = self.content(os.path.join(root, name))
                     digest.update(f"{os.path.relpath(os.path.join(root, name), path)}\0{inner['sha256']}\0".encode())
                     size += inner["size"]

@@ -157,13 +157,20 @@ class TrainOutcome:
     failed: Optional[str] = None
     converged: Optional[bool] = None  # --budget converge: stopped by its patience (False: by the cap)
     trained_as: Optional[str] = None  # the model whose training this one shares (Trainer.run)
+    reused_from: Optional[str] = None  # the run of --reuse-from it was trained in
+
+
+# fairseq-preprocess writes its log, which names the paths it ran with, into the data-bin: data-bins of the
+# same data differ there only.
+DATA_LOG = ("preprocess.log",)
 
 
 def _stored(outcome):
-    """What the step train/MODEL keeps of a TrainOutcome (its result): ``trained_as`` only where the training
-    is shared, so that a run's records stay readable by versions before it."""
+    """What the step train/MODEL keeps of a TrainOutcome (its result): ``trained_as`` and ``reused_from`` only
+    where set, so that a run's records stay readable by versions before them."""
+    optional = ("trained_as", "reused_from")
     return {k: v for k, v in asdict(outcome).items()
-            if k not in ("arch", "checkpoint", "failed") and (k != "trained_as" or v is not None)}
+            if k not in ("arch", "checkpoint", "failed") and (k not in optional or v is not None)}
 
 
 def _link(source, target):
@@ -209,11 +216,12 @@ class Trainer:
     """Runs the trainings of one ``posnet-compare`` run (``steps``: its
     :class:`~posnet_fairseq.compare.steps.Steps`); see the module docstring."""
 
-    def __init__(self, steps, data_bin, budget, recipe, plan, log, progress_every=30, split=None):
+    def __init__(self, steps, data_bin, budget, recipe, plan, log, progress_every=30, split=None, reuse_from=()):
         """``split(name)``: the (architecture, seed) a model's name trains (default: the name itself with the
-        recipe's seed; :func:`posnet_fairseq.compare.seeds.split` names one model per seed)."""
+        recipe's seed; :func:`posnet_fairseq.compare.seeds.split` names one model per seed); ``reuse_from``:
+        the Steps of earlier runs whose finished trainings this run takes (:meth:`_reuse`)."""
         self.split = split or (lambda name: (name, recipe.seed))
-        self.steps = steps
+        self.steps, self.reuse_from = steps, list(reuse_from)
         self.dir = os.path.join(steps.out, "checkpoints")
         self.data_bin, self.budget, self.recipe, self.plan = data_bin, budget, recipe, plan
         self.log, self.progress_every = log, progress_every
@@ -362,6 +370,9 @@ class Trainer:
         if why is None:
             self.log(f"train: skipped {arch}, finished earlier ({self.save_dir(arch)}/{AVERAGE})")
             return TrainOutcome(arch, os.path.join(self.save_dir(arch), AVERAGE), **self.steps.result(name))
+        reused = self._reuse(arch, flags)
+        if reused is not None:
+            return reused
         if fairseq_log.finished(self.log_path(arch)) and averaged_files(
                 self.save_dir(arch), self.log_path(arch), self.budget, self.recipe.average):
             # Interrupted after training, before averaging, or the average was lost: resuming would train
@@ -369,6 +380,32 @@ class Trainer:
             self.log(f"train: {arch} finished training earlier ({why}); averaging its checkpoints")
             self.steps.begin(name, self.settings(arch, flags))
             return self._finish(arch)
+        return None
+
+    def _reuse(self, arch, flags):
+        """The outcome of ``arch`` taken from the first run of ``reuse_from`` where it finished with this run's
+        settings (recipe, budget, seed, flags) on data of the same content, its outputs intact: its averaged
+        checkpoint and training log linked here and recorded as this run's step; None when no run has it."""
+        name, settings = f"train/{arch}", self.settings(arch, flags)
+        for other in self.reuse_from:
+            log = os.path.join(other.out, "checkpoints", f"{arch}.train.log")
+            own = os.path.join(other.out, "data-bin")
+            theirs = own if os.path.isdir(own) else self.data_bin  # its own data-bin, or --data's
+            if other.why_not_done(name, settings, {"data": theirs}) is not None or not os.path.exists(log):
+                continue  # not finished there with these settings, or not intact
+            if theirs != self.data_bin and other.content(theirs, skip=DATA_LOG) != \
+                    self.steps.content(self.data_bin, skip=DATA_LOG):
+                continue  # other data
+            self.steps.begin(name, settings)
+            os.makedirs(self.save_dir(arch), exist_ok=True)
+            checkpoint = os.path.join(self.save_dir(arch), AVERAGE)
+            _link(other.absolute(next(iter(other.load(name).outputs))), checkpoint)
+            _link(log, self.log_path(arch))
+            outcome = TrainOutcome(arch, checkpoint, **dict(other.result(name), reused_from=other.out))
+            self.steps.finish(name, settings, self._inputs(), [checkpoint], _stored(outcome))
+            self.log(f"train: {arch} taken from {other.out} (--reuse-from: finished there with the same data, "
+                     "settings and flags)")
+            return outcome
         return None
 
     def _share(self, arch, flags, leader):
