@@ -20,7 +20,9 @@
 #   --models A,B,... only these models of the grid, by name (the baseline, the Transformer, is always first)
 #   --concat-test K  bible: test verses joined into one long example (default 4)
 # Every other flag goes to both posnet-compare runs as it is, after the recipe's, e.g. --seeds 3
-# --budget converge:40e --jobs 2. Training runs with OMP_NUM_THREADS=1 unless it is set.
+# --budget converge:40e --jobs 2, or --reuse-from RUN (repeatable) to take the models that a verdict run of
+# recipes/compare/ trained with the same data and settings (each corpus's run takes only its own: the data are
+# compared by content). Training runs with OMP_NUM_THREADS=1 unless it is set.
 #
 # The grid: one model per line below, NAME, its training flags and its generation flags. A name ARCH+LABEL is
 # ARCH trained with the flags (posnet-compare --arch-flags), or translated with the generation flags
