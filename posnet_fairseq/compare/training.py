@@ -227,6 +227,7 @@ class Trainer:
         self.log, self.progress_every = log, progress_every
         self.pool = plan.pool("train", log)  # local processes, or SLURM jobs (--launcher slurm)
         self.log_files = {}  # arch -> its open training log
+        self.same_data = {}  # a --reuse-from run's directory -> whether its data is this run's (_same_data)
         os.makedirs(self.dir, exist_ok=True)
 
     def save_dir(self, arch):
@@ -389,24 +390,28 @@ class Trainer:
         name, settings = f"train/{arch}", self.settings(arch, flags)
         for other in self.reuse_from:
             log = os.path.join(other.out, "checkpoints", f"{arch}.train.log")
-            own = os.path.join(other.out, "data-bin")
-            theirs = own if os.path.isdir(own) else self.data_bin  # its own data-bin, or --data's
+            theirs = self._their_data(other)
             if other.why_not_done(name, settings, {"data": theirs}) is not None or not os.path.exists(log):
                 continue  # not finished there with these settings, or not intact
-            if theirs != self.data_bin and other.content(theirs, skip=DATA_LOG) != \
-                    self.steps.content(self.data_bin, skip=DATA_LOG):
-                continue  # other data
-            self.steps.begin(name, settings)
-            os.makedirs(self.save_dir(arch), exist_ok=True)
-            checkpoint = os.path.join(self.save_dir(arch), AVERAGE)
-            _link(other.absolute(next(iter(other.load(name).outputs))), checkpoint)
-            _link(log, self.log_path(arch))
-            outcome = TrainOutcome(arch, checkpoint, **dict(other.result(name), reused_from=other.out))
-            self.steps.finish(name, settings, self._inputs(), [checkpoint], _stored(outcome))
-            self.log(f"train: {arch} taken from {other.out} (--reuse-from: finished there with the same data, "
-                     "settings and flags)")
-            return outcome
+            if not self._same_data(other, theirs):
+                continue
+            outcome = TrainOutcome(arch, **dict(other.result(name), reused_from=other.out))
+            return self._adopt(outcome, other.absolute(next(iter(other.load(name).outputs))), log, settings,
+                               f"taken from {other.out} (--reuse-from: finished there with the same data, "
+                               "settings and flags)")
         return None
+
+    def _their_data(self, other):
+        """The data-bin the run ``other`` (its Steps) trained on: its own, or --data's."""
+        own = os.path.join(other.out, "data-bin")
+        return own if os.path.isdir(own) else self.data_bin
+
+    def _same_data(self, other, theirs):
+        """Whether ``theirs`` (the data-bin of the run ``other``) holds this run's data; compared once per run."""
+        if other.out not in self.same_data:
+            self.same_data[other.out] = theirs == self.data_bin or \
+                other.content(theirs, skip=DATA_LOG) == self.steps.content(self.data_bin, skip=DATA_LOG)
+        return self.same_data[other.out]
 
     def _share(self, arch, flags, leader):
         """The outcome of ``arch``, whose architecture, seed and flags are those of the finished training
@@ -415,16 +420,22 @@ class Trainer:
         done = self._skip(arch, flags)
         if done is not None:
             return done
-        name, settings = f"train/{arch}", self.settings(arch, flags)
+        return self._adopt(replace(leader, arch=arch, trained_as=leader.arch), leader.checkpoint,
+                           self.log_path(leader.arch), self.settings(arch, flags),
+                           f"shares the training of {leader.arch} (the same architecture, seed and flags)")
+
+    def _adopt(self, outcome, checkpoint, log, settings, how):
+        """Records the step of ``outcome.arch`` as a training done elsewhere: its averaged checkpoint and
+        training log become links to ``checkpoint`` and ``log``; ``how`` says where from, in the run's log."""
+        arch = outcome.arch
+        name = f"train/{arch}"
         self.steps.begin(name, settings)
         os.makedirs(self.save_dir(arch), exist_ok=True)
-        checkpoint = os.path.join(self.save_dir(arch), AVERAGE)
-        for source, target in ((leader.checkpoint, checkpoint), (self.log_path(leader.arch), self.log_path(arch))):
-            _link(source, target)
-        outcome = replace(leader, arch=arch, checkpoint=checkpoint, trained_as=leader.arch)
-        self.steps.finish(name, settings, self._inputs(), [checkpoint],
-                          _stored(outcome))
-        self.log(f"train: {arch} shares the training of {leader.arch} (the same architecture, seed and flags)")
+        outcome = replace(outcome, checkpoint=os.path.join(self.save_dir(arch), AVERAGE))
+        _link(checkpoint, outcome.checkpoint)
+        _link(log, self.log_path(arch))
+        self.steps.finish(name, settings, self._inputs(), [outcome.checkpoint], _stored(outcome))
+        self.log(f"train: {arch} {how}")
         return outcome
 
     def run(self, archs, flags):
