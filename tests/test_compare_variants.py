@@ -118,6 +118,9 @@ def test_a_variant_that_differs_in_how_it_translates_shares_the_training(tmp_pat
     same = [i for i in scores[YARN] if scores[YARN][i] == scores["rope_transformer_tiny"][i]]
     assert 0 < len(same) < len(scores[YARN]), scores
     assert f"`{YARN}` shares the training of `rope_transformer_tiny`" in (out / "results.md").read_text()
+    # its decoding is timed with its flags too (and the cost measured again were they changed)
+    cost = json.loads((out / "steps" / "cost.json").read_text())["settings"]
+    assert cost["generate_flags"] == {YARN: shlex.split(YARN_OVERRIDES)}
     again = run_compare(argv)
     assert "train: starting" not in again and f"train: skipped {YARN}, finished earlier" in again
     assert f"translate: skipped {YARN}, translated earlier" in again

@@ -156,3 +156,28 @@ def test_device_cuda_without_a_gpu_is_refused(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match="--device cuda: no CUDA device is visible"):
         decode_speed.main(["--size", "tiny", "--archs", "transformer", "--device", "cuda",
                            "--workdir", str(tmp_path)])
+
+
+def test_a_models_own_generation_flags_are_given_and_the_timing_settings_win(tmp_path, monkeypatch):
+    """time_rounds gives each model its own fairseq-generate flags (posnet-compare's --arch-generate-flags);
+    generate_timed puts them first, so that the beam, batch and forced output length of the timing override a
+    model's own."""
+    import logging
+
+    from fairseq_cli import generate as fairseq_generate
+
+    seen = {}
+
+    def fake_main(gen_args):
+        seen[gen_args.path] = gen_args
+        logging.getLogger("fairseq_cli.generate").info(
+            "Translated 4 sentences (36 tokens) in 0.1s (40.00 sentences/s, 360.0 tokens/s)")
+
+    monkeypatch.setattr(fairseq_generate, "main", fake_main)
+    own = ["--model-overrides", "{'dropout': 0.3}", "--beam", "9", "--max-len-b", "99", "--lenpen", "0.5"]
+    decode_speed.time_rounds({8: {"own": "own.pt", "plain": "plain.pt"}}, str(tmp_path), 1, str(tmp_path),
+                             flags={"own": own}, beam=2, batch_size=4)
+    assert seen["own.pt"].model_overrides == "{'dropout': 0.3}" and seen["own.pt"].lenpen == 0.5
+    assert seen["plain.pt"].model_overrides == "{}" and seen["plain.pt"].lenpen == 1
+    for args in seen.values():
+        assert (args.beam, args.batch_size, args.min_len, args.max_len_b) == (2, 4, 8, 8)

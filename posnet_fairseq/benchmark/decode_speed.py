@@ -91,16 +91,18 @@ class GenerateClock:
 
 
 def generate_timed(data_bin, checkpoint, length, results_dir, beam=4, batch_size=32, subset="test",
-                   source_lang="src", target_lang="tgt", cpu=True):
+                   source_lang="src", target_lang="tgt", cpu=True, flags=()):
     """One fairseq-generate run at output length ``length``; returns {"rate": sentences/s,
     "tokens_per_hyp": output tokens per hypothesis incl. EOS, "cpu_s": CPU seconds generating}, and with
-    ``cpu=False`` "gpu_s": wall seconds generating, the GPU synchronized (:class:`GenerateClock`)."""
+    ``cpu=False`` "gpu_s": wall seconds generating, the GPU synchronized (:class:`GenerateClock`). ``flags``:
+    the model's own fairseq-generate flags (e.g. --model-overrides); the beam, batch and forced length
+    here come after them, so they win where both are given."""
     from fairseq import options
     from fairseq_cli import generate as fairseq_generate
 
     GenerateClock.install()
     gen_args = options.parse_args_and_arch(options.get_generation_parser(), [
-        data_bin, "--user-dir", PLUGIN_DIR, "--path", checkpoint, "--source-lang", source_lang,
+        data_bin, *flags, "--user-dir", PLUGIN_DIR, "--path", checkpoint, "--source-lang", source_lang,
         "--target-lang", target_lang, "--gen-subset", subset, "--beam", str(beam),
         "--batch-size", str(batch_size), "--required-batch-size-multiple", "1",
         "--min-len", str(length), "--max-len-a", "0", "--max-len-b", str(length),
@@ -129,17 +131,17 @@ def generate_timed(data_bin, checkpoint, length, results_dir, beam=4, batch_size
     return result
 
 
-def time_rounds(runnable, data_bin, rounds, results_dir, on_round=None, **generate_kw):
+def time_rounds(runnable, data_bin, rounds, results_dir, on_round=None, flags=None, **generate_kw):
     """{(name, length): :class:`~.measurements.DecodeTiming`} for ``runnable`` ({length: {name: checkpoint}}, a
     checkpoint being a path for fairseq-generate or a callable ``decode(length)`` returning the same record,
     e.g. CTranslate2's): each round times every length, and at each length the checkpoints in turn;
-    ``on_round(round_index)`` is called after each round."""
+    ``on_round(round_index)`` is called after each round; ``flags``: {name: its own fairseq-generate flags}."""
     runs = {(name, length): [] for length, checkpoints in runnable.items() for name in checkpoints}
     for r in range(rounds):
         for length, checkpoints in runnable.items():
             for name, path in checkpoints.items():
-                runs[name, length].append(path(length) if callable(path) else
-                                          generate_timed(data_bin, path, length, results_dir, **generate_kw))
+                runs[name, length].append(path(length) if callable(path) else generate_timed(
+                    data_bin, path, length, results_dir, flags=(flags or {}).get(name, ()), **generate_kw))
         if on_round is not None:
             on_round(r)
     return {key: DecodeTiming(rows) for key, rows in runs.items()}

@@ -73,9 +73,10 @@ def decoding_flops(checkpoints, limits, speed_bin, lengths, langs, beam):
     return result
 
 
-def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs, beam, batch_size, log, cpu=True):
+def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs, beam, batch_size, log, cpu=True,
+             flags=None):
     """{arch: {length: decode_speed.time_rounds' record ("rate", "cpu_s", "tokens_per_hyp", "rounds") or
-    {"beyond": N}}}; on the first GPU unless ``cpu``."""
+    {"beyond": N}}}; on the first GPU unless ``cpu``; ``flags``: {arch: its --arch-generate-flags}."""
     import torch
 
     torch.set_num_threads(1)  # the models alternate on one core, like the trainings
@@ -90,7 +91,8 @@ def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs
                 result[arch][length] = {"beyond": limits[arch][1]}
     timings = decode_speed.time_rounds(runnable, speed_bin, rounds, results_dir,
                                        lambda r: log(f"cost: decoding round {r + 1}/{rounds} done"), beam=beam,
-                                       batch_size=batch_size, source_lang=langs[0], target_lang=langs[1], cpu=cpu)
+                                       batch_size=batch_size, source_lang=langs[0], target_lang=langs[1], cpu=cpu,
+                                       flags=flags)
     for (arch, length), timing in timings.items():
         result[arch][length] = timing.record()
     return result

@@ -71,6 +71,9 @@ def measure_cost(args, steps, info, trained, limits, train_logs, log):
                 "decode_rounds": args.decode_rounds, "step_rounds": args.step_rounds,
                 "timed_steps": args.timed_steps, "step_length": step_length,
                 "step_batch": max(1, args.max_tokens // step_length)}
+    own_flags = {arch: args.generate_flags[arch] for arch in trained if args.generate_flags.get(arch)}
+    if own_flags:  # only then, so that a run measured before models had their own flags here keeps its cost
+        settings["generate_flags"] = own_flags
     gpu = args.plan.device == "cuda"
     if gpu:
         settings.update(device=args.plan.name, fp16=args.plan.fp16)
@@ -93,7 +96,7 @@ def measure_cost(args, steps, info, trained, limits, train_logs, log):
     speed_bin = data.write_speed_set(info.data_bin, steps.out, args.decode_sentences, *info.langs)
     decoding = cost.decoding(trained, limits, speed_bin, args.lengths, args.decode_rounds,
                              os.path.join(steps.out, "gen", "speed"), info.langs, args.decode_beam,
-                             args.decode_batch, log, cpu=not gpu)
+                             args.decode_batch, log, cpu=not gpu, flags=own_flags)
     first = next(iter(trained))
     converted = cost.ctranslate2_decoding(trained[first], limits[first], speed_bin, args.lengths, args.decode_rounds,
                                           os.path.join(steps.out, "ctranslate2"), info.langs, args.decode_beam,
