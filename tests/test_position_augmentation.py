@@ -168,3 +168,42 @@ def test_shape_past_the_learned_table_names_the_flags_in_training():
 def test_activation_checkpointing_is_refused():
     with pytest.raises(ValueError, match="--decoder-position-augmentation shape: not with --checkpoint-activations"):
         build_model(["--decoder-position-augmentation", "shape", "--checkpoint-activations"])
+
+
+def test_spread_test_positions_are_the_expected_positions_of_a_draw():
+    """--randomized-test-positions spread: p_i = round((i + 1)(L + 1)/(n + 1)) - 1, the mean of the i-th smallest
+    of a uniform n-subset of 0..L-1 (checked against draws); a decoder target longer than its n goes on past
+    L - 1 with the same spacing."""
+    positions, pad = left_padded([5, 3])
+    spread = randomized_positions.spread(positions, pad, torch.tensor([5, 3]), 40)
+    assert spread[0].tolist() == [6, 13, 19, 26, 33]  # 41/6 = 6.83 apart
+    assert spread[1].tolist() == [0, 0, 9, 19, 30]  # left pads at 0; 41/4 = 10.25 apart (20.5 rounds to even)
+    torch.manual_seed(0)
+    many, many_pad = left_padded([5] * 4000)
+    drawn = randomized_positions.sampled(many, many_pad, 40).double().mean(0)
+    assert (drawn - spread[0]).abs().max() < 0.5, drawn
+    longer = randomized_positions.spread(torch.arange(8).unsqueeze(0), None, torch.tensor([5]), 40)
+    assert longer[0, 4:].tolist() == [33, 40, 47, 54]
+
+
+@pytest.mark.parametrize("arch,extra", [
+    ("posnet_transformer_tiny", []),  # sinusoidal
+    ("posnet_transformer_tiny", ["--encoder-learned-pos", "--decoder-learned-pos"]),
+    ("rope_transformer_tiny", []),
+    ("rope_transformer_tiny", ["--decoder-self-mixer", "xpos"]),
+])
+def test_spread_test_positions_change_the_model_and_decoding_still_equals_teacher_forcing(arch, extra):
+    """The same weights translate otherwise with spread positions (the decoder's spread for its source's
+    length, which beam search reorders with the rows); padding changes nothing, and incremental decoding
+    matches teacher forcing, beams reordered or not."""
+    from fairseq_testing import check_beam_reordering, check_padding_invariance
+
+    plain, task = build_model(flags_for("randomized", *extra), arch=arch)
+    model, _ = build_model(flags_for("randomized", *extra, "--randomized-test-positions", "spread"), arch=arch)
+    src, lengths, prev = random_batch(task.source_dictionary, [7, 4, 9], [9, 3, 6])
+    with torch.no_grad():
+        out = model(src, lengths, prev)[0]
+        assert not torch.allclose(out, plain(src, lengths, prev)[0], atol=1e-3)
+    torch.testing.assert_close(decode_incrementally(model, src, lengths, prev)[0], out[0], atol=1e-5, rtol=0)
+    check_beam_reordering(model, task.source_dictionary, atol=1e-5)
+    check_padding_invariance(model, task.source_dictionary, atol=1e-5)

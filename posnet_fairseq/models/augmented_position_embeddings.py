@@ -2,9 +2,10 @@
 
 fairseq's position embedding modules compute their positions from the padding mask themselves and take no
 positions when they have a padding index. A forward hook replaces their output, during a side's forward call
-that drew positions (``mixers/forward_context.py``, ``position_augmentation``), by the embeddings of the
-drawn positions; outside such a call (evaluation, incremental decoding) the module's own output stands. No
-parameter or buffer changes, so checkpoints are those of the plain model.
+that drew positions (``mixers/forward_context.py``, ``position_augmentation``) or spreads them at test time,
+by the embeddings of those positions; outside such a call (evaluation, incremental decoding with the plain
+positions) the module's own output stands. No parameter or buffer changes, so checkpoints are those of the
+plain model.
 """
 import torch.nn.functional as F
 from fairseq.modules import LearnedPositionalEmbedding, SinusoidalPositionalEmbedding
@@ -31,12 +32,17 @@ def augment(embed_positions, forward_context, augmentation, flag: str, limit_fla
         tokens = args[0]
         # fairseq's indices: padding_idx + 1 + the 0-based position; pads index padding_idx (a zero row).
         index = (positions + module.padding_idx + 1).masked_fill(tokens.eq(module.padding_idx), module.padding_idx)
+        index = index[:, -output.size(1):]  # an incremental decoding step embeds its last position only
         needed = augmentation.bound(tokens.size(1))
+        if not module.training:  # test positions spread for a long target go past the range
+            needed = max(needed, int(positions.max()) + 1)
         if learned:
             if needed > module.max_positions:
                 raise ValueError(f"{flag} {augmentation.method}: positions up to {needed - 1} in a batch of "
                                  f"{tokens.size(1)} tokens, past the {module.max_positions} learned positions "
-                                 f"({limit_flag}); lower --shape-max-offset or raise {limit_flag}")
+                                 f"({limit_flag}); "
+                                 + ("lower --shape-max-offset or " if augmentation.method == "shape" else "")
+                                 + f"raise {limit_flag}")
             return F.embedding(index, module.weight, module.padding_idx)
         if module.padding_idx + 1 + needed > module.weights.size(0):  # the sinusoid table grows as fairseq's does
             module.weights = SinusoidalPositionalEmbedding.get_embedding(

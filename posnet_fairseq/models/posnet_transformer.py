@@ -157,6 +157,8 @@ class _MixerHost:
         self.side = sites[0].side
         self.forward_context = ForwardContext()
         self.position_augmentation = position_augmentation.for_side(cfg, self.side)
+        if self.side == "decoder" and self.position_augmentation and self.position_augmentation.spreads_at_test:
+            self.forward_context.needs_source_lengths = True  # the decoder spreads its positions for them
 
     def _augment_positions(self, cfg):
         """Hooks the token position embeddings to the training augmentation; refuses one nothing reads."""
@@ -174,12 +176,19 @@ class _MixerHost:
             raise ValueError(f"{flag} {augmentation.method}: the {self.side} has neither token position embeddings "
                              "nor a rotary mixer (rope, xpos): nothing would read the augmented positions")
 
-    def _drawn_positions(self, tokens, incremental_state):
-        """The augmented B x T positions of a teacher-forced training pass, else None (exact positions)."""
-        if self.position_augmentation is None or not self.training or incremental_state is not None:
+    def _drawn_positions(self, tokens, incremental_state, lengths=None):
+        """The augmented B x T positions of a teacher-forced training pass, the test-time positions of a
+        randomized side that spreads them (``lengths``: the B sentence lengths they are spread for, by default
+        the tokens' own), else None (exact positions)."""
+        augmentation = self.position_augmentation
+        training = self.training and incremental_state is None
+        if augmentation is None or not (training or augmentation.spreads_at_test):
             return None
         pad = tokens.eq(self.padding_idx)
-        return self.position_augmentation.positions(real_positions(pad, *tokens.shape, tokens.device), pad)
+        positions = real_positions(pad, *tokens.shape, tokens.device)
+        if training:
+            return augmentation.positions(positions, pad)
+        return augmentation.test_time(positions, pad, (~pad).sum(1) if lengths is None else lengths)
 
     def _next_layer(self, cfg):
         """The index of the layer being built, its contexts and its mixer names per site."""
@@ -233,8 +242,9 @@ class PosNetDecoder(_MixerHost, TransformerDecoderBase):
         self._augment_positions(cfg)
 
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
-        with self.forward_context.call(self._drawn_positions(prev_output_tokens, incremental_state),
-                                       self._source_lengths(encoder_out)):
+        source_lengths = self._source_lengths(encoder_out)
+        with self.forward_context.call(self._drawn_positions(prev_output_tokens, incremental_state, source_lengths),
+                                       source_lengths):
             return super().extract_features(prev_output_tokens, encoder_out, incremental_state, **kwargs)
 
     def _source_lengths(self, encoder_out):

@@ -6,7 +6,8 @@ One flag per side chooses the method, ``--encoder-position-augmentation`` and
 positions it gives replace the plain ones in the side's token position embeddings (sinusoidal or learned;
 ``models/augmented_position_embeddings.py``) and in its q/k transforms (RoPE, xPos: ``content_attention.py``),
 in training only, and only in a teacher-forced pass: at test time, and in any incremental decoding step, the
-positions are exact, so incremental decoding equals teacher forcing. The draw is made once per forward
+positions are exact, or with ``--randomized-test-positions spread`` a deterministic function of the position
+and the sentence's length, so incremental decoding equals teacher forcing. The draw is made once per forward
 pass of the side (``mixers/forward_context.py``), so every layer sees the same positions.
 """
 from dataclasses import dataclass
@@ -19,17 +20,22 @@ from . import randomized_positions, shape
 
 SIDES = ("encoder", "decoder")
 METHODS = ("none", "shape", "randomized")
+TEST_POSITIONS = ("plain", "spread")
 
 FLAGS = flags.declare(
     "Position augmentation in training", "length-generalisation",
     *(flags.Flag(f"--{side}-position-augmentation", "none",
                  f"the {side}'s positions in training: shifted by one random offset per sentence (SHAPE) or "
-                 "sorted random positions from a larger range (randomized); exact at test time",
+                 "sorted random positions from a larger range (randomized); at test time the plain ones (randomized: "
+                 "or spread, --randomized-test-positions)",
                  choices=METHODS) for side in SIDES),
     flags.Flag("--shape-max-offset", 100, "shape: the largest offset K; a sentence's offset is drawn from 0..K",
                type=int, metavar="K", check=flags.positive_integer),
     flags.Flag("--randomized-positions-range", 256, "randomized: positions are drawn from 0..L-1; L must be at "
                "least the longest training sentence", type=int, metavar="L", check=flags.positive_integer),
+    flags.Flag("--randomized-test-positions", "plain", "randomized: the positions at test time, the plain 0..n-1 "
+               "or spread, the expected positions of a draw for n tokens (the decoder takes its source's n); "
+               "a generation-time choice (--model-overrides)", choices=TEST_POSITIONS),
 )
 
 
@@ -40,12 +46,22 @@ class Augmentation:
     method: str
     max_offset: int
     range: int
+    test_positions: str  # randomized: "plain" or "spread"
 
     def positions(self, positions: Tensor, pad: Optional[Tensor]) -> Tensor:
         """The training positions for B x T 0-based real ``positions`` (pad columns: ``pad`` True)."""
         if self.method == "shape":
             return shape.shifted(positions, pad, self.max_offset)
         return randomized_positions.sampled(positions, pad, self.range)
+
+    @property
+    def spreads_at_test(self) -> bool:
+        return self.method == "randomized" and self.test_positions == "spread"
+
+    def test_time(self, positions: Tensor, pad: Optional[Tensor], lengths: Tensor) -> Optional[Tensor]:
+        """The positions at test time of B x T 0-based real ``positions`` in sentences of ``lengths`` (B) tokens:
+        None for the plain ones."""
+        return randomized_positions.spread(positions, pad, lengths, self.range) if self.spreads_at_test else None
 
     def bound(self, width: int) -> int:
         """One more than the largest position :meth:`positions` can give in a batch ``width`` tokens wide."""
@@ -58,4 +74,5 @@ def for_side(args, side: str) -> Optional[Augmentation]:
     method = getattr(opts, f"{side}_position_augmentation")
     if method == "none":
         return None
-    return Augmentation(method, opts.shape_max_offset, opts.randomized_positions_range)
+    return Augmentation(method, opts.shape_max_offset, opts.randomized_positions_range,
+                        opts.randomized_test_positions)

@@ -7,9 +7,18 @@ replacement from the larger range {0, ..., L - 1} and sorted::
     (p_1 < p_2 < ... < p_n) = sort(a uniform n-subset of {0, ..., L - 1})
 
 so the order of the tokens is kept while the position values of sentences up to L tokens long are all
-seen in training. L must be at least the longest training sentence. At test time the positions are the
-plain 0 .. n - 1 here (Ruoss et al. sample at test time too; exact test positions keep incremental
-decoding equal to teacher forcing). Each sentence, and each side, draws its own subset.
+seen in training. L must be at least the longest training sentence. Each sentence, and each side, draws
+its own subset.
+
+At test time the positions are the plain 0 .. n - 1 by default. Ruoss et al. sample at test time too; a
+draw per decoding step would make incremental decoding differ from teacher forcing, so the alternative
+offered here (``--randomized-test-positions spread``) is deterministic: the expected positions of a draw,
+the i-th smallest of a uniform n-subset of {0, ..., L - 1} having the mean (i + 1)(L + 1)/(n + 1) - 1::
+
+    p_i = round((i + 1)(L + 1) / (n + 1)) - 1,    i = 0, 1, ...
+
+with n the sentence's length, tokens and EOS (the decoder, whose length is not known while it decodes,
+takes its source's). A target longer than that goes on with the same spacing past L - 1.
 """
 from typing import Optional
 
@@ -31,4 +40,12 @@ def sampled(positions: Tensor, pad: Optional[Tensor], range_: int) -> Tensor:
     unused = torch.arange(width, device=positions.device).unsqueeze(0) >= lengths
     chosen = drawn.masked_fill(unused, range_).sort(dim=1).values  # a sentence's n draws first, ascending
     out = chosen.gather(1, positions)
+    return out if pad is None else out.masked_fill(pad, 0)
+
+
+def spread(positions: Tensor, pad: Optional[Tensor], lengths: Tensor, range_: int) -> Tensor:
+    """For B x T 0-based real ``positions`` (pad columns: ``pad`` True), the expected positions of a draw from
+    [0, ``range_``) for a sentence of ``lengths`` (B) tokens (module docstring); pad columns get 0."""
+    stride = (range_ + 1) / (lengths.to(torch.float64).unsqueeze(1) + 1)
+    out = ((positions + 1).to(torch.float64) * stride).round().long() - 1
     return out if pad is None else out.masked_fill(pad, 0)
