@@ -108,6 +108,7 @@ def test_cost_columns_give_each_ceiling_from_the_flop_counter(synthetic_run):
 
     from posnet_fairseq import precompute
     from posnet_fairseq.benchmark import flops, training_step
+    from posnet_fairseq.data.length_ratio import length_ratio
 
     out, _, results = synthetic_run
     with open(out / "cost.json") as f:
@@ -117,6 +118,8 @@ def test_cost_columns_give_each_ceiling_from_the_flop_counter(synthetic_run):
     train = {arch: training_step.measure(arch, settings["step_batch"], settings["step_length"], vocab,
                                          model_flags[arch])["flops_per_token"] for arch in ARCHS}
     speed_bin = out / data.SPEED_DIR
+    # the training split is there too, for a model that reads the length ratio when it loads
+    assert length_ratio(str(speed_bin), "src", "tgt") == length_ratio(str(out / "data-bin"), "src", "tgt")
     sources = data_utils.load_indexed_dataset(str(speed_bin / "test.src-tgt.src"), None)  # its sizes: memory-mapped
     source_length = round(float(sources.sizes.mean()))  # EOS included
 

@@ -72,7 +72,8 @@ def test_at_test_time_positions_are_exact_and_decoding_equals_teacher_forcing(ar
 
 
 def drawn_positions(model, side, src, lengths, prev):
-    """The positions each side drew in one training pass, read while its first layer runs."""
+    """The positions a side used in one pass (drawn in training, spread at test time), read while its first
+    layer runs."""
     seen = {}
     host = getattr(model, side)
 
@@ -186,6 +187,25 @@ def test_spread_test_positions_are_the_expected_positions_of_a_draw():
     assert longer[0, 4:].tolist() == [33, 40, 47, 54]
 
 
+# Spread test positions; the decoder's for the target length gamma = 0.5 leads to expect.
+SPREAD = ["--randomized-test-positions", "spread", "--length-ratio", "0.5"]
+
+
+def test_the_decoder_spreads_its_positions_for_the_target_length_its_source_leads_to_expect():
+    model, task = build_model(flags_for("randomized", *SPREAD))
+    src, lengths, prev = random_batch(task.source_dictionary, [7, 4], [5, 5])  # + EOS: 8 and 5 source tokens
+    expected = {"encoder": randomized_positions.spread(*left_padded([8, 5]), torch.tensor([8, 5]), 40),
+                # (8 - 1) / 0.5 + 1 = 15 and (5 - 1) / 0.5 + 1 = 9 target tokens; the targets are not padded
+                "decoder": randomized_positions.spread(torch.arange(6).expand(2, 6), None, torch.tensor([15, 9]), 40)}
+    for side, positions in expected.items():
+        assert torch.equal(drawn_positions(model, side, src, lengths, prev), positions), side
+
+
+def test_spread_without_a_length_ratio_or_data_names_the_flag():
+    with pytest.raises(ValueError, match="pass --length-ratio GAMMA"):
+        build_model(flags_for("randomized", "--randomized-test-positions", "spread"))
+
+
 @pytest.mark.parametrize("arch,extra", [
     ("posnet_transformer_tiny", []),  # sinusoidal
     ("posnet_transformer_tiny", ["--encoder-learned-pos", "--decoder-learned-pos"]),
@@ -199,7 +219,7 @@ def test_spread_test_positions_change_the_model_and_decoding_still_equals_teache
     from fairseq_testing import check_beam_reordering, check_padding_invariance
 
     plain, task = build_model(flags_for("randomized", *extra), arch=arch)
-    model, _ = build_model(flags_for("randomized", *extra, "--randomized-test-positions", "spread"), arch=arch)
+    model, _ = build_model(flags_for("randomized", *extra, *SPREAD), arch=arch)
     src, lengths, prev = random_batch(task.source_dictionary, [7, 4, 9], [9, 3, 6])
     with torch.no_grad():
         out = model(src, lengths, prev)[0]

@@ -178,7 +178,9 @@ def split_lengths(data_bin, split, src, tgt, lang=None):
 
 def write_speed_set(data_bin, out_dir, sentences, src, tgt):
     """OUT/speed-bin: the first ``sentences`` test sentences as the split "test", with the dictionaries
-    (made again each time: the number of sentences is a setting of the cost measurement)."""
+    (made again each time: the number of sentences is a setting of the cost measurement), and the training
+    split linked: a model may read corpus statistics from it when it loads (the length ratio of a decoder's
+    spread test positions)."""
     from fairseq.data import indexed_dataset
 
     speed = os.path.join(out_dir, SPEED_DIR)
@@ -192,6 +194,9 @@ def write_speed_set(data_bin, out_dir, sentences, src, tgt):
         for i in range(min(sentences, len(dataset))):
             builder.add_item(dataset[i])
         builder.finalize(prefix + ".idx")
+    for name in os.listdir(data_bin):
+        if name.startswith("train.") and name.endswith((".bin", ".idx")):
+            os.symlink(os.path.abspath(os.path.join(data_bin, name)), os.path.join(speed, name))
     return speed
 
 

@@ -50,7 +50,7 @@ FLAGS = flags.declare(
                  "(the mixers: docs/model.md#mixers)" + ("; 'none' removes the sub-layer" if site.cross else ""),
                  metavar="SPEC") for site in SITE_LIST),
     flags.Flag("--length-ratio", None, "length ratio gamma = mean source / mean target length for cross-attention "
-               "mixers", type=float, metavar="GAMMA", check=flags.positive_number,
+               "mixers and a decoder's spread test positions (--randomized-test-positions)", type=float, metavar="GAMMA", check=flags.positive_number,
                default_doc="computed from the binarized training set and stored in the checkpoint"),
     flags.Flag("--no-encoder-ffn", False, "remove the encoder feed-forward sub-layers (-FF)"),
     flags.Flag("--no-decoder-ffn", False, "remove the decoder feed-forward sub-layers (-FF)"),
@@ -176,10 +176,10 @@ class _MixerHost:
             raise ValueError(f"{flag} {augmentation.method}: the {self.side} has neither token position embeddings "
                              "nor a rotary mixer (rope, xpos): nothing would read the augmented positions")
 
-    def _drawn_positions(self, tokens, incremental_state, lengths=None):
+    def _drawn_positions(self, tokens, incremental_state, source_lengths=None):
         """The augmented B x T positions of a teacher-forced training pass, the test-time positions of a
-        randomized side that spreads them (``lengths``: the B sentence lengths they are spread for, by default
-        the tokens' own), else None (exact positions)."""
+        randomized side that spreads them, else None (exact positions). A sentence's positions are spread for
+        its own length, a decoder's for the length its source's (``source_lengths``, B) leads to expect."""
         augmentation = self.position_augmentation
         training = self.training and incremental_state is None
         if augmentation is None or not (training or augmentation.spreads_at_test):
@@ -188,7 +188,11 @@ class _MixerHost:
         positions = real_positions(pad, *tokens.shape, tokens.device)
         if training:
             return augmentation.positions(positions, pad)
-        return augmentation.test_time(positions, pad, (~pad).sum(1) if lengths is None else lengths)
+        if source_lengths is None:
+            return augmentation.test_time(positions, pad, (~pad).sum(1))
+        # (n - 1) / gamma + 1 for a source of n tokens, EOS included (gamma: mean source / mean target length)
+        expected = ((source_lengths - 1) / self.model_options.length_ratio).round().long() + 1
+        return augmentation.test_time(positions, pad, expected)
 
     def _next_layer(self, cfg):
         """The index of the layer being built, its contexts and its mixer names per site."""
@@ -284,8 +288,11 @@ class PosNetTransformerModel(TransformerModel):
                 f"--cross-self-attention needs --decoder-self-mixer mha (got {args.decoder_self_mixer}): "
                 "it prepends the encoder output to the decoder's self-attention keys"
             )
-        # gamma maps target to source positions: only cross-attention uses it.
-        if opts.length_ratio is None and any(MIXERS[n].uses_length_ratio for n in names["cross"]):
+        # gamma maps target to source positions: cross-attention mixers use it, and a decoder that spreads its
+        # test positions for the target length it expects.
+        spreads = position_augmentation.for_side(args, "decoder")
+        if opts.length_ratio is None and (any(MIXERS[n].uses_length_ratio for n in names["cross"])
+                                          or (spreads and spreads.spreads_at_test)):
             # Stored in args, hence in the checkpoint: computed once, at training time.
             args.length_ratio = length_ratio_from_task(task)
             logger.info(f"length ratio gamma = {args.length_ratio:.4f} (mean source / mean target length)")

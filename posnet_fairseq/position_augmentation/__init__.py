@@ -34,7 +34,8 @@ FLAGS = flags.declare(
     flags.Flag("--randomized-positions-range", 256, "randomized: positions are drawn from 0..L-1; L must be at "
                "least the longest training sentence", type=int, metavar="L", check=flags.positive_integer),
     flags.Flag("--randomized-test-positions", "plain", "randomized: the positions at test time, the plain 0..n-1 "
-               "or spread, the expected positions of a draw for n tokens (the decoder takes its source's n); "
+               "or spread, the expected positions of a draw for n tokens (the decoder's n: the target length its "
+               "source leads to expect, by --length-ratio); "
                "a generation-time choice (--model-overrides)", choices=TEST_POSITIONS),
 )
 

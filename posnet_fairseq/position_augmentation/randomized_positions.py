@@ -17,8 +17,10 @@ the i-th smallest of a uniform n-subset of {0, ..., L - 1} having the mean (i + 
 
     p_i = round((i + 1)(L + 1) / (n + 1)) - 1,    i = 0, 1, ...
 
-with n the sentence's length, tokens and EOS (the decoder, whose length is not known while it decodes,
-takes its source's). A target longer than that goes on with the same spacing past L - 1.
+with n the sentence's length, tokens and EOS. The decoder does not know its length while it decodes: its n
+is the one its source's n_s leads to expect, (n_s - 1) / gamma + 1 with gamma the corpus's mean source /
+mean target length (``--length-ratio``, computed from the training data as for the cross-attention mixers).
+A target longer than that goes on with the same spacing past L - 1.
 """
 from typing import Optional
 
