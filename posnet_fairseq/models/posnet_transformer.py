@@ -50,7 +50,8 @@ FLAGS = flags.declare(
                  "(the mixers: docs/model.md#mixers)" + ("; 'none' removes the sub-layer" if site.cross else ""),
                  metavar="SPEC") for site in SITE_LIST),
     flags.Flag("--length-ratio", None, "length ratio gamma = mean source / mean target length for cross-attention "
-               "mixers and a decoder's spread test positions (--randomized-test-positions)", type=float, metavar="GAMMA", check=flags.positive_number,
+               "mixers and a decoder's spread test positions (--randomized-test-positions)", type=float,
+               metavar="GAMMA", check=flags.positive_number,
                default_doc="computed from the binarized training set and stored in the checkpoint"),
     flags.Flag("--no-encoder-ffn", False, "remove the encoder feed-forward sub-layers (-FF)"),
     flags.Flag("--no-decoder-ffn", False, "remove the decoder feed-forward sub-layers (-FF)"),
@@ -189,10 +190,10 @@ class _MixerHost:
         if training:
             return augmentation.positions(positions, pad)
         if source_lengths is None:
-            return augmentation.test_time(positions, pad, (~pad).sum(1))
+            return augmentation.spread(positions, pad, (~pad).sum(1))
         # (n - 1) / gamma + 1 for a source of n tokens, EOS included (gamma: mean source / mean target length)
         expected = ((source_lengths - 1) / self.model_options.length_ratio).round().long() + 1
-        return augmentation.test_time(positions, pad, expected)
+        return augmentation.spread(positions, pad, expected)
 
     def _next_layer(self, cfg):
         """The index of the layer being built, its contexts and its mixer names per site."""
@@ -293,7 +294,8 @@ class PosNetTransformerModel(TransformerModel):
         spreads = position_augmentation.for_side(args, "decoder")
         if opts.length_ratio is None and (any(MIXERS[n].uses_length_ratio for n in names["cross"])
                                           or (spreads and spreads.spreads_at_test)):
-            # Stored in args, hence in the checkpoint: computed once, at training time.
+            # Stored in args, hence in the checkpoint: computed once, when the model is built for training (or
+            # for generation, when spread test positions were not asked for in training).
             args.length_ratio = length_ratio_from_task(task)
             logger.info(f"length ratio gamma = {args.length_ratio:.4f} (mean source / mean target length)")
         model = super().build_model(args, task)

@@ -59,10 +59,10 @@ class Augmentation:
     def spreads_at_test(self) -> bool:
         return self.method == "randomized" and self.test_positions == "spread"
 
-    def test_time(self, positions: Tensor, pad: Optional[Tensor], lengths: Tensor) -> Optional[Tensor]:
-        """The positions at test time of B x T 0-based real ``positions`` in sentences of ``lengths`` (B) tokens:
-        None for the plain ones."""
-        return randomized_positions.spread(positions, pad, lengths, self.range) if self.spreads_at_test else None
+    def spread(self, positions: Tensor, pad: Optional[Tensor], lengths: Tensor) -> Tensor:
+        """The spread test positions (:attr:`spreads_at_test`) of B x T 0-based real ``positions`` in sentences of
+        ``lengths`` (B) tokens."""
+        return randomized_positions.spread(positions, pad, lengths, self.range)
 
     def bound(self, width: int) -> int:
         """One more than the largest position :meth:`positions` can give in a batch ``width`` tokens wide."""
