@@ -5,7 +5,8 @@ import pytest
 import torch
 from fairseq.modules import SinusoidalPositionalEmbedding
 
-from fairseq_testing import build_model, decode_incrementally, random_batch
+from fairseq_testing import (build_model, check_beam_reordering, check_padding_invariance, decode_incrementally,
+                             random_batch)
 from posnet_fairseq.mixers.attention import real_positions
 from posnet_fairseq.position_augmentation import randomized_positions, shape
 
@@ -213,11 +214,9 @@ def test_spread_without_a_length_ratio_or_data_names_the_flag():
     ("rope_transformer_tiny", ["--decoder-self-mixer", "xpos"]),
 ])
 def test_spread_test_positions_change_the_model_and_decoding_still_equals_teacher_forcing(arch, extra):
-    """The same weights translate otherwise with spread positions (the decoder's spread for its source's
-    length, which beam search reorders with the rows); padding changes nothing, and incremental decoding
-    matches teacher forcing, beams reordered or not."""
-    from fairseq_testing import check_beam_reordering, check_padding_invariance
-
+    """The same weights translate otherwise with spread positions (the decoder's spread for the length its
+    source leads to expect, which beam search reorders with the rows); padding changes nothing, and incremental
+    decoding matches teacher forcing, beams reordered or not."""
     plain, task = build_model(flags_for("randomized", *extra), arch=arch)
     model, _ = build_model(flags_for("randomized", *extra, *SPREAD), arch=arch)
     src, lengths, prev = random_batch(task.source_dictionary, [7, 4, 9], [9, 3, 6])
