@@ -36,8 +36,8 @@ def build_parser(description=None):
                    '"glinearnet_transformer_tiny=--max-source-positions 128" (repeatable)')
     p.add_argument("--arch-generate-flags", action="append", default=[], metavar="ARCH=FLAGS",
                    help="extra fairseq-generate flags for one architecture (or ARCH+LABEL) when it translates the "
-                   "test set and when its decoding is timed, e.g. a RoPE scaling as --model-overrides; a model whose architecture, seed and "
-                   "training flags are an earlier model's shares that training (repeatable)")
+                   "test set and when its decoding is timed, e.g. a RoPE scaling as --model-overrides; a model whose "
+                   "architecture, seed and training flags are an earlier model's shares that training (repeatable)")
     data = p.add_argument_group("data (default: the synthetic corpus)")
     source = data.add_mutually_exclusive_group()
     source.add_argument("--data", metavar="DATA_BIN", help="a fairseq data-bin, used as it is")

@@ -23,7 +23,7 @@ METHODS = ("none", "shape", "randomized")
 TEST_POSITIONS = ("plain", "spread")
 
 FLAGS = flags.declare(
-    "Position augmentation in training", "length-generalisation",
+    "Position augmentation (training positions; randomized: their test-time spread)", "length-generalisation",
     *(flags.Flag(f"--{side}-position-augmentation", "none",
                  f"the {side}'s positions in training: shifted by one random offset per sentence (SHAPE) or "
                  "sorted random positions from a larger range (randomized); at test time the plain ones (randomized: "
