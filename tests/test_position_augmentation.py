@@ -1,12 +1,20 @@
 """position_augmentation/ (SHAPE, randomized positions) and how the model uses them: the drawn positions are
 shifted/sorted as the papers say, in training only; at test time they are exact, so a model with the flags
 decodes incrementally as it does teacher-forced."""
+import glob
+import os
+import re
+import shutil
+
 import pytest
 import torch
+from fairseq import checkpoint_utils, options
 from fairseq.modules import SinusoidalPositionalEmbedding
 
-from fairseq_testing import (build_model, check_beam_reordering, check_padding_invariance, decode_incrementally,
-                             random_batch)
+from fairseq_testing import (PLUGIN_DIR, build_model, check_beam_reordering, check_padding_invariance,
+                             decode_incrementally, random_batch, run_cli, train_and_generate,
+                             write_synthetic_data_bin)
+from posnet_fairseq.data.length_ratio import length_ratio
 from posnet_fairseq.mixers.attention import real_positions
 from posnet_fairseq.position_augmentation import randomized_positions, shape
 
@@ -205,6 +213,29 @@ def test_the_decoder_spreads_its_positions_for_the_target_length_its_source_lead
 def test_spread_without_a_length_ratio_or_data_names_the_flag():
     with pytest.raises(ValueError, match="pass --length-ratio GAMMA"):
         build_model(flags_for("randomized", "--randomized-test-positions", "spread"))
+
+
+def test_a_randomized_decoder_keeps_the_training_length_ratio_so_it_spreads_without_the_training_data(tmp_path):
+    """Trained with plain test positions, the checkpoint stores gamma; spread positions asked for at generation
+    (--model-overrides) then need no training split."""
+    from fairseq_cli import generate
+
+    data_bin = write_synthetic_data_bin(str(tmp_path))
+    checkpoint, _ = train_and_generate(data_bin, str(tmp_path / "ckpt"), "posnet_transformer_tiny",
+                                       extra=["--decoder-position-augmentation", "randomized",
+                                              "--randomized-positions-range", "80"])
+    stored = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)["cfg"]["model"].length_ratio
+    assert stored == pytest.approx(length_ratio(data_bin, "src", "tgt")) and stored != 1.0
+    test_only = tmp_path / "test-only"
+    test_only.mkdir()
+    for name in glob.glob(os.path.join(data_bin, "dict.*")) + glob.glob(os.path.join(data_bin, "test.*")):
+        shutil.copy(name, test_only)
+    out = run_cli(generate.main, [
+        str(test_only), "--user-dir", PLUGIN_DIR, "--path", checkpoint, "--beam", "4", "--batch-size", "8",
+        "--gen-subset", "test", "--max-len-b", "20", "--num-workers", "0", "--required-batch-size-multiple", "1",
+        "--model-overrides", "{'randomized_test_positions': 'spread'}"], options.get_generation_parser)
+    hypotheses = re.findall(r"^H-(\d+)\t", out, flags=re.M)
+    assert hypotheses and sorted(hypotheses) == sorted(re.findall(r"^S-(\d+)\t", out, flags=re.M))
 
 
 @pytest.mark.parametrize("arch,extra", [

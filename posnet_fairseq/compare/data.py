@@ -180,7 +180,7 @@ def write_speed_set(data_bin, out_dir, sentences, src, tgt):
     """OUT/speed-bin: the first ``sentences`` test sentences as the split "test", with the dictionaries
     (made again each time: the number of sentences is a setting of the cost measurement), and the training
     split linked: a model may read corpus statistics from it when it loads (the length ratio of a decoder's
-    spread test positions)."""
+    spread test positions, which checkpoints trained before it was stored at training lack)."""
     from fairseq.data import indexed_dataset
 
     speed = os.path.join(out_dir, SPEED_DIR)

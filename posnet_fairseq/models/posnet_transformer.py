@@ -290,14 +290,23 @@ class PosNetTransformerModel(TransformerModel):
                 "it prepends the encoder output to the decoder's self-attention keys"
             )
         # gamma maps target to source positions: cross-attention mixers use it, and a decoder that spreads its
-        # test positions for the target length it expects.
-        spreads = position_augmentation.for_side(args, "decoder")
-        if opts.length_ratio is None and (any(MIXERS[n].uses_length_ratio for n in names["cross"])
-                                          or (spreads and spreads.spreads_at_test)):
-            # Stored in args, hence in the checkpoint: computed once, when the model is built for training (or
-            # for generation, when spread test positions were not asked for in training).
-            args.length_ratio = length_ratio_from_task(task)
-            logger.info(f"length ratio gamma = {args.length_ratio:.4f} (mean source / mean target length)")
+        # test positions for the target length it expects. Stored in args, hence in the checkpoint: computed once,
+        # when the model is built for training.
+        decoder_positions = position_augmentation.for_side(args, "decoder")
+        if opts.length_ratio is None:
+            if any(MIXERS[n].uses_length_ratio for n in names["cross"]) or (
+                    decoder_positions and decoder_positions.spreads_at_test):
+                args.length_ratio = length_ratio_from_task(task)
+            elif decoder_positions and decoder_positions.may_spread_at_test:
+                # Spreading is a generation-time choice: the checkpoint keeps gamma for it, so that generation
+                # needs no training split. A model built without its training data (a test, an inspection) does
+                # not spread now and leaves it unset.
+                try:
+                    args.length_ratio = length_ratio_from_task(task)
+                except (FileNotFoundError, ValueError):
+                    pass
+            if args.length_ratio is not None:
+                logger.info(f"length ratio gamma = {args.length_ratio:.4f} (mean source / mean target length)")
         model = super().build_model(args, task)
         depth_scaled_init(model, args)
         cls._check_max_positions(model, args)

@@ -56,8 +56,13 @@ class Augmentation:
         return randomized_positions.sampled(positions, pad, self.range)
 
     @property
+    def may_spread_at_test(self) -> bool:
+        """Randomized positions: spreading them at test time is a generation-time choice (--model-overrides)."""
+        return self.method == "randomized"
+
+    @property
     def spreads_at_test(self) -> bool:
-        return self.method == "randomized" and self.test_positions == "spread"
+        return self.may_spread_at_test and self.test_positions == "spread"
 
     def spread(self, positions: Tensor, pad: Optional[Tensor], lengths: Tensor) -> Tensor:
         """The spread test positions (:attr:`spreads_at_test`) of B x T 0-based real ``positions`` in sentences of

@@ -19,7 +19,8 @@ the i-th smallest of a uniform n-subset of {0, ..., L - 1} having the mean (i + 
 
 with n the sentence's length, tokens and EOS. The decoder does not know its length while it decodes: its n
 is the one its source's n_s leads to expect, (n_s - 1) / gamma + 1 with gamma the corpus's mean source /
-mean target length (``--length-ratio``, computed from the training data as for the cross-attention mixers).
+mean target length (``--length-ratio``, computed from the training data when a randomized decoder is built for
+training, and stored in its checkpoint).
 A target longer than that goes on with the same spacing past L - 1.
 """
 from typing import Optional
