@@ -34,7 +34,8 @@ mkdir -p "$out"
 
 status=0
 if [ "$part" != bench ]; then
-  POSNET_REQUIRE_CUDA=1 "$PYTHON" -m pytest -q -rsx -p no:cacheprovider tests/test_cuda.py "$@" 2>&1 \
+  # -v: a line per test as it ends, so that a run stopped by a time limit says which tests it did not reach.
+  POSNET_REQUIRE_CUDA=1 "$PYTHON" -m pytest -v -rsx -p no:cacheprovider tests/test_cuda.py "$@" 2>&1 \
     | tee "$out/test_cuda.log" || status=1
 fi
 if [ "$part" != tests ]; then
