@@ -196,6 +196,15 @@ def test_spread_test_positions_are_the_expected_positions_of_a_draw():
     assert longer[0, 4:].tolist() == [33, 40, 47, 54]
 
 
+@pytest.mark.parametrize("range_", [40, 256])
+def test_the_spread_bound_is_one_more_than_the_largest_spread_position(range_):
+    """For every width up to 3L and every shortest length, ties of the rounding included."""
+    for width in range(1, 3 * range_, 7):
+        for shortest in range(1, 3 * range_, 5):
+            largest = randomized_positions.spread(torch.tensor([[width - 1]]), None, torch.tensor([shortest]), range_)
+            assert randomized_positions.spread_bound(width, shortest, range_) == int(largest) + 1, (width, shortest)
+
+
 # Spread test positions; the decoder's for the target length gamma = 0.5 leads to expect.
 SPREAD = ["--randomized-test-positions", "spread", "--length-ratio", "0.5"]
 
@@ -208,6 +217,24 @@ def test_the_decoder_spreads_its_positions_for_the_target_length_its_source_lead
                 "decoder": randomized_positions.spread(torch.arange(6).expand(2, 6), None, torch.tensor([15, 9]), 40)}
     for side, positions in expected.items():
         assert torch.equal(drawn_positions(model, side, src, lengths, prev), positions), side
+
+
+def test_spread_decoding_reads_the_device_once_per_batch_not_once_per_step(monkeypatch):
+    """The spread positions' bound (the table a position embedding needs) is known on the host: 10 decoding
+    steps read the device once more than with plain positions (the expected lengths, at the first step)."""
+    src, lengths, prev = random_batch(build_model()[1].source_dictionary, [7, 4], [9, 9])
+    reads = []
+    for name in ("__int__", "item", "tolist"):
+        monkeypatch.setattr(torch.Tensor, name,
+                            lambda self, *args, _read=getattr(torch.Tensor, name): reads.append(1) or _read(self, *args))
+    counts = {}
+    for test_positions in ("plain", "spread"):
+        model, _ = build_model(flags_for("randomized", "--randomized-test-positions", test_positions,
+                                         "--length-ratio", "0.5"))
+        reads.clear()
+        decode_incrementally(model, src, lengths, prev)
+        counts[test_positions] = len(reads)
+    assert counts["spread"] == counts["plain"] + 1, counts
 
 
 def test_spread_without_a_length_ratio_or_data_names_the_flag():

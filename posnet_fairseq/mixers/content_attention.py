@@ -140,7 +140,7 @@ class ContentAttention(Mixer):
         if self.transform is not None:
             # Self-attention: this call's keys are its queries' tokens, at the same positions.
             context = self.forward_context
-            drawn = None if context is None or context.positions is None else context.positions[:, -length:]
+            drawn = None if context is None else context.positions
             rotation = self.transform.rotation(query_pos if drawn is None else drawn, q.device,
                                                None if context is None else context.source_lengths)
             q, k = self.transform.rotate(q, rotation), self.transform.rotate_key(k, rotation)

@@ -4,8 +4,11 @@ A mixer's call signature is fairseq's MultiheadAttention's, which carries no pos
 lengths. What a mixer needs beyond it, and what must be the same for every layer of one call, the side
 (encoder or decoder) sets here for the length of the call (:meth:`ForwardContext.call`):
 
-* ``positions``: the B x T positions of the side's tokens when a training augmentation drew them
-  (``position_augmentation``), else None (the plain positions from the padding mask);
+* ``positions``: the B x T positions of the side's tokens when a training augmentation drew them or a
+  randomized side spreads them at test time (``position_augmentation``; in an incremental decoding step, B x 1:
+  the step's own), else None (the plain positions from the padding mask);
+* ``position_bound``: with ``positions``, one more than the largest of them, known on the host, so that a
+  position table is sized or checked without reading the device;
 * ``source_lengths``: the B source lengths (tokens, EOS included), for the mixers that asked for them
   (``needs_source_lengths``: RoPE scaling with ``--rope-scaling-factor auto``), else None. The decoder
   reads them from the encoder output, whose rows follow beam search.
@@ -21,6 +24,7 @@ from torch import Tensor
 class ForwardContext:
     def __init__(self):
         self.positions: Optional[Tensor] = None
+        self.position_bound: Optional[int] = None
         self.source_lengths: Optional[Tensor] = None
         self.needs_source_lengths = False
         # How many modules of the side read ``positions`` (token position embeddings, q/k transforms):
@@ -28,10 +32,12 @@ class ForwardContext:
         self.position_readers = 0
 
     @contextlib.contextmanager
-    def call(self, positions: Optional[Tensor] = None, source_lengths: Optional[Tensor] = None):
-        """``positions`` and ``source_lengths`` for the mixers, until the call ends."""
-        self.positions, self.source_lengths = positions, source_lengths
+    def call(self, positions: Optional[Tensor] = None, position_bound: Optional[int] = None,
+             source_lengths: Optional[Tensor] = None):
+        """``positions`` with their ``position_bound``, and ``source_lengths``, for the mixers, until the call
+        ends."""
+        self.positions, self.position_bound, self.source_lengths = positions, position_bound, source_lengths
         try:
             yield self
         finally:
-            self.positions = self.source_lengths = None
+            self.positions = self.position_bound = self.source_lengths = None

@@ -29,17 +29,14 @@ def augment(embed_positions, forward_context, augmentation, flag: str, limit_fla
         positions = forward_context.positions
         if positions is None:
             return output
-        tokens = args[0]
+        tokens = args[0][:, -positions.size(1):]  # an incremental decoding step has its own position only
         # fairseq's indices: padding_idx + 1 + the 0-based position; pads index padding_idx (a zero row).
         index = (positions + module.padding_idx + 1).masked_fill(tokens.eq(module.padding_idx), module.padding_idx)
-        index = index[:, -output.size(1):]  # an incremental decoding step embeds its last position only
-        needed = augmentation.bound(tokens.size(1))
-        if not module.training:  # test positions spread for a long target go past the range
-            needed = max(needed, int(positions.max()) + 1)
+        needed = forward_context.position_bound
         if learned:
             if needed > module.max_positions:
                 raise ValueError(f"{flag} {augmentation.method}: positions up to {needed - 1} in a batch of "
-                                 f"{tokens.size(1)} tokens, past the {module.max_positions} learned positions "
+                                 f"{args[0].size(1)} tokens, past the {module.max_positions} learned positions "
                                  f"({limit_flag}); "
                                  + ("lower --shape-max-offset or " if augmentation.method == "shape" else "")
                                  + f"raise {limit_flag}")

@@ -178,22 +178,42 @@ class _MixerHost:
                              "nor a rotary mixer (rope, xpos): nothing would read the augmented positions")
 
     def _drawn_positions(self, tokens, incremental_state, source_lengths=None):
-        """The augmented B x T positions of a teacher-forced training pass, the test-time positions of a
-        randomized side that spreads them, else None (exact positions). A sentence's positions are spread for
-        its own length, a decoder's for the length its source's (``source_lengths``, B) leads to expect."""
+        """(positions, bound): the augmented B x T positions of a teacher-forced training pass, the test-time
+        positions of a randomized side that spreads them (B x 1 in an incremental decoding step: the step's
+        own), with one more than the largest of them; else (None, None): exact positions. A sentence's positions
+        are spread for its own length, a decoder's for the length its source's (``source_lengths``, B) leads to
+        expect."""
         augmentation = self.position_augmentation
         training = self.training and incremental_state is None
         if augmentation is None or not (training or augmentation.spreads_at_test):
-            return None
-        pad = tokens.eq(self.padding_idx)
-        positions = real_positions(pad, *tokens.shape, tokens.device)
+            return None, None
+        width = tokens.size(1)
+        if incremental_state is not None:
+            # fairseq's own convention for a decoding step: the step's position is the prefix length - 1.
+            positions, pad = torch.full((tokens.size(0), 1), width - 1, device=tokens.device), None
+        else:
+            pad = tokens.eq(self.padding_idx)
+            positions = real_positions(pad, *tokens.shape, tokens.device)
         if training:
-            return augmentation.positions(positions, pad)
-        if source_lengths is None:
-            return augmentation.spread(positions, pad, (~pad).sum(1))
+            return augmentation.positions(positions, pad), augmentation.bound(width)
+        if source_lengths is None:  # the encoder: each sentence's own length, at most the batch's width
+            return augmentation.spread(positions, pad, (~pad).sum(1)), augmentation.spread_bound(width, width)
         # (n - 1) / gamma + 1 for a source of n tokens, EOS included (gamma: mean source / mean target length)
         expected = ((source_lengths - 1) / self.model_options.length_ratio).round().long() + 1
-        return augmentation.spread(positions, pad, expected)
+        return (augmentation.spread(positions, pad, expected),
+                augmentation.spread_bound(width, self._shortest_expected(expected, incremental_state)))
+
+    def _shortest_expected(self, expected, incremental_state):
+        """The shortest of the B ``expected`` target lengths, read from the device once per teacher-forced call
+        and once per decoding of a batch (its first step): beam search only reorders and drops rows, so later
+        steps' shortest is no shorter."""
+        if incremental_state is None:
+            return int(expected.min())
+        state = self.get_incremental_state(incremental_state, "spread_positions")
+        if state is None:
+            state = {"shortest": int(expected.min())}
+            self.set_incremental_state(incremental_state, "spread_positions", state)
+        return state["shortest"]
 
     def _next_layer(self, cfg):
         """The index of the layer being built, its contexts and its mixer names per site."""
@@ -229,7 +249,7 @@ class PosNetEncoder(_MixerHost, TransformerEncoderBase):
 
     def forward(self, src_tokens, *args, **kwargs):
         lengths = src_tokens.ne(self.padding_idx).sum(1) if self.forward_context.needs_source_lengths else None
-        with self.forward_context.call(self._drawn_positions(src_tokens, None), lengths):
+        with self.forward_context.call(*self._drawn_positions(src_tokens, None), lengths):
             return super().forward(src_tokens, *args, **kwargs)
 
     def build_encoder_layer(self, cfg):
@@ -248,7 +268,7 @@ class PosNetDecoder(_MixerHost, TransformerDecoderBase):
 
     def extract_features(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
         source_lengths = self._source_lengths(encoder_out)
-        with self.forward_context.call(self._drawn_positions(prev_output_tokens, incremental_state, source_lengths),
+        with self.forward_context.call(*self._drawn_positions(prev_output_tokens, incremental_state, source_lengths),
                                        source_lengths):
             return super().extract_features(prev_output_tokens, encoder_out, incremental_state, **kwargs)
 

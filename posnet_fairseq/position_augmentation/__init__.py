@@ -69,6 +69,11 @@ class Augmentation:
         ``lengths`` (B) tokens."""
         return randomized_positions.spread(positions, pad, lengths, self.range)
 
+    def spread_bound(self, width: int, shortest: int) -> int:
+        """One more than the largest spread position of a token at most ``width`` - 1 in a sentence of at least
+        ``shortest`` tokens."""
+        return randomized_positions.spread_bound(width, shortest, self.range)
+
     def bound(self, width: int) -> int:
         """One more than the largest position :meth:`positions` can give in a batch ``width`` tokens wide."""
         return width + self.max_offset if self.method == "shape" else self.range

@@ -49,6 +49,14 @@ def sampled(positions: Tensor, pad: Optional[Tensor], range_: int) -> Tensor:
 def spread(positions: Tensor, pad: Optional[Tensor], lengths: Tensor, range_: int) -> Tensor:
     """For B x T 0-based real ``positions`` (pad columns: ``pad`` True), the expected positions of a draw from
     [0, ``range_``) for a sentence of ``lengths`` (B) tokens (module docstring); pad columns get 0."""
-    stride = (range_ + 1) / (lengths.to(torch.float64).unsqueeze(1) + 1)
+    # A reciprocal, then products (the arithmetic spread_bound repeats on the host), in double.
+    stride = (lengths.to(torch.float64).unsqueeze(1) + 1).reciprocal() * (range_ + 1)
     out = ((positions + 1).to(torch.float64) * stride).round().long() - 1
     return out if pad is None else out.masked_fill(pad, 0)
+
+
+def spread_bound(width: int, shortest: int, range_: int) -> int:
+    """One more than the largest :func:`spread` position of a token at most ``width`` - 1 in a sentence of at
+    least ``shortest`` tokens: the position grows with the token's index and falls with the length. The same
+    double arithmetic and half-to-even rounding as :func:`spread`, on the host."""
+    return round(width * ((1 / (shortest + 1)) * (range_ + 1)))
