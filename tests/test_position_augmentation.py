@@ -224,9 +224,12 @@ def test_spread_decoding_reads_the_device_once_per_batch_not_once_per_step(monke
     steps read the device once more than with plain positions (the expected lengths, at the first step)."""
     src, lengths, prev = random_batch(build_model()[1].source_dictionary, [7, 4], [9, 9])
     reads = []
+
+    def counted(read):
+        return lambda self, *args: reads.append(1) or read(self, *args)
+
     for name in ("__int__", "item", "tolist"):
-        monkeypatch.setattr(torch.Tensor, name,
-                            lambda self, *args, _read=getattr(torch.Tensor, name): reads.append(1) or _read(self, *args))
+        monkeypatch.setattr(torch.Tensor, name, counted(getattr(torch.Tensor, name)))
     counts = {}
     for test_positions in ("plain", "spread"):
         model, _ = build_model(flags_for("randomized", "--randomized-test-positions", test_positions,
