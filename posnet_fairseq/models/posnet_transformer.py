@@ -313,20 +313,19 @@ class PosNetTransformerModel(TransformerModel):
         # test positions for the target length it expects. Stored in args, hence in the checkpoint: computed once,
         # when the model is built for training.
         decoder_positions = position_augmentation.for_side(args, "decoder")
-        if opts.length_ratio is None:
-            if any(MIXERS[n].uses_length_ratio for n in names["cross"]) or (
-                    decoder_positions and decoder_positions.spreads_at_test):
+        needed = any(MIXERS[n].uses_length_ratio for n in names["cross"]) or (
+            decoder_positions is not None and decoder_positions.spreads_at_test)
+        # Spreading is a generation-time choice: a randomized decoder's checkpoint keeps gamma for it, so that
+        # generation needs no training split; built without its training data (a test, an inspection), such a
+        # model does not spread now and leaves gamma unset.
+        wanted = needed or (decoder_positions is not None and decoder_positions.may_spread_at_test)
+        if opts.length_ratio is None and wanted:
+            try:
                 args.length_ratio = length_ratio_from_task(task)
-            elif decoder_positions and decoder_positions.may_spread_at_test:
-                # Spreading is a generation-time choice: the checkpoint keeps gamma for it, so that generation
-                # needs no training split. A model built without its training data (a test, an inspection) does
-                # not spread now and leaves it unset.
-                try:
-                    args.length_ratio = length_ratio_from_task(task)
-                except (FileNotFoundError, ValueError):
-                    pass
-            if args.length_ratio is not None:
                 logger.info(f"length ratio gamma = {args.length_ratio:.4f} (mean source / mean target length)")
+            except (FileNotFoundError, ValueError):
+                if needed:
+                    raise
         model = super().build_model(args, task)
         depth_scaled_init(model, args)
         cls._check_max_positions(model, args)
