@@ -227,6 +227,7 @@ class Trainer:
         self.log, self.progress_every = log, progress_every
         self.pool = plan.pool("train", log)  # local processes, or SLURM jobs (--launcher slurm)
         self.log_files = {}  # arch -> its open training log
+        self.resumed_at = {}  # arch -> the part of its budget it had used when this run resumed it
         self.same_data = {}  # a --reuse-from run's directory -> whether its data is this run's (_same_data)
         os.makedirs(self.dir, exist_ok=True)
 
@@ -266,6 +267,7 @@ class Trainer:
         before = fairseq_log.progress(self.log_path(arch))
         if os.path.exists(last):
             self.log(f"train: resuming {arch} from {last} (epoch {before.epoch}, update {before.updates} in its log)")
+            self.resumed_at[arch] = self.budget.fraction(before.epoch, before.step, before.steps, before.updates, 0)
         elif os.path.exists(self.log_path(arch)):
             self._restart(arch, before.updates)
         else:
@@ -351,9 +353,11 @@ class Trainer:
                 parts.append(f"{arch} epoch {p.epoch} update {p.updates}")
             else:
                 fractions.append(0.0)
-        # ETA from the work done in this run (models skipped as finished earlier do not count).
-        todo = len(archs) - done_before
-        now_done = sum(fractions) - done_before
+        # ETA from the work done in this run: models finished earlier, and what resumed ones had done before,
+        # do not count (they would make a resumed run look nearly done).
+        before = done_before + sum(self.resumed_at.get(arch, 0.0) for arch in archs)
+        todo = len(archs) - before
+        now_done = sum(fractions) - before
         elapsed = time.time() - started_at
         eta = f"ETA {elapsed * (todo - now_done) / now_done / 60:.0f} min" if now_done > 0.02 else "ETA -"
         self.log(f"progress: model {len(finished)}/{len(archs)} finished; running: "
