@@ -227,7 +227,7 @@ class Trainer:
         self.log, self.progress_every = log, progress_every
         self.pool = plan.pool("train", log)  # local processes, or SLURM jobs (--launcher slurm)
         self.log_files = {}  # arch -> its open training log
-        self.resumed_at = {}  # arch -> the part of its budget it had used when this run resumed it
+        self.done_before = {}  # arch -> the part of its budget done before this run (1: finished earlier)
         self.same_data = {}  # a --reuse-from run's directory -> whether its data is this run's (_same_data)
         os.makedirs(self.dir, exist_ok=True)
 
@@ -267,7 +267,7 @@ class Trainer:
         before = fairseq_log.progress(self.log_path(arch))
         if os.path.exists(last):
             self.log(f"train: resuming {arch} from {last} (epoch {before.epoch}, update {before.updates} in its log)")
-            self.resumed_at[arch] = self.budget.fraction(before.epoch, before.step, before.steps, before.updates, 0)
+            self.done_before[arch] = self.budget.fraction(before.epoch, before.step, before.steps, before.updates, 0)
         elif os.path.exists(self.log_path(arch)):
             self._restart(arch, before.updates)
         else:
@@ -341,7 +341,7 @@ class Trainer:
                  f"{', '.join(outcome.averaged)})")
         return outcome
 
-    def _progress(self, archs, finished, started_at, done_before):
+    def _progress(self, archs, finished, started_at):
         parts, fractions = [], []
         for arch in archs:
             if arch in finished:
@@ -355,7 +355,7 @@ class Trainer:
                 fractions.append(0.0)
         # ETA from the work done in this run: models finished earlier, and what resumed ones had done before,
         # do not count (they would make a resumed run look nearly done).
-        before = done_before + sum(self.resumed_at.get(arch, 0.0) for arch in archs)
+        before = sum(self.done_before.get(arch, 0.0) for arch in archs)
         todo = len(archs) - before
         now_done = sum(fractions) - before
         elapsed = time.time() - started_at
@@ -464,7 +464,7 @@ class Trainer:
             outcome = self._skip(arch, flags[arch])
             if outcome is not None:
                 outcomes[arch] = outcome
-        done_before = len(outcomes)
+                self.done_before[arch] = 1.0
         started_at, last_progress = time.time(), [time.time()]
 
         def ended(arch, process):
@@ -472,7 +472,7 @@ class Trainer:
 
         def every():
             if time.time() - last_progress[0] >= self.progress_every and self.pool.running:
-                self._progress(archs, outcomes, started_at, done_before)
+                self._progress(archs, outcomes, started_at)
                 last_progress[0] = time.time()
 
         self.pool.run([a for a in archs if a not in outcomes], lambda arch, env: self._start(arch, flags[arch], env),
