@@ -60,7 +60,8 @@ STUDY = os.path.join(REPO, "recipes", "compare", "length-study.sh")
 CONCAT = ["--task", "translation_concat", "--concat-max-pairs", "3", "--concat-rate", "0.5"]
 GRID = ["posnet_transformer_tiny", "posnet_transformer_tiny+shape", "posnet_transformer_tiny+randomized",
         "posnet_transformer_tiny+concat", "rope_transformer_tiny", "rope_transformer_tiny+randomized",
-        "rope_transformer_tiny+yarn", "rope_transformer_tiny+concat", "alibi_transformer_tiny",
+        "rope_transformer_tiny+yarn", "rope_transformer_tiny+concat", "rope_transformer_tiny+randconcat",
+        "alibi_transformer_tiny",
         "alibi_seq2seq_transformer_tiny", "kerple_transformer_tiny", "fire_transformer_tiny", "dpb_transformer_tiny",
         "xpos_transformer_tiny", "nope_transformer_tiny", "t5bias_transformer_tiny", "aposnet_transformer_tiny",
         "aposnet_transformer_tiny+concat", "rposnet_transformer_tiny"]
@@ -102,11 +103,15 @@ def test_the_study_is_the_grid_on_both_corpora_and_every_model_builds(tmp_path):
                                                       "--decoder-position-augmentation", "shape"]
     assert flags["rope_transformer_tiny+randomized"][-1] == "randomized"
     assert flags["rope_transformer_tiny+concat"] == flags["aposnet_transformer_tiny+concat"] == CONCAT
+    assert flags["rope_transformer_tiny+randconcat"] == flags["rope_transformer_tiny+randomized"] + CONCAT
     # RoPE's own training, translated with YaRN, scaled per sentence beyond the longest training source (EOS
     # included)
     assert "rope_transformer_tiny+yarn" not in flags
-    assert generate_flags(synthetic) == {"rope_transformer_tiny+yarn": [
-        "--model-overrides", "{'rope_scaling': 'yarn', 'rope_scaling_factor': 'auto', 'rope_scaling_train_length': 21}"]}
+    assert generate_flags(synthetic) == {
+        "rope_transformer_tiny+yarn": [
+            "--model-overrides", "{'rope_scaling': 'yarn', 'rope_scaling_factor': 'auto', 'rope_scaling_train_length': 21}"],
+        # trained with randomized positions and concatenated examples, translated with spread test positions
+        "rope_transformer_tiny+randconcat": ["--model-overrides", "{'randomized_test_positions': 'spread'}"]}
     # posnet-compare's own checks: every name and architecture exists, every model builds with its flags
     synthetic.out = str(tmp_path / "o")
     checked = options.check_args(parser, synthetic)

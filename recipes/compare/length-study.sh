@@ -29,6 +29,9 @@
 # (--arch-generate-flags): rope_transformer_tiny+yarn is RoPE's own training (posnet-compare trains it once),
 # translated with YaRN scaling and --rope-scaling-factor auto, a sentence's factor max(1, n / L) with L the
 # longest training source, EOS included (--train-max-len + 1): only sources longer than any in training scale.
+# rope_transformer_tiny+randconcat is RoPE trained with both remedies (randomized positions on both sides and
+# concatenated examples) and translated with spread test positions: the pick for RoPE of
+# docs/length-generalisation.md.
 source "$(dirname "$0")/../lib/common.sh"
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0
@@ -41,6 +44,7 @@ CONCAT="--task translation_concat --concat-max-pairs 3 --concat-rate 0.5"
 grid() {
   local limit="$1"
   local yarn="--model-overrides \"{'rope_scaling': 'yarn', 'rope_scaling_factor': 'auto', 'rope_scaling_train_length': $((limit + 1))}\""
+  local spread="--model-overrides \"{'randomized_test_positions': 'spread'}\""
   printf '%s|%s|%s\n' \
     posnet_transformer_tiny "" "" \
     posnet_transformer_tiny+shape "$(BOTH_SIDES shape)" "" \
@@ -50,6 +54,7 @@ grid() {
     rope_transformer_tiny+randomized "$(BOTH_SIDES randomized)" "" \
     rope_transformer_tiny+yarn "" "$yarn" \
     rope_transformer_tiny+concat "$CONCAT" "" \
+    rope_transformer_tiny+randconcat "$(BOTH_SIDES randomized) $CONCAT" "$spread" \
     alibi_transformer_tiny "" "" \
     alibi_seq2seq_transformer_tiny "" "" \
     kerple_transformer_tiny "" "" \
