@@ -184,7 +184,7 @@ def test_a_full_disk_is_said_and_leaves_no_tmp_file(tmp_path, capsys, monkeypatc
 
 @pytest.mark.parametrize("signum,status", [("SIGINT", 130), ("SIGTERM", 143)])
 def test_an_interrupted_average_exits_with_the_signals_status_and_leaves_no_tmp_file(
-        tmp_path, capsys, monkeypatch, signum, status):
+        tmp_path, capsys, monkeypatch, ctrl_c, signum, status):
     import signal
 
     a = _fairseq_checkpoint(tmp_path / "a.pt", "posnet_transformer_tiny")

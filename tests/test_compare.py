@@ -671,7 +671,7 @@ def test_steps_know_their_files_by_content(tmp_path):
 
 @pytest.mark.parametrize("signum,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_compare_says_it_resumes_and_exits_with_the_signals_status(tmp_path, capsys, monkeypatch,
-                                                                                   signum, status):
+                                                                                   ctrl_c, signum, status):
     """Issue 27: SIGINT / SIGTERM ended posnet-compare with a KeyboardInterrupt traceback and exit status 1."""
     from posnet_fairseq.compare import run as compare_run
 
