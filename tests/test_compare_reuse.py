@@ -40,6 +40,14 @@ def test_a_finished_model_of_the_same_settings_is_taken_and_others_train(tmp_pat
     assert f"train: skipped {BASE}, finished earlier" in again
 
 
+def test_a_model_whose_checkpoints_were_deleted_there_trains_here(tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    run_compare(["--archs", BASE, "--out", str(first), "--delete-checkpoints", *MICRO])
+    printed = run_compare(["--archs", BASE, "--out", str(second), "--reuse-from", str(first), *MICRO])
+    assert f"train: starting {BASE}" in printed and "taken from" not in printed
+    assert (second / "checkpoints" / BASE / training.AVERAGE).is_file()
+
+
 @pytest.mark.parametrize("reuse, message", [
     ("{out}", "--reuse-from {out}: that is --out itself"),
     ("{tmp}/nothing", "--reuse-from {tmp}/nothing: not a posnet-compare run (no {tmp}/nothing/steps)"),

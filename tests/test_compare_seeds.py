@@ -1,14 +1,18 @@
 """posnet-compare with several seeds (--seeds) and with --budget converge, on micro settings.
 
 One micro run with two architectures and two seeds (module fixture) serves the per-seed and mean ± sd figures,
-the Verdict section, the cost measured once per architecture, the plots, and a re-run that adds a seed and
-trains only that seed. The converge budget is tested on the fixture's data-bin with the trainer alone.
+the Verdict section, the cost measured once per architecture, the plots, a re-run that adds a seed and
+trains only that seed, and --delete-checkpoints (a run without checkpoints still reports and adds a seed). The
+converge budget is tested on the fixture's data-bin with the trainer alone.
 """
 import csv
 import dataclasses
 import json
+import os
 import shutil
 import statistics
+import subprocess
+import sys
 
 import pytest
 import sacrebleu
@@ -17,7 +21,7 @@ from posnet_fairseq.compare import plots, records, report, training
 from posnet_fairseq.compare.steps import Steps
 from posnet_fairseq.evaluation import generate_output
 
-from test_compare import CHEAP, TINY, micro_run, run_compare
+from test_compare import CHEAP, REPO, TINY, micro_run, run_compare
 
 ARCHS = ["posnet_transformer_tiny", "rope_transformer_tiny"]
 ARGV = ["--archs", ",".join(ARCHS), "--budget", "4u", "--train-pairs", "150", "--valid", "10", "--test", "40",
@@ -158,6 +162,63 @@ def test_a_rerun_that_adds_a_seed_trains_only_that_seed(seeds_run, tmp_path):
     assert "cost: skipped, measured earlier" in stdout and "data: skipped" in stdout
     row = {r["arch"]: r for r in json.loads((out / "results.json").read_text())["table"]}[ARCHS[0]]
     assert {"bleu_seed1", "bleu_seed2", "bleu_seed3"} <= set(row)
+
+
+def _checkpoint_files(out):
+    return sorted(name for _, _, files in os.walk(out / "checkpoints") for name in files if ".pt" in name)
+
+
+def test_a_run_whose_checkpoints_were_deleted_reports_and_adds_a_seed(seeds_run, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(seeds_run[0], out)
+    argv = [*SEEDS_ARGV, "--out", str(out)]
+    stdout = run_compare([*argv, "--seeds", "2", "--delete-checkpoints"])
+    assert "train: starting" not in stdout and "checkpoints: deleted those of 4 models" in stdout
+    models = [m for a in ARCHS for m in (a, f"{a}.seed2")]
+    assert _checkpoint_files(out) == sorted([training.AVERAGE + ".deleted"] * 4)
+    kept = json.loads((out / "checkpoints" / ARCHS[0] / (training.AVERAGE + ".deleted")).read_text())
+    assert kept["positions"] == [1024, 1024] and kept["size"] > 0
+    before = {r["arch"]: r for r in seeds_run[2]["table"]}
+
+    def table():
+        return {r["arch"]: r for r in json.loads((out / "results.json").read_text())["table"]}
+    assert {a: (r["bleu_seed1"], r["bleu_seed2"]) for a, r in table().items()} == \
+        {a: (r["bleu_seed1"], r["bleu_seed2"]) for a, r in before.items()}
+    # a third seed trains and translates only its own models; the deleted ones are reported from their records
+    stdout = run_compare([*argv, "--seeds", "3"])
+    started = [line.split("train: starting ")[1].split()[0] for line in stdout.splitlines()
+               if "train: starting" in line]
+    assert started == [f"{a}.seed3" for a in ARCHS]
+    assert all(f"translate: skipped {m}," in stdout for m in models) and "cost: skipped" in stdout
+    assert all(f"analysis: skipped {a}," in stdout for a in ARCHS)
+    after = table()
+    assert all(after[a]["bleu_seed1"] == before[a]["bleu_seed1"] and "bleu_seed3" in after[a] for a in ARCHS)
+    # translating a deleted model again (another beam) is refused, naming the models and the way out
+    done = subprocess.run([sys.executable, "-m", "posnet_fairseq.cli.compare", *argv, "--seeds", "3", "--beam", "2"],
+                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1"),
+                          timeout=900)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"translating {ARCHS[0]} again (its settings changed (flags)) needs the checkpoints of {ARCHS[0]}, " \
+           "which --delete-checkpoints removed" in done.stderr
+    assert not (out / "gen" / f"{ARCHS[0]}.out.tmp").exists()
+
+
+def test_a_deleted_file_keeps_its_content_for_the_records(tmp_path):
+    from posnet_fairseq.compare import steps as steps_module
+
+    steps = Steps(tmp_path / "run")
+    path = tmp_path / "run" / "model.pt"
+    path.parent.mkdir()
+    path.write_bytes(b"weights")
+    steps.finish("train/a", {"x": 1}, {}, [str(path)])
+    content = steps.content(str(path))
+    steps.delete(str(path), positions=[8, 9])
+    assert not path.exists() and steps.content(str(path)) == content
+    assert steps.why_not_done("train/a", {"x": 1}, {}) is None
+    assert steps_module.deleted(str(path)) == dict(content, positions=[8, 9])
+    path.write_bytes(b"other weights")  # a file there again is what it is
+    assert steps_module.deleted(str(path)) is None
+    assert steps.why_not_done("train/a", {"x": 1}, {}) == "its output model.pt is damaged"
 
 
 def test_converge_stops_on_patience_and_flags_the_cap(seeds_run, tmp_path):

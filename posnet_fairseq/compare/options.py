@@ -21,6 +21,10 @@ def build_parser(description=None):
                    help="an earlier run's --out: a model that finished there with the same data (by content), "
                    "recipe, budget, seed and flags is taken from it (its averaged checkpoint and training log "
                    "linked) instead of trained again (repeatable; the first run that has it)")
+    p.add_argument("--delete-checkpoints", action="store_true",
+                   help="after the report, delete the checkpoints of every compared model (gigabytes in a long run), "
+                   "keeping its translations, training log and step records: a re-run, or one that adds seeds, "
+                   "reports without them; one that must translate or measure such a model again says so")
     p.add_argument("--budget", default="5e",
                    help="training budget per model: 5e (epochs), 2000u (updates) or 20m (minutes of training "
                    "time), or converge:CAP: until the validation loss has not improved for --patience validations, "

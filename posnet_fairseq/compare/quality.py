@@ -24,6 +24,8 @@ from ..evaluation import bootstrap
 from ..plugin import PLUGIN_DIR, subprocess_env
 from ..process_pool import python_command
 from . import data
+from .steps import deleted
+from .training import require_checkpoints
 
 SEED = 12345  # sacreBLEU's default bootstrap seed
 
@@ -50,9 +52,11 @@ def translate_all(steps, checkpoints, info, plan, generation_flags, log, own_fla
     inputs = {arch: {"checkpoint": checkpoint, "data": info.data_bin} for arch, checkpoint in checkpoints.items()}
     queue, files, failed = [], {}, {}
     for arch in checkpoints:
-        if steps.why_not_done(f"translate/{arch}", settings[arch], inputs[arch]) is None:
+        why = steps.why_not_done(f"translate/{arch}", settings[arch], inputs[arch])
+        if why is None:
             log(f"translate: skipped {arch}, translated earlier ({gen_dir}/{arch}.out)")
         else:
+            require_checkpoints({arch: checkpoints[arch]}, f"translating {arch} again ({why})")
             queue.append(arch)
 
     pool = plan.pool("translate", log, poll_seconds=0.2)
@@ -89,8 +93,13 @@ def translate_all(steps, checkpoints, info, plan, generation_flags, log, own_fla
 
 
 def model_limits(checkpoint):
-    """(source, target) positions a checkpoint's model accepts (fairseq's max_*_positions)."""
+    """(source, target) positions a checkpoint's model accepts (fairseq's max_*_positions); for a checkpoint
+    removed by --delete-checkpoints, those its record kept."""
     from fairseq import checkpoint_utils
+
+    gone = deleted(checkpoint)
+    if gone is not None:
+        return tuple(gone["positions"])
 
     import posnet_fairseq  # noqa: F401  (allow-lists fairseq's checkpoint classes)
 

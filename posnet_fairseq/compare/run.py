@@ -62,7 +62,7 @@ def measure_cost(args, steps, info, trained, limits, train_logs, log):
     fairseq-train's own on its GPU (``train_logs``: {arch: its log}); see
     :mod:`posnet_fairseq.compare.devices`."""
     from .. import fairseq_log
-    from . import cost, data
+    from . import cost, data, training
 
     path = os.path.join(steps.out, "cost.json")
     step_length = args.train_max_len or 32
@@ -82,6 +82,7 @@ def measure_cost(args, steps, info, trained, limits, train_logs, log):
     if why is None:
         log(f"cost: skipped, measured earlier ({path})")
         return _load_json(path)
+    training.require_checkpoints(trained, f"measuring the cost again ({why})")
     log(f"cost: measured ({why})")
     log("cost: parameters")
     parameters = {arch: cost.parameters(path_, info.data_bin) for arch, path_ in trained.items()}
@@ -125,7 +126,7 @@ def analyse(steps, info, trained, log):
     Toeplitz R^2 per position table ({arch: {side: R^2}}), and each model's position-mixing profiles
     (OUT/analysis/ARCH/mixing.json, posnet_fairseq.compare.mixing)."""
     from .. import translation_invariance
-    from . import mixing
+    from . import mixing, training
 
     max_positions = max(b[1] for b in info.buckets)
     profiles, r2s = {}, {}
@@ -137,6 +138,7 @@ def analyse(steps, info, trained, log):
         if steps.why_not_done(name, settings, inputs) is None:
             log(f"analysis: skipped {arch}, analysed earlier ({out})")
         else:
+            training.require_checkpoints({arch: checkpoint}, f"analysing {arch} again")
             log(f"analysis: {arch}")
             lines, r2 = translation_invariance.analyse_checkpoint(checkpoint, out, max_positions)
             with open(text_path, "w") as f:
@@ -150,6 +152,15 @@ def analyse(steps, info, trained, log):
 def run(p, args, argv):
     """The run of the checked ``args`` (:func:`posnet_fairseq.compare.options.check_args`); ``p``: the parser
     that reports errors; ``argv``: the command line as given (for the log and results.md)."""
+    from .training import CheckpointsDeleted
+
+    try:
+        return _run(p, args, argv)
+    except CheckpointsDeleted as err:
+        p.error(str(err))
+
+
+def _run(p, args, argv):
     try:
         os.makedirs(args.out, exist_ok=True)
         log = Log(args.out)
@@ -311,6 +322,11 @@ def run(p, args, argv):
                                                         "decode_lengths": args.lengths, "seeds": seed_list,
                                                         "seed_curves": seed_curves})
     log(f"wrote {args.out}/results.md, results.csv, plots/*.png")
+    if args.delete_checkpoints:  # every step that reads a compared model's checkpoints is done
+        compared = [name(a, s) for a in complete for s in seed_list]
+        freed = sum(trainer.delete_checkpoints(model, limits[model]) for model in compared)
+        log(f"checkpoints: deleted those of {len(compared)} models ({freed / 2 ** 20:.0f} MiB); their translations, "
+            "training logs and step records stay (--delete-checkpoints)")
     print(text)
     return 0
 

@@ -13,6 +13,10 @@ only when
 * every output the step claims is there and intact;
 
 otherwise the step runs again (a damaged or deleted output is made again).
+A file removed by :meth:`Steps.delete` (``--delete-checkpoints``) leaves
+``FILE.deleted`` in its place: its content as it was, so that every record
+naming it still finds it intact, and the facts later steps read instead of
+it; a step that must read the file itself is told that it is gone.
 A step that starts records its settings at once (:meth:`Steps.begin`), so
 that a run which changes a half-done model's flags is told; a step that
 fails forgets them (:meth:`Steps.forget`), so that broken flags lock nothing.
@@ -24,6 +28,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, Iterable, List, Optional
 
 _CHUNK = 1 << 20
+DELETED = ".deleted"  # the suffix of what Steps.delete leaves in place of a file
+
+
+def deleted(path) -> Optional[dict]:
+    """What :meth:`Steps.delete` kept of the file ``path`` (its size, SHA-256 and facts); None when the file is
+    there or was not deleted so."""
+    if os.path.exists(path):
+        return None
+    try:
+        with open(path + DELETED) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
 
 
 @dataclass
@@ -68,7 +85,8 @@ class Steps:
         try:
             stat = os.stat(path)
         except OSError:
-            return None
+            gone = deleted(path)
+            return None if gone is None else {"size": gone["size"], "sha256": gone["sha256"]}
         key = (path, stat.st_size, stat.st_mtime_ns)
         if key not in self._hashes:
             digest = hashlib.sha256()
@@ -83,6 +101,15 @@ class Steps:
 
     def input_contents(self, inputs: Dict[str, str]) -> Dict[str, dict]:
         return {role: self.content(path) for role, path in inputs.items()}
+
+    def delete(self, path, **facts):
+        """Removes the file ``path``, leaving ``path.deleted``: its content and ``facts`` (JSON values) about
+        it, which later steps read instead of the file (:func:`deleted`)."""
+        kept = dict(self.content(path), **facts)
+        with open(path + DELETED + ".tmp", "w") as f:
+            json.dump(kept, f, indent=1)
+        os.replace(path + DELETED + ".tmp", path + DELETED)
+        os.remove(path)
 
     def _path(self, name):
         return os.path.join(self.dir, name.replace("/", "--") + ".json")

@@ -14,6 +14,10 @@ scheduler and data iterator included); checkpoints are saved every
 ``interval`` updates, so at most that much work is lost to an interruption.
 A model whose ``checkpoint_last.pt`` is gone starts again from update 0,
 says so, and starts a new log (its validation curve and time start again).
+With ``--delete-checkpoints`` a compared model's checkpoints are removed
+after the report (:meth:`Trainer.delete_checkpoints`); its step stays
+finished, and a later step that must read them is refused
+(:func:`require_checkpoints`).
 
 While models train, a progress line for the whole run (models done, each
 running model's epoch and update, ETA) is printed every ``progress_every``
@@ -32,6 +36,7 @@ from ..checkpoint_averaging import best_copies, write_average
 from ..plugin import PLUGIN_DIR, subprocess_env
 from ..process_pool import python_command
 from .model_flags import architecture
+from .steps import DELETED, deleted
 
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(e|epochs?|u|updates?|m|min|minutes?)\s*$")
 AVERAGE = "checkpoint_avg.pt"
@@ -158,6 +163,21 @@ class TrainOutcome:
     converged: Optional[bool] = None  # --budget converge: stopped by its patience (False: by the cap)
     trained_as: Optional[str] = None  # the model whose training this one shares (Trainer.run)
     reused_from: Optional[str] = None  # the run of --reuse-from it was trained in
+
+
+class CheckpointsDeleted(RuntimeError):
+    """A step that must run again needs checkpoints that --delete-checkpoints removed."""
+
+
+def require_checkpoints(checkpoints, why):
+    """Raises :class:`CheckpointsDeleted` when one of ``checkpoints`` ({model: averaged checkpoint}) was deleted;
+    ``why``: what needs them, for the message."""
+    gone = [model for model, path in checkpoints.items() if deleted(path) is not None]
+    if gone:
+        raise CheckpointsDeleted(
+            f"{why} needs the checkpoints of {', '.join(gone)}, which --delete-checkpoints removed after an earlier "
+            f"run; train them again in a new --out, or remove their records (steps/train--MODEL.json) from this "
+            f"one to train them again here")
 
 
 # fairseq-preprocess writes its log, which names the paths it ran with, into the data-bin: data-bins of the
@@ -295,7 +315,7 @@ class Trainer:
             f.write(old.read())
         os.remove(self.log_path(arch))
         for name in os.listdir(self.save_dir(arch)):
-            if name.startswith("checkpoint") and name.endswith(".pt"):
+            if name.startswith("checkpoint") and name.endswith((".pt", ".pt" + DELETED)):
                 os.remove(os.path.join(self.save_dir(arch), name))
 
     def _close(self, arch):
@@ -340,6 +360,22 @@ class Trainer:
                  + "; averaged "
                  f"{', '.join(outcome.averaged)})")
         return outcome
+
+    def delete_checkpoints(self, model, positions):
+        """Removes the checkpoints of ``model`` (the step train/MODEL stays finished): the averaged one leaves
+        its record with the model's (source, target) ``positions``, which translation reads instead
+        (:func:`posnet_fairseq.compare.quality.model_limits`); returns the bytes freed."""
+        save_dir, freed = self.save_dir(model), 0
+        for name in sorted(os.listdir(save_dir)):
+            path = os.path.join(save_dir, name)
+            if not name.endswith(".pt"):
+                continue
+            freed += os.path.getsize(path)
+            if name == AVERAGE:
+                self.steps.delete(path, positions=list(positions))
+            else:
+                os.remove(path)
+        return freed
 
     def _progress(self, archs, finished, started_at):
         parts, fractions = [], []
@@ -395,8 +431,9 @@ class Trainer:
         for other in self.reuse_from:
             log = os.path.join(other.out, "checkpoints", f"{arch}.train.log")
             theirs = self._their_data(other)
-            if other.why_not_done(name, settings, {"data": theirs}) is not None or not os.path.exists(log):
-                continue  # not finished there with these settings, or not intact
+            if other.why_not_done(name, settings, {"data": theirs}) is not None or not os.path.exists(log) \
+                    or deleted(other.absolute(next(iter(other.load(name).outputs)))) is not None:
+                continue  # not finished there with these settings, not intact, or its checkpoint deleted
             if not self._same_data(other, theirs):
                 continue
             outcome = TrainOutcome(arch, **dict(other.result(name), reused_from=other.out))
