@@ -748,6 +748,25 @@ def test_a_failed_baseline_is_said_and_nothing_is_compared_to_another_model(tmp_
     assert Steps(out).names("train/") == [f"train/{archs[1]}"]
 
 
+def test_a_baseline_failed_in_another_seed_is_the_one_named(tmp_path, monkeypatch):
+    """With --seeds, the baseline's seed-1 model may train and its seed-2 model fail: results.md names that one."""
+    archs = ["posnet_transformer_tiny", "rope_transformer_tiny"]
+    real = training.train_command
+
+    def command(data_bin, save_dir, arch, flags, recipe, *rest):
+        if arch == archs[0] and recipe.seed == 2:
+            return [sys.executable, "-c", "import sys; print('ValueError: broken on purpose'); sys.exit(1)"]
+        return real(data_bin, save_dir, arch, flags, recipe, *rest)
+
+    monkeypatch.setattr(training, "train_command", command)
+    out = tmp_path / "run"
+    assert compare.main(["--archs", ",".join(archs), "--out", str(out), "--seeds", "2", *SMALL_SYNTHETIC]) == 1
+    text = (out / "results.md").read_text()
+    assert f"baseline `{archs[0]}.seed2` FAILED" in text and "FAILED: fairseq-train exit 1" in text
+    rows = read_csv(out / "results.csv")
+    assert "broken on purpose" in rows[f"{archs[0]}.seed2"]["failed"] and not rows[archs[0]]["failed"]
+
+
 def test_a_failed_model_has_a_failed_row_and_the_plots_still_draw(tmp_path, monkeypatch):
     archs = ["posnet_transformer_tiny", "rope_transformer_tiny"]
     _failing_training(monkeypatch, {archs[1]})

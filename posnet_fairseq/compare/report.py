@@ -343,10 +343,10 @@ def _one_line(text):
     return " ".join(text.split()).replace("|", "/")
 
 
-def write_failed_baseline(out_dir, archs, training, translation_failed, logs):
-    """results.md and results.csv of a run whose baseline (the first model) failed: each model's outcome and
-    no figure relative to another model (every ratio and p-value is against the baseline). Returns the text."""
-    base = archs[0]
+def write_failed_baseline(out_dir, archs, training, translation_failed, logs, base):
+    """results.md and results.csv of a run whose baseline failed (``base``: the model of the baseline that
+    failed, the first of ``archs`` or, with seeds, another seed's): each model's outcome and no figure relative
+    to another model (every ratio and p-value is against the baseline). Returns the text."""
     table = []
     for arch in archs:
         outcome = training[arch]
@@ -358,7 +358,8 @@ def write_failed_baseline(out_dir, archs, training, translation_failed, logs):
         table.append(row)
     write_csv(os.path.join(out_dir, "results.csv"), table)
     lines = [f"# posnet-compare: the baseline `{base}` FAILED", "",
-             f"- baseline (ratios, significance): `{base}` FAILED: {_one_line(table[0]['failed'])}",
+             f"- baseline (ratios, significance): `{base}` FAILED: "
+             f"{_one_line(next(row['failed'] for row in table if row['arch'] == base))}",
              f"- no BLEU, ratio or p-value was computed: each one compares a model with `{base}`, and none is "
              "computed against another model. Fix the baseline (its log is in "
              f"{logs}) and run the same command again: the models that finished are kept.", "",

@@ -224,7 +224,7 @@ def _run(p, args, argv):
         model = next(name(baseline, s) for s in seed_list if name(baseline, s) not in translated)
         why = outcomes[model].failed or failed[model]
         log(f"baseline {model} FAILED ({why.splitlines()[0]}); nothing compared; see the logs in {trainer.dir}")
-        print(report.write_failed_baseline(args.out, models, outcomes, failed, trainer.dir))
+        print(report.write_failed_baseline(args.out, models, outcomes, failed, trainer.dir, model))
         return 1
     limits = {m: quality.model_limits(checkpoint) for m, checkpoint in trained.items()}
     src_tokens, tgt_tokens = quality.token_lengths(info)
