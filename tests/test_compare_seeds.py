@@ -193,6 +193,11 @@ def test_a_run_whose_checkpoints_were_deleted_reports_and_adds_a_seed(seeds_run,
     assert all(f"analysis: skipped {a}," in stdout for a in ARCHS)
     after = table()
     assert all(after[a]["bleu_seed1"] == before[a]["bleu_seed1"] and "bleu_seed3" in after[a] for a in ARCHS)
+    # a run of some of the models reads their cost from the measurement of all (their checkpoints are gone)
+    stdout = run_compare([*argv, "--seeds", "3", "--archs", ARCHS[0]])
+    assert "cost: skipped, measured earlier with more models" in stdout and "train: starting" not in stdout
+    alone = table()
+    assert list(alone) == ARCHS[:1] and alone[ARCHS[0]]["train_tokens_per_s"] == after[ARCHS[0]]["train_tokens_per_s"]
     # translating a deleted model again (another beam) is refused, naming the models and the way out
     done = subprocess.run([sys.executable, "-m", "posnet_fairseq.cli.compare", *argv, "--seeds", "3", "--beam", "2"],
                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1"),

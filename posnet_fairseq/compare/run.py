@@ -56,6 +56,28 @@ def _save_json(path, value):
     os.replace(path + ".tmp", path)
 
 
+def _measured_with_more(steps, settings, inputs):
+    """Whether the step "cost" finished for more architectures than ``settings["archs"]``, the same baseline
+    first, with the same measuring settings, data and checkpoints, its output intact: a run of some of its
+    models (after --delete-checkpoints too) reads their figures there, beside the baseline they were measured
+    with."""
+    record = steps.load("cost")
+    if record is None or record.outputs is None:
+        return False
+    ours, theirs = settings["archs"], record.settings.get("archs", [])
+    if ours[:1] != theirs[:1] or not set(ours) <= set(theirs):
+        return False
+    own = ("archs", "generate_flags")
+    if {k: v for k, v in settings.items() if k not in own} != {k: v for k, v in record.settings.items() if k not in own}:
+        return False
+    flags = record.settings.get("generate_flags", {})
+    if settings.get("generate_flags", {}) != {a: flags[a] for a in ours if a in flags}:
+        return False
+    if any(record.inputs.get(role) != content for role, content in steps.input_contents(inputs).items()):
+        return False
+    return steps.damaged_output(record) is None
+
+
 def measure_cost(args, steps, info, trained, limits, train_logs, log):
     """OUT/cost.json (the step "cost"), measured again when the models, their checkpoints or the measuring
     settings change. On a GPU (``args.plan``) decoding is timed there and the training speed is
@@ -81,6 +103,9 @@ def measure_cost(args, steps, info, trained, limits, train_logs, log):
     why = steps.why_not_done("cost", settings, inputs)
     if why is None:
         log(f"cost: skipped, measured earlier ({path})")
+        return _load_json(path)
+    if _measured_with_more(steps, settings, inputs):
+        log(f"cost: skipped, measured earlier with more models ({path})")
         return _load_json(path)
     training.require_checkpoints(trained, f"measuring the cost again ({why})")
     log(f"cost: measured ({why})")

@@ -154,6 +154,11 @@ class Steps:
         if now != record.inputs:
             return "its input changed: " + ", ".join(sorted(role for role in set(now) | set(record.inputs)
                                                             if now.get(role) != record.inputs.get(role)))
+        return self.damaged_output(record)
+
+    def damaged_output(self, record: Record) -> Optional[str]:
+        """Why an output of the finished step ``record`` is not intact (missing or damaged), for the log; None
+        when every one is."""
         for path, content in record.outputs.items():
             found = self.content(self.absolute(path))
             if found != content:
