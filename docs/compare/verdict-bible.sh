@@ -2,9 +2,13 @@
 # docs/compare.md, "The verdict runs", run (b): the Bible corpus Es->En (recipes/data/prepare-bible-es-en.sh),
 # the recipe's eight families at tiny size trained on pairs of at most 32 pieces, tested on the held-out
 # books and on runs of 4 consecutive test verses joined (--concat-test 4); 3 seeds, converged (at most 40
-# epochs). The same command in the same --out resumes it. It ran with --jobs 1 until 19:52 UTC on 2026-11-26,
-# then --jobs 2 (two models at a time, one core each: --jobs changes no result).
+# epochs). The same command in the same --out resumes it; --jobs changes no result. Its first attempt
+# (2026-11-26, --seeds 3 at once) was lost with the machine it ran on; the second (from 02:46 UTC on
+# 2026-11-27) runs seed 1 to its end first: its translation, cost and analysis are then done, so
+# --delete-checkpoints can free its checkpoints (about 3.5 GB) and seeds 2 and 3 need none of them.
 bash recipes/data/prepare-bible-es-en.sh --out data/bible_es_en
-bash recipes/compare/bible-es-en.sh --data data/bible_es_en --out runs/verdict-bible \
-  --seeds 3 --budget converge:40e --jobs 2 \
-  --decode-sentences 8 --decode-rounds 2 --step-rounds 1 --timed-steps 2
+for seeds in 1 3; do
+  bash recipes/compare/bible-es-en.sh --data data/bible_es_en --out runs/verdict-bible \
+    --seeds "$seeds" --budget converge:40e --jobs 2 --delete-checkpoints \
+    --decode-sentences 8 --decode-rounds 2 --step-rounds 1 --timed-steps 2
+done
