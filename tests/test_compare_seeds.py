@@ -2,8 +2,9 @@
 
 One micro run with two architectures and two seeds (module fixture) serves the per-seed and mean ± sd figures,
 the Verdict section, the cost measured once per architecture, the plots, a re-run that adds a seed and
-trains only that seed, and --delete-checkpoints (a run without checkpoints still reports and adds a seed). The
-converge budget is tested on the fixture's data-bin with the trainer alone.
+trains only that seed, and --delete-checkpoints (a run without checkpoints still reports and adds a seed; one
+without data too resumes in place). The converge budget is tested on the fixture's data-bin with the trainer
+alone.
 """
 import csv
 import dataclasses
@@ -206,6 +207,21 @@ def test_a_run_whose_checkpoints_were_deleted_reports_and_adds_a_seed(seeds_run,
     assert f"translating {ARCHS[0]} again (its settings changed (flags)) needs the checkpoints of {ARCHS[0]}, " \
            "which --delete-checkpoints removed" in done.stderr
     assert not (out / "gen" / f"{ARCHS[0]}.out.tmp").exists()
+
+
+def test_a_run_kept_without_checkpoints_and_data_resumes_in_place(tmp_path):
+    """A run kept as a repository keeps it (no checkpoints, no data): the data step makes the same data again
+    under the same path, and nothing else runs."""
+    out = tmp_path / "run"
+    argv = [*ARGV, "--archs", ARCHS[0], "--budget", "2u", "--out", str(out)]
+    run_compare([*argv, "--delete-checkpoints"])
+    results = (out / "results.csv").read_text()
+    for made in ("data-bin", "raw", "spm_text"):
+        shutil.rmtree(out / made)
+    stdout = run_compare(argv)
+    assert "data: prepared again: its output data-bin is missing" in stdout
+    assert f"train: skipped {ARCHS[0]}" in stdout and f"translate: skipped {ARCHS[0]}," in stdout
+    assert "cost: skipped, measured earlier" in stdout and (out / "results.csv").read_text() == results
 
 
 def test_a_deleted_file_keeps_its_content_for_the_records(tmp_path):
