@@ -198,7 +198,8 @@ def test_a_run_whose_checkpoints_were_deleted_reports_and_adds_a_seed(seeds_run,
     stdout = run_compare([*argv, "--seeds", "3", "--archs", ARCHS[0]])
     assert "cost: skipped, measured earlier with more models" in stdout and "train: starting" not in stdout
     alone = table()
-    assert list(alone) == ARCHS[:1] and alone[ARCHS[0]]["train_tokens_per_s"] == after[ARCHS[0]]["train_tokens_per_s"]
+    assert list(alone) == ARCHS[:1]
+    assert alone[ARCHS[0]]["train_tokens_per_s"] == after[ARCHS[0]]["train_tokens_per_s"]
     # translating a deleted model again (another beam) is refused, naming the models and the way out
     done = subprocess.run([sys.executable, "-m", "posnet_fairseq.cli.compare", *argv, "--seeds", "3", "--beam", "2"],
                           capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1"),
@@ -210,8 +211,8 @@ def test_a_run_whose_checkpoints_were_deleted_reports_and_adds_a_seed(seeds_run,
 
 
 def test_a_run_kept_without_checkpoints_and_data_resumes_in_place(tmp_path):
-    """A run kept as a repository keeps it (no checkpoints, no data): the data step makes the same data again
-    under the same path, and nothing else runs."""
+    """A run as a repository keeps it, without checkpoints and data: resumed under the same path, the data step
+    makes the same data again and nothing else runs."""
     out = tmp_path / "run"
     argv = [*ARGV, "--archs", ARCHS[0], "--budget", "2u", "--out", str(out)]
     run_compare([*argv, "--delete-checkpoints"])

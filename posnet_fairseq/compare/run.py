@@ -67,8 +67,9 @@ def _measured_with_more(steps, settings, inputs):
     ours, theirs = settings["archs"], record.settings.get("archs", [])
     if ours[:1] != theirs[:1] or not set(ours) <= set(theirs):
         return False
-    own = ("archs", "generate_flags")
-    if {k: v for k, v in settings.items() if k not in own} != {k: v for k, v in record.settings.items() if k not in own}:
+    mine, recorded = ({k: v for k, v in of.items() if k not in ("archs", "generate_flags")}
+                      for of in (settings, record.settings))  # how, not which models, they were measured
+    if mine != recorded:
         return False
     flags = record.settings.get("generate_flags", {})
     if settings.get("generate_flags", {}) != {a: flags[a] for a in ours if a in flags}:
