@@ -186,7 +186,8 @@ def test_a_run_whose_checkpoints_were_deleted_reports_and_adds_a_seed(seeds_run,
     assert {a: (r["bleu_seed1"], r["bleu_seed2"]) for a, r in table().items()} == \
         {a: (r["bleu_seed1"], r["bleu_seed2"]) for a, r in before.items()}
     # a third seed trains and translates only its own models; the deleted ones are reported from their records
-    stdout = run_compare([*argv, "--seeds", "3"])
+    stdout = run_compare([*argv, "--seeds", "3", "--delete-checkpoints"])
+    assert "checkpoints: deleted those of 2 models" in stdout  # the third seed's: the others' were gone
     started = [line.split("train: starting ")[1].split()[0] for line in stdout.splitlines()
                if "train: starting" in line]
     assert started == [f"{a}.seed3" for a in ARCHS]
@@ -219,8 +220,9 @@ def test_a_run_kept_without_checkpoints_and_data_resumes_in_place(tmp_path):
     results = (out / "results.csv").read_text()
     for made in ("data-bin", "raw", "spm_text"):
         shutil.rmtree(out / made)
-    stdout = run_compare(argv)
+    stdout = run_compare([*argv, "--delete-checkpoints"])
     assert "data: prepared again: its output data-bin is missing" in stdout
+    assert "checkpoints: none left to delete" in stdout
     assert f"train: skipped {ARCHS[0]}" in stdout and f"translate: skipped {ARCHS[0]}," in stdout
     assert "cost: skipped, measured earlier" in stdout and (out / "results.csv").read_text() == results
 

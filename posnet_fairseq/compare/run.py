@@ -349,10 +349,14 @@ def _run(p, args, argv):
                                                         "seed_curves": seed_curves})
     log(f"wrote {args.out}/results.md, results.csv, plots/*.png")
     if args.delete_checkpoints:  # every step that reads a compared model's checkpoints is done
-        compared = [name(a, s) for a in complete for s in seed_list]
-        freed = sum(trainer.delete_checkpoints(model, limits[model]) for model in compared)
-        log(f"checkpoints: deleted those of {len(compared)} models ({freed / 2 ** 20:.0f} MiB); their translations, "
-            "training logs and step records stay (--delete-checkpoints)")
+        freed = {model: trainer.delete_checkpoints(model, limits[model])
+                 for model in (name(a, s) for a in complete for s in seed_list)}
+        emptied = [model for model, size in freed.items() if size]  # the others' went in an earlier run
+        if emptied:
+            log(f"checkpoints: deleted those of {len(emptied)} models ({sum(freed.values()) / 2 ** 20:.0f} MiB); "
+                "their translations, training logs and step records stay (--delete-checkpoints)")
+        else:
+            log("checkpoints: none left to delete, an earlier run deleted them (--delete-checkpoints)")
     print(text)
     return 0
 
