@@ -310,3 +310,18 @@ def test_converge_budget_parses_with_its_defaults(text, cap, patience):
 def test_bad_converge_budget_names_the_flag(text, patience, message):
     with pytest.raises(ValueError, match=message):
         training.Budget.parse(text, patience)
+
+
+def test_the_eta_of_a_converge_run_expects_the_finished_models_length():
+    """The cap overstates a model that its patience stops: once models have finished, the ETA expects their
+    mean length of every model still training."""
+    outcome = training.TrainOutcome
+    finished = [outcome("a", "a.pt", epochs=14, updates=2702, converged=True),
+                outcome("b", "b.pt", epochs=18, updates=3474, converged=True),
+                outcome("c", "c.pt", epochs=40, updates=7700, converged=False),  # its cap: as long as it trained
+                outcome("d", failed="it crashed", epochs=2, updates=300)]
+    assert training.Budget.parse("converge:40e").expected(finished) == 24
+    assert training.Budget.parse("converge:8000u").expected(finished) == pytest.approx((2702 + 3474 + 7700) / 3)
+    assert training.Budget.parse("converge:40e").expected(finished[3:]) == 40  # none finished: the cap
+    assert training.Budget.parse("converge:30m").expected(finished) == 30  # minutes are not recorded
+    assert training.Budget.parse("20e").expected(finished) == 20  # a fixed budget is every model's length

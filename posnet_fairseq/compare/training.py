@@ -23,13 +23,14 @@ While models train, a progress line for the whole run (models done, each
 running model's epoch and update, ETA) is printed every ``progress_every``
 seconds.
 """
+import math
 import os
 import re
 import shutil
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import List, Optional
+from typing import Iterable, List, Optional
 
 from .. import fairseq_log
 from ..checkpoint_averaging import best_copies, write_average
@@ -94,15 +95,25 @@ class Budget:
         # fairseq counts the training time of earlier runs (stored in the checkpoint) too.
         return ["--stop-time-hours", repr(self.amount / 60)]
 
-    def fraction(self, epoch, step, steps_per_epoch, updates, seconds):
-        """How much of the budget a model has used (0..1)."""
+    def used(self, epoch, step, steps_per_epoch, updates, seconds):
+        """How much a model has trained, in the budget's unit."""
         if self.unit == "epochs":
-            done = epoch - 1 + step / max(steps_per_epoch, 1)
-        elif self.unit == "updates":
-            done = updates
-        else:
-            done = seconds / 60
-        return min(1.0, done / self.amount)
+            return epoch - 1 + step / max(steps_per_epoch, 1)
+        if self.unit == "updates":
+            return updates
+        return seconds / 60
+
+    def expected(self, finished: Iterable["TrainOutcome"]):
+        """How long, in the budget's unit, a model still training is expected to train (for the ETA): the
+        budget; with ``patience``, the mean length of the ``finished`` models (of this run and earlier ones)
+        that have one, since the cap overstates every model that its patience stops (run (b) of
+        docs/compare.md: 13-18 of 40 epochs)."""
+        if self.patience and self.unit != "minutes":  # a finished model's minutes are not recorded
+            lengths = [o.epochs if self.unit == "epochs" else o.updates for o in finished if o.checkpoint]
+            lengths = [length for length in lengths if length]
+            if lengths:
+                return min(self.amount, sum(lengths) / len(lengths))
+        return self.amount
 
 
 @dataclass
@@ -247,7 +258,7 @@ class Trainer:
         self.log, self.progress_every = log, progress_every
         self.pool = plan.pool("train", log)  # local processes, or SLURM jobs (--launcher slurm)
         self.log_files = {}  # arch -> its open training log
-        self.done_before = {}  # arch -> the part of its budget done before this run (1: finished earlier)
+        self.done_before = {}  # arch -> its training before this run, in the budget's unit (inf: finished)
         self.same_data = {}  # a --reuse-from run's directory -> whether its data is this run's (_same_data)
         os.makedirs(self.dir, exist_ok=True)
 
@@ -287,7 +298,7 @@ class Trainer:
         before = fairseq_log.progress(self.log_path(arch))
         if os.path.exists(last):
             self.log(f"train: resuming {arch} from {last} (epoch {before.epoch}, update {before.updates} in its log)")
-            self.done_before[arch] = self.budget.fraction(before.epoch, before.step, before.steps, before.updates, 0)
+            self.done_before[arch] = self.budget.used(before.epoch, before.step, before.steps, before.updates, 0)
         elif os.path.exists(self.log_path(arch)):
             self._restart(arch, before.updates)
         else:
@@ -378,20 +389,24 @@ class Trainer:
         return freed
 
     def _progress(self, archs, finished, started_at):
+        expected = self.budget.expected(finished.values())
+
+        def share(used):
+            return min(1.0, used / expected)
         parts, fractions = [], []
         for arch in archs:
             if arch in finished:
                 fractions.append(1.0)
             elif arch in self.pool.running:
                 p = fairseq_log.progress(self.log_path(arch))
-                fractions.append(self.budget.fraction(p.epoch, p.step, p.steps, p.updates,
-                                                      time.time() - self.pool.running[arch].started))
+                fractions.append(share(self.budget.used(p.epoch, p.step, p.steps, p.updates,
+                                                        time.time() - self.pool.running[arch].started)))
                 parts.append(f"{arch} epoch {p.epoch} update {p.updates}")
             else:
                 fractions.append(0.0)
         # ETA from the work done in this run: models finished earlier, and what resumed ones had done before,
         # do not count (they would make a resumed run look nearly done).
-        before = sum(self.done_before.get(arch, 0.0) for arch in archs)
+        before = sum(share(self.done_before.get(arch, 0.0)) for arch in archs)
         todo = len(archs) - before
         now_done = sum(fractions) - before
         elapsed = time.time() - started_at
@@ -501,7 +516,7 @@ class Trainer:
             outcome = self._skip(arch, flags[arch])
             if outcome is not None:
                 outcomes[arch] = outcome
-                self.done_before[arch] = 1.0
+                self.done_before[arch] = math.inf
         started_at, last_progress = time.time(), [time.time()]
 
         def ended(arch, process):
