@@ -313,8 +313,8 @@ def test_bad_converge_budget_names_the_flag(text, patience, message):
 
 
 def test_the_eta_of_a_converge_run_expects_the_finished_models_length():
-    """The cap overstates a model that its patience stops: once models have finished, the ETA expects their
-    mean length of every model still training."""
+    """The cap overstates a model that its patience stops: once models have finished, the ETA expects every
+    model still training to train as long as they did on average."""
     outcome = training.TrainOutcome
     finished = [outcome("a", "a.pt", epochs=14, updates=2702, converged=True),
                 outcome("b", "b.pt", epochs=18, updates=3474, converged=True),

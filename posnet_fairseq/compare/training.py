@@ -105,9 +105,9 @@ class Budget:
 
     def expected(self, finished: Iterable["TrainOutcome"]):
         """How long, in the budget's unit, a model still training is expected to train (for the ETA): the
-        budget; with ``patience``, the mean length of the ``finished`` models (of this run and earlier ones)
-        that have one, since the cap overstates every model that its patience stops (run (b) of
-        docs/compare.md: 13-18 of 40 epochs)."""
+        budget; with ``patience``, the mean length of the ``finished`` models that trained to a checkpoint
+        (of this run and earlier ones), since the cap overstates every model that its patience stops (run (b)
+        of docs/compare.md: 13-18 of 40 epochs)."""
         if self.patience and self.unit != "minutes":  # a finished model's minutes are not recorded
             lengths = [o.epochs if self.unit == "epochs" else o.updates for o in finished if o.checkpoint]
             lengths = [length for length in lengths if length]
