@@ -669,6 +669,19 @@ def test_steps_know_their_files_by_content(tmp_path):
     assert steps.changed("t", {"flags": ["--y"]}) == ["flags"] and steps.names() == ["s", "t"]
 
 
+def test_a_step_made_with_more_inputs_differs_only_in_the_inputs_both_have(tmp_path):
+    """``recorded_more``: the cost step measured with more models' checkpoints than a later run compares."""
+    steps = Steps(tmp_path / "out")
+    for name, text in (("a", "one"), ("b", "two"), ("c", "three")):
+        (tmp_path / name).write_text(text)
+    steps.finish("s", {}, {"first": tmp_path / "a", "second": tmp_path / "b"}, [])
+    record = steps.load("s")
+    assert steps.changed_inputs(record, {"first": tmp_path / "a"}) == ["second"]
+    assert steps.changed_inputs(record, {"first": tmp_path / "a"}, recorded_more=True) == []
+    assert steps.changed_inputs(record, {"first": tmp_path / "c"}, recorded_more=True) == ["first"]
+    assert steps.changed_inputs(record, {"third": tmp_path / "a"}, recorded_more=True) == ["third"]
+
+
 @pytest.mark.parametrize("signum,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_compare_says_it_resumes_and_exits_with_the_signals_status(tmp_path, capsys, monkeypatch,
                                                                                    ctrl_c, signum, status):

@@ -74,7 +74,7 @@ def _measured_with_more(steps, settings, inputs):
     flags = record.settings.get("generate_flags", {})
     if settings.get("generate_flags", {}) != {a: flags[a] for a in ours if a in flags}:
         return False
-    if any(record.inputs.get(role) != content for role, content in steps.input_contents(inputs).items()):
+    if steps.changed_inputs(record, inputs, recorded_more=True):
         return False
     return steps.damaged_output(record) is None
 

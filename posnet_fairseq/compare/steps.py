@@ -150,11 +150,17 @@ class Steps:
             return "not finished"
         if record.settings != settings:
             return "its settings changed (" + ", ".join(self.changed(name, settings)) + ")"
-        now = self.input_contents(inputs)
-        if now != record.inputs:
-            return "its input changed: " + ", ".join(sorted(role for role in set(now) | set(record.inputs)
-                                                            if now.get(role) != record.inputs.get(role)))
+        changed = self.changed_inputs(record, inputs)
+        if changed:
+            return "its input changed: " + ", ".join(changed)
         return self.damaged_output(record)
+
+    def changed_inputs(self, record: Record, inputs: Dict[str, str], recorded_more=False) -> List[str]:
+        """The roles of ``inputs`` ({role: path}) whose content is not the one ``record`` holds; with
+        ``recorded_more``, roles that only ``record`` has do not count (a step made with more inputs)."""
+        now = self.input_contents(inputs)
+        roles = set(now) if recorded_more else set(now) | set(record.inputs)
+        return sorted(role for role in roles if now.get(role) != record.inputs.get(role))
 
     def damaged_output(self, record: Record) -> Optional[str]:
         """Why an output of the finished step ``record`` is not intact (missing or damaged), for the log; None
