@@ -33,6 +33,8 @@ class ProcessPool:
     SIGTERM turned into one) the running jobs are terminated, ``stopped(key, process)`` is called for each,
     and the exception goes on."""
 
+    jobs_stop_with_runner = True  # its children: what stops this process (SIGSTOP of its group, a suspend) stops them
+
     def __init__(self, slots: Sequence[dict], poll_seconds: float = 0.5):
         self.slots = list(slots)
         self.poll_seconds = poll_seconds

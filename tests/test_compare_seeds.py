@@ -314,14 +314,32 @@ def test_bad_converge_budget_names_the_flag(text, patience, message):
 
 def test_the_eta_of_a_converge_run_expects_the_finished_models_length():
     """The cap overstates a model that its patience stops: once models have finished, the ETA expects every
-    model still training to train as long as they did on average."""
+    model still training to train as long as they did on average, counted as ``Budget.used`` counts (epochs
+    completed: a model stopped in its 14th epoch after 2,700 updates of 200 a epoch has trained 13.5)."""
     outcome = training.TrainOutcome
-    finished = [outcome("a", "a.pt", epochs=14, updates=2702, converged=True),
-                outcome("b", "b.pt", epochs=18, updates=3474, converged=True),
-                outcome("c", "c.pt", epochs=40, updates=7700, converged=False),  # its cap: as long as it trained
+    finished = [outcome("a", "a.pt", epochs=14, updates=2700, converged=True),
+                outcome("b", "b.pt", epochs=18, updates=3500, converged=True),
+                outcome("c", "c.pt", epochs=40, updates=8000, converged=False),  # its cap: as long as it trained
                 outcome("d", failed="it crashed", epochs=2, updates=300)]
-    assert training.Budget.parse("converge:40e").expected(finished) == 24
-    assert training.Budget.parse("converge:8000u").expected(finished) == pytest.approx((2702 + 3474 + 7700) / 3)
-    assert training.Budget.parse("converge:40e").expected(finished[3:]) == 40  # none finished: the cap
-    assert training.Budget.parse("converge:30m").expected(finished) == 30  # minutes are not recorded
-    assert training.Budget.parse("20e").expected(finished) == 20  # a fixed budget is every model's length
+    assert training.Budget.parse("converge:40e").expected(finished, 200) == pytest.approx((13.5 + 17.5 + 40) / 3)
+    assert training.Budget.parse("converge:8000u").expected(finished, 200) == pytest.approx((2700 + 3500 + 8000) / 3)
+    assert training.Budget.parse("converge:40e").expected(finished[3:], 200) == 40  # none finished: the cap
+    assert training.Budget.parse("converge:30m").expected(finished, 200) == 30  # minutes are not recorded
+    assert training.Budget.parse("20e").expected(finished, 200) == 20  # a fixed budget is every model's length
+    used = training.Budget.parse("converge:40e").used(14, 100, 200, 2700, 0)  # what the ETA reads of model a
+    assert used == 13.5
+
+
+def test_the_eta_leaves_out_a_pause_of_local_jobs_but_not_of_cluster_jobs():
+    """A local run stopped with its children (SIGSTOP of the group, a suspend) trained nothing meanwhile;
+    cluster jobs train on while the runner is stopped."""
+    now = [1000.0]
+    local, cluster = training.RunClock(True, lambda: now[0]), training.RunClock(False, lambda: now[0])
+    for step in [0.5] * 20 + [26 * 60.0] + [0.5] * 20:  # polls every half second, a 26-minute pause
+        now[0] += step
+        local.poll()
+        cluster.poll()
+    assert local.elapsed() == pytest.approx(20.0) and cluster.elapsed() == pytest.approx(20.0 + 26 * 60)
+    now[0] += training.RunClock.STALL - 1  # a slow poll (a model's checkpoints averaged) is no pause
+    local.poll()
+    assert local.elapsed() == pytest.approx(20.0 + training.RunClock.STALL - 1)

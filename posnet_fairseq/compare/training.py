@@ -103,14 +103,15 @@ class Budget:
             return updates
         return seconds / 60
 
-    def expected(self, finished: Iterable["TrainOutcome"]):
+    def expected(self, finished: Iterable["TrainOutcome"], steps_per_epoch: int):
         """How long, in the budget's unit, a model still training is expected to train (for the ETA): the
         budget; with ``patience``, the mean length of the ``finished`` models that trained to a checkpoint
         (of this run and earlier ones), since the cap overstates every model that its patience stops (run (b)
-        of docs/compare.md: 13-18 of 40 epochs)."""
+        of docs/compare.md: 13-18 of 40 epochs). In epochs that length is updates / ``steps_per_epoch``, as
+        :meth:`used` counts: a model that its patience stopped in epoch 18 has trained 17 and a part."""
         if self.patience and self.unit != "minutes":  # a finished model's minutes are not recorded
-            lengths = [o.epochs if self.unit == "epochs" else o.updates for o in finished if o.checkpoint]
-            lengths = [length for length in lengths if length]
+            lengths = [o.updates / (steps_per_epoch if self.unit == "epochs" else 1)
+                       for o in finished if o.checkpoint and o.updates]
             if lengths:
                 return min(self.amount, sum(lengths) / len(lengths))
         return self.amount
@@ -159,6 +160,30 @@ def step_settings(recipe, budget, plan):
     if plan.device == "cuda":
         settings.update(device="cuda", fp16=plan.fp16)
     return settings
+
+
+class RunClock:
+    """The seconds a run has trained, for its ETA: wall time less the stalls of its poll loop when its jobs stop
+    with it. A local pool's loop that has not polled for ``STALL`` seconds was stopped together with its
+    fairseq-train children (SIGSTOP of the process group, a suspended machine), which trained nothing meanwhile:
+    counted as training, a 26-minute pause of run (b) of docs/compare.md made its ETA read 553 minutes. Cluster
+    jobs train on while the runner is stopped: there every second counts."""
+
+    STALL = 300.0  # far above any poll interval and any finished model's averaging
+
+    def __init__(self, jobs_stop_with_runner, now=time.time):
+        self.jobs_stop_with_runner, self.now = jobs_stop_with_runner, now
+        self.started = self.last_poll = now()
+        self.stalled = 0.0
+
+    def poll(self):
+        now = self.now()
+        if self.jobs_stop_with_runner and now - self.last_poll > self.STALL:
+            self.stalled += now - self.last_poll
+        self.last_poll = now
+
+    def elapsed(self):
+        return self.now() - self.started - self.stalled
 
 
 @dataclass
@@ -388,8 +413,11 @@ class Trainer:
                 os.remove(path)
         return freed
 
-    def _progress(self, archs, finished, started_at):
-        expected = self.budget.expected(finished.values())
+    def _progress(self, archs, finished, clock):
+        running = {arch: fairseq_log.progress(self.log_path(arch)) for arch in archs
+                   if arch not in finished and arch in self.pool.running}
+        # every model reads the same data-bin in batches of the same --max-tokens: the same steps per epoch
+        expected = self.budget.expected(finished.values(), max((p.steps for p in running.values()), default=1))
 
         def share(used):
             return min(1.0, used / expected)
@@ -397,8 +425,8 @@ class Trainer:
         for arch in archs:
             if arch in finished:
                 fractions.append(1.0)
-            elif arch in self.pool.running:
-                p = fairseq_log.progress(self.log_path(arch))
+            elif arch in running:
+                p = running[arch]
                 fractions.append(share(self.budget.used(p.epoch, p.step, p.steps, p.updates,
                                                         time.time() - self.pool.running[arch].started)))
                 parts.append(f"{arch} epoch {p.epoch} update {p.updates}")
@@ -409,7 +437,7 @@ class Trainer:
         before = sum(share(self.done_before.get(arch, 0.0)) for arch in archs)
         todo = len(archs) - before
         now_done = sum(fractions) - before
-        elapsed = time.time() - started_at
+        elapsed = clock.elapsed()
         eta = f"ETA {elapsed * (todo - now_done) / now_done / 60:.0f} min" if now_done > 0.02 else "ETA -"
         self.log(f"progress: model {len(finished)}/{len(archs)} finished; running: "
                  f"{', '.join(parts) or 'none'}; {eta}")
@@ -517,14 +545,15 @@ class Trainer:
             if outcome is not None:
                 outcomes[arch] = outcome
                 self.done_before[arch] = math.inf
-        started_at, last_progress = time.time(), [time.time()]
+        clock, last_progress = RunClock(self.pool.jobs_stop_with_runner), [time.time()]
 
         def ended(arch, process):
             outcomes[arch] = self._ended(arch, process)
 
         def every():
+            clock.poll()
             if time.time() - last_progress[0] >= self.progress_every and self.pool.running:
-                self._progress(archs, outcomes, started_at)
+                self._progress(archs, outcomes, clock)
                 last_progress[0] = time.time()
 
         self.pool.run([a for a in archs if a not in outcomes], lambda arch, env: self._start(arch, flags[arch], env),

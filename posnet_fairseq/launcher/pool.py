@@ -80,6 +80,8 @@ class JobPool:
     job's, e.g. its threads); ``log`` prints the launcher's events (submitted, attached, started, failed
     with its log) as lines of the caller's log."""
 
+    jobs_stop_with_runner = False  # the scheduler's jobs run on while this process is stopped
+
     def __init__(self, run_dir, queue, options, kind, log, slot_env=None, poll_seconds=10.0):
         self.run_dir, self.queue, self.options, self.kind = run_dir, queue, options, kind
         self.log = log
