@@ -22,7 +22,9 @@ docs/benchmarks.md lists the outcome.
 added by CTranslate2 as fairseq adds it) with the same beam, batch and
 forced length: ``min_decoding_length`` L and ``max_decoding_length`` L + 1,
 so every hypothesis takes L + 1 decoder steps as fairseq's ``--min-len L
---max-len-b L`` does; one intra-op thread per ``threads``.
+--max-len-b L`` does; one intra-op thread per ``threads``; on the CPU or, with
+``device="cuda"``, on the GPU (its ``translate_batch`` returns when the GPU is
+done, so its wall time is the GPU time fairseq's rows report as ``gpu_s``).
 """
 import argparse
 import os
@@ -134,18 +136,20 @@ def source_sentences(data_bin, subset="test", source_lang="src", target_lang="tg
 
 
 class Translator:
-    """A converted model loaded once per compute type, with ``threads`` intra-op threads."""
+    """A converted model loaded once per compute type on ``device`` ("cpu" or "cuda"), with ``threads``
+    intra-op threads."""
 
-    def __init__(self, model_dir, compute_type, threads=1):
+    def __init__(self, model_dir, compute_type, threads=1, device="cpu"):
         import ctranslate2
 
-        self.compute_type = compute_type
-        self.engine = ctranslate2.Translator(model_dir, device="cpu", compute_type=compute_type,
+        self.compute_type, self.device = compute_type, device
+        self.engine = ctranslate2.Translator(model_dir, device=device, compute_type=compute_type,
                                              inter_threads=1, intra_threads=threads)
 
     def translate_timed(self, sources, length, beam=4, batch_size=32):
         """{"rate": sentences/s, "tokens_per_hyp": decoder steps per hypothesis (L + 1), "cpu_s": process CPU
-        seconds} of decoding ``sources`` with every hypothesis forced to ``length`` tokens."""
+        seconds} of decoding ``sources`` with every hypothesis forced to ``length`` tokens; on "cuda" also
+        "gpu_s", the wall seconds."""
         wall, cpu = time.perf_counter(), time.process_time()
         results = self.engine.translate_batch(sources, max_batch_size=batch_size, beam_size=beam,
                                               min_decoding_length=length, max_decoding_length=length + 1)
@@ -153,4 +157,5 @@ class Translator:
         lengths = {len(r.hypotheses[0]) for r in results}
         if not lengths <= {length, length + 1}:
             raise RuntimeError(f"ctranslate2 decoded {sorted(lengths)} tokens where {length} were forced")
-        return {"rate": len(sources) / wall, "tokens_per_hyp": length + 1, "cpu_s": cpu}
+        timing = {"rate": len(sources) / wall, "tokens_per_hyp": length + 1, "cpu_s": cpu}
+        return {**timing, "gpu_s": wall} if self.device == "cuda" else timing

@@ -111,7 +111,8 @@ def fairseq_rows(args, archs, data_bin, source_length):
 
 
 def ctranslate2_rows(args, base_checkpoint, data_bin):
-    """{row: decode(length)} of the baseline converted with CTranslate2, fp32 and int8, or ({}, why not)."""
+    """{row: decode(length)} of the baseline converted with CTranslate2, fp32 and int8, on ``args.device``, or
+    ({}, why not)."""
     import functools
 
     import torch
@@ -126,7 +127,7 @@ def ctranslate2_rows(args, base_checkpoint, data_bin):
     sources = ct2.source_sentences(data_bin)
     rows = {}
     for compute_type in ct2.COMPUTE_TYPES:
-        translator = ct2.Translator(model_dir, compute_type, torch.get_num_threads())
+        translator = ct2.Translator(model_dir, compute_type, torch.get_num_threads(), args.device)
         rows[ct2.ROW_NAMES[compute_type]] = functools.partial(translator.translate_timed, sources, beam=args.beam,
                                                               batch_size=args.batch_size)
     return rows, None
