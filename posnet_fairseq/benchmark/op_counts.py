@@ -9,7 +9,8 @@ architecture this counts, with ``torch.profiler``:
   ``SequenceGenerator`` runs it on the model (``EnsembleModel``): reorder the
   encoder output and the incremental state, then the decoder on the last
   token and the log-softmax; at position ``--step``, on ``--batch-size`` x
-  ``--beam`` hypotheses of ``--source-length`` source tokens, in eval mode;
+  ``--beam`` hypotheses of ``--source-length`` source tokens, the model
+  prepared as fairseq-generate prepares it (``make_generation_fast_``);
 * ``training step``: one :class:`.training_step.TrainingStep` (forward, loss,
   backward, Adam) after an unprofiled one (the first builds Adam's state);
 
@@ -68,7 +69,10 @@ def decoding_step_ops(arch, args):
 
     vocab = dictionary(args.vocab)
     model, _ = build_model(["--arch", arch, *args.model_flags], vocab, seed=0)
-    model = EnsembleModel([model.to(args.device).eval()])
+    model.to(args.device).eval()
+    # as fairseq-generate prepares it (prepare_for_inference_): e.g. rPosNet's energies folded
+    model.make_generation_fast_(beamable_mm_beam_size=args.beam, need_attn=False)
+    model = EnsembleModel([model])
     rows = args.batch_size * args.beam
     generator = torch.Generator().manual_seed(1)
     src = torch.randint(vocab.nspecial, len(vocab), (rows, args.source_length), generator=generator)
