@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A prepared GPU run (issue 48, item 6; docs/install.md, "A prepared GPU run"): what only a GPU can measure,
-# in about 8 minutes on one GPU with no network, each part under its own time limit.
+# A prepared GPU run (issue 48, item 6; docs/gpu/README.md): what only a GPU can measure,
+# in about 8.5 minutes on one GPU with no network, each part under its own time limit.
 #
 #   bash tests/gpu-measure.sh          in the repository root of the GPU machine
 #
@@ -109,9 +109,9 @@ if run install "${POSNET_LIMIT_INSTALL:-45}" install.log install; then
   run device 30 device.txt describe
   run opcounts "${POSNET_LIMIT_OPCOUNTS:-75}" op_counts.md "${bench[@]}.op_counts" --device "$device" \
     --archs "$ops_archs" "${tiny_ops[@]}"
-  run decode "${POSNET_LIMIT_DECODE:-165}" decode_speed_batch128.md "${bench[@]}.decode_speed" --device "$device" \
+  run decode "${POSNET_LIMIT_DECODE:-150}" decode_speed_batch128.md "${bench[@]}.decode_speed" --device "$device" \
     --archs "$decode_archs" --workdir "$work/decode" "${tiny_decode[@]}"
-  run train "${POSNET_LIMIT_TRAIN:-150}" train_speed.md "${bench[@]}.train_speed" --device "$device" \
+  run train "${POSNET_LIMIT_TRAIN:-140}" train_speed.md "${bench[@]}.train_speed" --device "$device" \
     --archs "$train_archs" "${tiny_train[@]}"
   run ctranslate2 "${POSNET_LIMIT_CTRANSLATE2:-45}" decode_speed_ctranslate2.md "${bench[@]}.decode_speed" \
     --device "$device" --archs transformer --ctranslate2 --workdir "$work/ctranslate2" "${tiny_decode[@]}" --rounds 3
