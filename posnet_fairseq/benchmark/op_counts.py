@@ -35,8 +35,6 @@ import torch
 from . import resolve
 from .training_step import TrainingStep, build_model, dictionary
 
-COPIES = ("Memcpy", "Memset")
-
 
 def counted(profiler, device):
     """The operators ``profiler`` saw: CUDA kernels (copies and fills included) on ``cuda``, leaf ``aten::``
