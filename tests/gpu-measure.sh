@@ -16,8 +16,9 @@
 # says what ran, what stopped at its limit and what was not measured. With $OUT set (the device tool's
 # output folder) it also writes there the folder as gpu-run.tar.gz and summary.md.
 # Each part's limit in seconds: POSNET_LIMIT_INSTALL, _OPCOUNTS, _DECODE, _TRAIN, _CTRANSLATE2.
-# POSNET_COMMIT names the code in the summary where the copy has no .git. POSNET_GPU_FAKE=1 runs the same parts on the CPU with tiny models and checks the install instead of
-# running it (tests/test_gpu_measure.py); POSNET_GPU_ARCHS_{OPCOUNTS,DECODE,TRAIN} replace the arch lists.
+# POSNET_COMMIT names the code in the summary where the copy has no .git. POSNET_GPU_FAKE=1 runs the same
+# parts on the CPU with tiny models and checks the install instead of running it (tests/test_gpu_measure.py);
+# POSNET_GPU_ARCHS_{OPCOUNTS,DECODE,TRAIN} replace the arch lists.
 # The exit status is non-zero if any part failed or stopped at its limit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
