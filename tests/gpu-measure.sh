@@ -31,9 +31,9 @@ started=$(date +%s)
 if [ "$fake" = 1 ]; then
   device=cpu
   slug=fake-cpu
-  tiny_ops=(--size tiny --vocab 64 --batch-size 2 --train-batch 2 --train-length 8 --source-length 8 --step 4)
-  tiny_decode=(--quick)
-  tiny_train=(--quick)
+  ops_args=(--size tiny --vocab 64 --batch-size 2 --train-batch 2 --train-length 8 --source-length 8 --step 4)
+  decode_args=(--quick)
+  train_args=(--quick)
 else
   if ! "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
     echo "gpu-measure: no CUDA device visible to $PYTHON (torch.cuda.is_available() is False)" >&2
@@ -43,9 +43,9 @@ else
   # "NVIDIA H100 80GB HBM3" -> h100
   slug=$("$PYTHON" -c 'import re, torch; n = torch.cuda.get_device_name()
 m = re.search(r"\b[A-Z]\d{2,4}\b", n); print((m.group(0) if m else re.sub(r"\W+", "-", n)).lower())')
-  tiny_ops=(--batch-size 128 --train-batch 128)
-  tiny_decode=(--batch-size 128 --lengths 80 --sentences 256 --rounds 5)
-  tiny_train=(--memory-cap-gib 0 --rounds 3)
+  ops_args=(--batch-size 128 --train-batch 128)
+  decode_args=(--batch-size 128 --lengths 80 --sentences 256 --rounds 5)
+  train_args=(--memory-cap-gib 0 --rounds 3)
 fi
 ops_archs=${POSNET_GPU_ARCHS_OPCOUNTS:-transformer,aan_plus_avg,hc_gaussian,rposnet_transformer,tisa_transformer,aposnet_transformer,rope_transformer,alibi_transformer}
 decode_archs=${POSNET_GPU_ARCHS_DECODE:-transformer,aan_plus_avg,hc_gaussian,rposnet_transformer,tisa_transformer}
@@ -112,13 +112,13 @@ bench=("$PYTHON" -W ignore -m posnet_fairseq.benchmark)
 if run install "${POSNET_LIMIT_INSTALL:-45}" install.log install; then
   run device 30 device.txt describe
   run opcounts "${POSNET_LIMIT_OPCOUNTS:-75}" op_counts.md "${bench[@]}.op_counts" --device "$device" \
-    --archs "$ops_archs" "${tiny_ops[@]}"
+    --archs "$ops_archs" "${ops_args[@]}"
   run decode "${POSNET_LIMIT_DECODE:-150}" decode_speed_batch128.md "${bench[@]}.decode_speed" --device "$device" \
-    --archs "$decode_archs" --workdir "$work/decode" "${tiny_decode[@]}"
+    --archs "$decode_archs" --workdir "$work/decode" "${decode_args[@]}"
   run train "${POSNET_LIMIT_TRAIN:-140}" train_speed.md "${bench[@]}.train_speed" --device "$device" \
-    --archs "$train_archs" "${tiny_train[@]}"
+    --archs "$train_archs" "${train_args[@]}"
   run ctranslate2 "${POSNET_LIMIT_CTRANSLATE2:-45}" decode_speed_ctranslate2.md "${bench[@]}.decode_speed" \
-    --device "$device" --archs transformer --ctranslate2 --workdir "$work/ctranslate2" "${tiny_decode[@]}" --rounds 3
+    --device "$device" --archs transformer --ctranslate2 --workdir "$work/ctranslate2" "${decode_args[@]}" --rounds 3
 else
   for part in device opcounts decode train ctranslate2; do skip "$part" "the install failed"; done
 fi
