@@ -117,7 +117,8 @@ class Mixer(FairseqIncrementalState, nn.Module):
         start = buffer.get("steps")
         if start is None:
             start = torch.zeros(batch, 1, dtype=torch.long, device=device)
-        positions = start + torch.arange(length, device=device).unsqueeze(0)
+        # One step (generation) is at the count so far: no arange and no add to launch.
+        positions = start if length == 1 else start + torch.arange(length, device=device).unsqueeze(0)
         self.keep_state(buffer, "steps", start + length, COPY)
         return positions
 
