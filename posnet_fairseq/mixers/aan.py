@@ -150,13 +150,12 @@ def prefix_average_step(s: Tensor, v: Tensor, w: Optional[Tensor], state):
     return safe_divide(num, den), (num, den, ref)
 
 
-def running_mean_step(v: Tensor, state):
+def running_mean_step(v: Tensor, num: Tensor, den: Tensor):
     """One decoding step of the ``avg`` pattern (a_k = 1, Eq. 7) after its first, for a real token: s = 0 keeps
     the reference at 0 and every decay at exp(0) = 1, so :func:`prefix_average_step`'s update is exactly a sum
     and a count, computed here without the exps (the denominator is then at least 1)."""
-    num, den, ref = state
     num, den = num + v, den + 1.0
-    return num / den, (num, den, ref)
+    return num / den, (num, den)
 
 
 def safe_divide(num: Tensor, den: Tensor) -> Tensor:
@@ -262,9 +261,11 @@ class AverageAttention(Mixer):
         for name in self.patterns:
             state = None if buf is None else self._state(buf, name)
             if name == "avg" and state is not None and T == 1 and pad is None:
-                g, state = running_mean_step(z[0], state)
+                g, state = running_mean_step(z[0], *state[:2])
                 g = g.unsqueeze(0)
             else:
+                if state is not None and state[2] is None:  # avg's reference: always 0
+                    state = (*state[:2], torch.zeros_like(state[1]))
                 s, w = self._pattern(name, z, k, pad)
                 if buf is None:
                     g, _ = weighted_prefix_average(s, z, w)
@@ -274,7 +275,8 @@ class AverageAttention(Mixer):
                 else:
                     g, state = weighted_prefix_average(s, z, w, state)
             if buf is not None:
-                for part, tensor in zip(("num", "den", "ref"), state):
+                # avg's reference is 0 at every step (s is 0 or -inf): it is not kept, nor reordered.
+                for part, tensor in zip(("num", "den") if name == "avg" else ("num", "den", "ref"), state):
                     self.keep_state(buf, f"{name}_{part}", tensor, COPY)
             averages.append(g)
         g = averages[0] if len(averages) == 1 else torch.stack(averages).mean(0)
@@ -290,7 +292,7 @@ class AverageAttention(Mixer):
     @staticmethod
     def _state(buf: Dict[str, Optional[Tensor]], name: str):
         num = buf.get(f"{name}_num")
-        return None if num is None else (num, buf[f"{name}_den"], buf[f"{name}_ref"])
+        return None if num is None else (num, buf[f"{name}_den"], buf.get(f"{name}_ref"))
 
     def extra_repr(self):
         return (f"patterns={','.join(self.patterns)}, alpha={self.alpha}, beta={self.beta}, gamma={self.gamma}, "
