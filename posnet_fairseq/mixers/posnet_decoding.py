@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from .attention import masked_softmax, real_positions
 from .clipped_decoding import clipped_decoding_step, slot_order
-from .state_reorder import COPY
+from .state_reorder import COPY, SHARED
 
 
 def step_energies(mixer, relative, steps):
@@ -56,8 +56,10 @@ def decode_self(mixer, relative, buffer, value, pad, length):
     """Decoder self-attention, step by step: every key at distance >= K shares the slot-0 energy of
     Eq. 10, so the last K values, the sum of the older ones and their count replace the cache."""
     v = mixer.split_heads(mixer.v_proj(value))
-    steps = mixer.decoding_steps(buffer, v.size(0), length, v.device)
-    first = int(steps[0, 0])  # the one read of the step count
+    # Every row is at the same step: one count for the batch, on the CPU (read without a device sync).
+    count = buffer.get("step_count")
+    first = 0 if count is None else int(count)
+    mixer.keep_state(buffer, "step_count", torch.tensor(first + length), SHARED)
     outs = [clipped_decoding_step(mixer, buffer, first + t, v[:, :, t: t + 1],
                                   None if pad is None else pad[:, t: t + 1], self_energies(mixer, relative, first + t),
                                   shared_tail=True, dropout=mixer.dropout, training=mixer.training, ordered=True)
