@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from fairseq.modules import PositionalEmbedding
 from torch import nn
 
-from fairseq_testing import build_model
+from fairseq_testing import build_model, step_mixer
 from posnet_fairseq.mixers.registry import MixerContext
 from posnet_fairseq.sites import SITE
 from posnet_fairseq.mixers.posnet import FOLD_START, APosNet, ARPosNet, RPosNet
@@ -148,6 +148,22 @@ def test_in_memory_tables_equal_direct_computation_and_grow(kind, site):
     torch.testing.assert_close(folded, direct, atol=1e-5, rtol=0)
     assert all(term.table.size(1) == 2 * FOLD_START for term in mixer.terms)  # grew by doubling
     assert not [key for key in mixer.state_dict() if "table" in key or "energy" in key]
+
+
+@pytest.mark.parametrize("max_relative", [0, 2])
+def test_folded_rposnet_decodes_as_it_trains_across_a_growth_of_its_table(max_relative):
+    """A decoder self-attention step reads its energies from rows made once per table (in the ring's order,
+    scaled); past the folded table the table grows and the rows are made again from the new one."""
+    mixer, _, _ = make_mixer("rposnet", "decoder_self", max_relative=max_relative)
+    x = torch.randn(FOLD_START + 8, 3, DIM, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = mixer(x, x, x)[0]
+        mixer.make_generation_fast_()
+        decoded, state = step_mixer(mixer, x)
+    relative = mixer.relative
+    assert relative.table.size(1) == 2 * FOLD_START and relative.decoding_rows[0] is relative.table
+    assert int(mixer._get_input_buffer(state)["step_count"]) == FOLD_START + 8
+    torch.testing.assert_close(decoded, expected, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))

@@ -27,14 +27,18 @@ def real_positions(padding_mask: Optional[Tensor], batch: int, length: int, devi
     return ((torch.cumsum(real, dim=1) - 1) * real).clamp_(min=0)
 
 
-def masked_softmax(logits: Tensor, invalid: Optional[Tensor]) -> Tensor:
+def masked_softmax(logits: Tensor, invalid: Optional[Tensor], empty_rows: bool = True) -> Tensor:
     """Softmax over the last dim with ``invalid`` (bool, broadcastable) keys excluded.
 
     A row without any valid key (only a pad query can have one) would be NaN
     after -inf masking: it sees everything, then its weights are zeroed.
+    ``empty_rows`` False says that no row can be empty (no pad is masked: a
+    causal row sees itself), and spares the three operators that find them.
     """
     if invalid is None:
         return torch.softmax(logits, dim=-1)
+    if not empty_rows:
+        return torch.softmax(logits.masked_fill(invalid, float("-inf")), dim=-1)
     empty = invalid.all(dim=-1, keepdim=True)
     probs = torch.softmax(logits.masked_fill(invalid & ~empty, float("-inf")), dim=-1)
     return probs.masked_fill(empty, 0.0)

@@ -169,11 +169,13 @@ class ContentAttention(Mixer):
                     else self.position_bias(query_pos, key_pos))
         # Decoding (one query per step) runs the explicit matrix products: for a
         # single query torch's fused CPU kernel took 1.4-2.6x their time (S = 30-200).
+        # Only a masked pad can leave a row without keys (a causal row sees itself).
+        empty_rows = pad is not None
         if need_weights or need_head_weights or incremental_state is not None:
-            out, probs = self._attend_with_weights(q, k, v, bias, invalid)
+            out, probs = self._attend_with_weights(q, k, v, bias, invalid, empty_rows)
             weights = self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
         else:
-            out, weights = self._attend(q, k, v, bias, invalid), None
+            out, weights = self._attend(q, k, v, bias, invalid, empty_rows), None
         return self.merge_heads(out), weights
 
     def _pad_history(self, buffer, pad: Optional[Tensor], past: int) -> Optional[str]:
@@ -189,10 +191,12 @@ class ContentAttention(Mixer):
             self.keep_state(buffer, PAD_KEY, torch.zeros(pad.size(0), past, dtype=torch.bool, device=pad.device), COPY)
         return PAD_KEY
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], invalid: Optional[Tensor]) -> Tensor:
-        """softmax(q k^T / sqrt(d_h) + bias, masked) v through torch's fused scaled_dot_product_attention."""
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], invalid: Optional[Tensor],
+                empty_rows: bool) -> Tensor:
+        """softmax(q k^T / sqrt(d_h) + bias, masked) v through torch's fused scaled_dot_product_attention
+        (``empty_rows``: whether a row may have no valid key, as in :func:`.attention.masked_softmax`)."""
         empty = None
-        if invalid is not None:
+        if invalid is not None and empty_rows:
             # A row without any valid key (only a pad query can have one) sees
             # everything and is zeroed afterwards, as masked_softmax does.
             empty = invalid.all(dim=-1, keepdim=True)
@@ -206,12 +210,12 @@ class ContentAttention(Mixer):
                                              dropout_p=self.dropout if self.training else 0.0)
         return out if empty is None else out.masked_fill(empty, 0.0)
 
-    def _attend_with_weights(self, q, k, v, bias, invalid):
+    def _attend_with_weights(self, q, k, v, bias, invalid, empty_rows):
         """The same function as explicit products (fp32 softmax), returning the B x H x T x S weights too."""
         logits = torch.matmul(q * self.head_dim ** -0.5, k.transpose(-1, -2)).float()
         if bias is not None:
             logits = logits + bias
-        probs = masked_softmax(logits, invalid)
+        probs = masked_softmax(logits, invalid, empty_rows)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
         return torch.matmul(dropped.to(v.dtype), v), probs
 

@@ -117,6 +117,8 @@ class RelativeEnergies(EnergyTerm):
         self.positions = positions  # ModelPositions (None in a precomputed term)
         self.q_proj = None if precomputed else nn.Linear(embed_dim, embed_dim)
         self.keys = None if precomputed else nn.Parameter(torch.empty(2 * max_relative + 1, embed_dim))
+        # (the table's identity, its rows for decoder self-attention): made by posnet_decoding.self_energies.
+        self.decoding_rows = None
 
     def projections(self):
         return [] if self.q_proj is None else [self.q_proj]

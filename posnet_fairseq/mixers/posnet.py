@@ -214,9 +214,10 @@ class PositionAttention(Mixer):
                 "precompute again with a larger --max-length from the training checkpoint")
         return term.compute(lo, hi, keys, self.training)
 
-    def energies(self, query_pos, key_pos):
-        """Scaled fp32 energies B x H x T x S for B x T query and B x S key positions: the terms' sum."""
-        lo, hi = int(query_pos.min()), int(query_pos.max()) + 1
+    def energies(self, query_pos, key_pos, lo=None):
+        """Scaled fp32 energies B x H x T x S for B x T query and B x S key positions: the terms' sum.
+        ``lo``, the least query position, is read from the device unless given (teacher-forced: 0)."""
+        lo, hi = int(query_pos.min()) if lo is None else lo, int(query_pos.max()) + 1
         rows = (query_pos - lo).unsqueeze(2)  # B x T x 1
         energy = None
         for term in self.terms:
@@ -249,8 +250,7 @@ class PositionAttention(Mixer):
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
-        # attn_mask (fairseq's -inf future mask, given only when not
-        # incremental) is not used: causality comes from the step indices.
+        # attn_mask (fairseq's future mask, given only when not incremental) is unused: causality comes from the steps.
         if before_softmax:
             raise ValueError(f"{self.NAME} does not return pre-softmax logits (before_softmax=True)")
         length, batch, _ = query.shape
@@ -301,14 +301,14 @@ class PositionAttention(Mixer):
                 key_pos = query_pos = real_positions(pad, batch, length, device)
         keys = v.size(2)
 
-        energy = self.energies(query_pos, key_pos)
+        energy = self.energies(query_pos, key_pos, None if buffer is not None else 0)
         invalid = None if pad is None else pad[:, None, None, :]
         if self.causal:
             step = query_step if query_step is not None else \
                 torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
             future = (torch.arange(keys, device=device).view(1, 1, keys) > step.unsqueeze(2)).unsqueeze(1)
             invalid = future if invalid is None else invalid | future
-        probs = masked_softmax(energy, invalid)
+        probs = masked_softmax(energy, invalid, empty_rows=pad is not None)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
         out = self.merge_heads(torch.matmul(dropped.to(v.dtype), v))
         return out, self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
