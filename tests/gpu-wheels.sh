@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The wheels tests/gpu-measure.sh installs on a GPU machine without network, made on a machine with PyPI:
 #
-#   bash tests/gpu-wheels.sh [python3.12]          -> .whl/ (git-ignored, about 53 MB; or $POSNET_WHEELS)
+#   bash tests/gpu-wheels.sh [python3.12]          -> .whl/ (git-ignored, about 44 MB; or $POSNET_WHEELS)
 #
 # For the GPU image of docs/install.md (Python 3.12, its own torch, numpy, sacrebleu, sentencepiece,
 # scikit-learn, matplotlib, regex, pytest): only what it lacks, installed there with --no-deps.
@@ -39,6 +39,28 @@ EOF
 PYTHONPATH="$build/torch" $pip download --no-deps --no-binary :all: --no-build-isolation --require-hashes \
   -r requirements/fairseq.txt -d "$build/sdist"
 PYTHONPATH="$build/torch" env -u CUDA_HOME $pip wheel --no-deps --no-build-isolation "$build"/sdist/fairseq*.tar.gz -w "$out"
+# The device tool carries at most 64 MiB with the working tree: leave out the wheel's 9.5 MB of example
+# data (fairseq/examples/: test arrays, notebooks, images), which nothing imports; its Python stays.
+"$base_python" - "$out"/fairseq_fixed-*.whl <<'PY'
+import os
+import sys
+import zipfile
+
+path = sys.argv[1]
+kept = path + ".tmp"
+with zipfile.ZipFile(path) as src, zipfile.ZipFile(kept, "w", zipfile.ZIP_DEFLATED) as dst:
+    gone = {i.filename for i in src.infolist()
+            if i.filename.startswith("fairseq/examples/") and not i.filename.endswith(".py")}
+    for info in src.infolist():
+        if info.filename in gone:
+            continue
+        data = src.read(info)
+        if info.filename.endswith(".dist-info/RECORD"):
+            data = b"".join(line for line in data.splitlines(keepends=True)
+                            if line.split(b",")[0].decode() not in gone)
+        dst.writestr(info, data)
+os.replace(kept, path)
+PY
 $pip wheel --no-deps -w "$out" antlr4-python3-runtime==4.9.3
 version=$("$base_python" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 $pip download --no-deps --only-binary=:all: --python-version "$version" --platform manylinux_2_28_x86_64 \
