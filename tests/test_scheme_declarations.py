@@ -77,3 +77,13 @@ def test_every_family_is_in_the_readme_and_the_ctranslate2_table():
     for family in families.all_families():
         assert f"`{family.name('base')}`" in readme, family.prefix
         assert f"`{family.prefix}`" in table, family.prefix
+
+
+def test_a_family_must_say_where_it_deploys():
+    """``ctranslate2=`` has no default, and takes CONVERTS or a NotConverted only."""
+    args = ("x_transformer", "an example", {}, {"tiny": families.TESTS})
+    with pytest.raises(TypeError, match="ctranslate2"):
+        families.Family(*args)
+    with pytest.raises(ValueError, match="family x_transformer: ctranslate2 'yes' is neither CONVERTS nor a"):
+        families.Family(*args, ctranslate2="yes")
+    assert families.Family(*args, ctranslate2=families.OWN_PARAMETERS).ctranslate2.why
