@@ -28,7 +28,7 @@ def main(argv=None):
     tables += [(page, lambda text, page, path: families.with_title(text, page)) for page in families.LISTING_TITLES]
     tables.append(("../README", lambda text, page, path: families.with_readme_architectures(text, MIXERS)))
     for page, write in tables:
-        path = os.path.join(args.write_docs, f"{page}.md")
+        path = os.path.normpath(os.path.join(args.write_docs, f"{page}.md"))
         with open(path) as f:
             text = f.read()
         new = write(text, page, path)
