@@ -136,6 +136,21 @@ def significance(out_dir, baseline_dir, hyp_tok, hyp_detok, ref_tok, ref_raw, co
     return sig
 
 
+def _learned_metrics(args, conf, hyp_tok, ref_tok, src_path, hyp_path, ref_path):
+    """{metric: its result} of the metrics the flags ask for besides BLEU and chrF: METEOR, COMET, BLEURT."""
+    learned = {}
+    if args.meteor:
+        if conf.get("tokenized_bleu", True):
+            learned["meteor"] = meteor.meteor(hyp_tok, ref_tok, conf["target_lang"])
+        else:
+            learned["meteor"] = meteor._unavailable(f"the {conf['target_lang']} test set has no word tokenization")
+    if args.comet_model or args.comet_python:
+        learned["comet"] = hooks.comet(args.comet_model, args.comet_python, src_path, hyp_path, ref_path)
+    if args.bleurt_model or args.bleurt_python:
+        learned["bleurt"] = hooks.bleurt(args.bleurt_model, args.bleurt_python, hyp_path, ref_path)
+    return learned
+
+
 def evaluate(args):
     with open(args.stats, encoding="utf-8") as f:
         stats = json.load(f)
@@ -178,17 +193,7 @@ def evaluate(args):
         result["train_wps"] = train_speed(args.train_log)
     hyp_path = os.path.join(args.out_dir, "hyp.detok")
     ref_path, src_path = os.path.join(base, test["raw_ref"]), os.path.join(base, test["raw_source"])
-    learned = {}
-    if args.meteor:
-        if conf.get("tokenized_bleu", True):
-            learned["meteor"] = meteor.meteor(hyp_tok, ref_tok, conf["target_lang"])
-        else:
-            learned["meteor"] = meteor._unavailable(f"the {conf['target_lang']} test set has no word tokenization")
-    if args.comet_model or args.comet_python:
-        learned["comet"] = hooks.comet(args.comet_model, args.comet_python, src_path, hyp_path, ref_path)
-    if args.bleurt_model or args.bleurt_python:
-        learned["bleurt"] = hooks.bleurt(args.bleurt_model, args.bleurt_python, hyp_path, ref_path)
-    for metric, res in learned.items():
+    for metric, res in _learned_metrics(args, conf, hyp_tok, ref_tok, src_path, hyp_path, ref_path).items():
         scores = res.pop("scores", None)
         if scores is not None:
             _write(os.path.join(args.out_dir, f"{metric}.scores"), [repr(x) for x in scores])

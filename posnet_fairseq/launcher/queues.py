@@ -11,21 +11,12 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from .units import callable_of, job_folder
+from .units import callable_of, job_folder, submitit_module
 
 # squeue states of a job that may still produce a result.
 ACTIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
                     "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED",
                     "RESV_DEL_HOLD", "SPECIAL_EXIT"})
-
-
-def submitit_module():
-    try:
-        import submitit
-    except ImportError as error:
-        raise ImportError("the launcher (posnet_fairseq/launcher) needs submitit: "
-                          "pip install submitit==1.5.4 (requirements/runtime.txt)") from error
-    return submitit
 
 
 @dataclass(frozen=True)

@@ -309,17 +309,19 @@ def _aan_plus(pattern, formula, tables, benchmark="mechanism"):
         {"decoder_self_mixer": "aan", "aan_patterns": pattern, "aan_ffn": False},
         {"tiny": families.TESTS, "base": tables, "deep": f"AAN+ Table 4 (deep, {pattern.upper()})",
          "big": f"AAN+ Table 4 (big, {pattern.upper()})"},
-        unsuffixed_base=True, benchmark=benchmark)
+        unsuffixed_base=True, benchmark=benchmark,
+        ctranslate2=families.OWN_PARAMETERS)
 
 
-def baseline_family(prefix, mixer, label, what):
+def baseline_family(prefix, mixer, label, what, ctranslate2):
     """The presets of a baseline of the AAN+ paper (SSRU, linear attention): ``mixer`` in every decoder
-    self-attention, at the paper's sizes."""
+    self-attention, at the paper's sizes; ``ctranslate2`` as in ``families.Family``."""
     return families.Family(
         prefix, what, {"decoder_self_mixer": mixer},
         {"tiny": families.TESTS, "base": f"AAN+ Tables 2 and 7 ({label})", "deep": f"AAN+ Table 4 (deep, {label})",
          "big": f"AAN+ Table 4 (big, {label})"},
-        unsuffixed_base=True, benchmark="mechanism")
+        unsuffixed_base=True, benchmark="mechanism",
+        ctranslate2=ctranslate2)
 
 
 families.declare(
@@ -329,9 +331,13 @@ families.declare(
         {"decoder_self_mixer": "aan", "aan_patterns": "avg", "aan_ffn": True},
         {"tiny": families.TESTS, "base": "the 2018 AAN (AAN+ Eq. 2): in no AAN+ table; a reference row of recipes/aan",
          "deep": "the 2018 AAN at AAN+ Table 4's deep size", "big": "the 2018 AAN at AAN+ Table 4's big size"},
-        unsuffixed_base=True),
+        unsuffixed_base=True,
+        ctranslate2=families.OWN_PARAMETERS),
     _aan_plus("avg", "the plain cumulative average", "AAN+ Tables 2, 6 (and its combinations) and 7 (AVG)"),
-    _aan_plus("ner", "exp(alpha k)", "AAN+ Tables 2, 6 and 7 (NER); Table 5 with --aan-activation"),
-    _aan_plus("far", "exp(-beta k)", "AAN+ Tables 2, 6 and 7 (FAR)"),
-    _aan_plus("wet", "exp(gamma U z_k)", "AAN+ Tables 2, 6 and 7 (WET); Table 5 with --aan-activation"),
+    _aan_plus("ner", "exp(alpha k)", "AAN+ Tables 2 and 7 (NER; Table 6 trains its row as aan_plus_avg "
+              "--aan-patterns ner); Table 5 with --aan-activation"),
+    _aan_plus("far", "exp(-beta k)", "AAN+ Tables 2 and 7 (FAR; Table 6 trains its row as aan_plus_avg "
+              "--aan-patterns far)"),
+    _aan_plus("wet", "exp(gamma U z_k)", "AAN+ Tables 2 and 7 (WET; Table 6 trains its row as aan_plus_avg "
+              "--aan-patterns wet); Table 5 with --aan-activation"),
 )

@@ -220,14 +220,17 @@ class ContentAttention(Mixer):
         return torch.matmul(dropped.to(v.dtype), v), probs
 
 
-def scheme_family(prefix, mixer, what, encoder_mixer=None):
+def scheme_family(prefix, mixer, what, encoder_mixer=None, ctranslate2=families.NO_POSITION_EMBEDDINGS):
     """The presets of a position scheme on content attention (families.py): the scheme in every
     self-attention instead of the token position embeddings, as in the schemes' papers; cross attention
     stays MHA (no distance between a target and a source position; T5 uses no bias there). A scheme
-    defined for causal attention only names the encoder's mixer (``encoder_mixer``)."""
+    defined for causal attention only names the encoder's mixer (``encoder_mixer``). Without position
+    embeddings, CTranslate2's fairseq converter refuses the model (``ctranslate2``: a converter that takes
+    the scheme makes it ``families.CONVERTS``)."""
     return families.Family(
         prefix, what,
         {"encoder_self_mixer": encoder_mixer or mixer, "decoder_self_mixer": mixer,
          "no_token_positional_embeddings": True},
         {"tiny": families.TESTS, "small": families.NO_TABLE, "base": families.NO_TABLE, "big": families.NO_TABLE},
-        benchmark="mechanism")
+        benchmark="mechanism",
+        ctranslate2=ctranslate2)

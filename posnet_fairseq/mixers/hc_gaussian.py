@@ -378,23 +378,28 @@ families.declare(
     __name__, "hard-coded Gaussian attention", "hc_gaussian",
     families.Family(
         "hc_gaussian", "HC-SA: hard-coded encoder and decoder self-attention, learned cross attention", _HC_SA,
-        {"tiny": families.TESTS, "iwslt": "You et al. Tables 2 (small datasets), 5 (En-De), 6 and 7 (HC-SA)",
-         "base": "You et al. Tables 2 (large datasets), 3 and 5 (En-Ro) (HC-SA)"},
-        unsuffixed_base=True, benchmark="mechanism"),
+        {"tiny": families.TESTS, "iwslt": "You et al. Tables 2 (small datasets), 5 and 7 (HC-SA; also Table 6, "
+                                          "which has no recipe)",
+         "base": "You et al. Tables 2 (large datasets) and 3 (HC-SA)"},
+        unsuffixed_base=True, benchmark="mechanism",
+        ctranslate2=families.OWN_PARAMETERS),
     families.Family(
         "hc_gaussian_all", "HC-ALL: hard-coded cross attention as well", {**_HC_SA, "cross_mixer": "hc_gaussian_cross"},
         {"tiny": families.TESTS, "iwslt": "You et al. Table 2 (small datasets, HC-ALL)",
          "base": "You et al. Table 2 (large datasets, HC-ALL)"},
-        unsuffixed_base=True),
+        unsuffixed_base=True,
+        ctranslate2=families.OWN_PARAMETERS),
     families.Family(
         "hc_gaussian_shx", "SH-X: HC-SA with a single learned cross head (dim D) in the last decoder layer and no "
         "cross attention elsewhere", {**_HC_SA, "cross_mixer": _learned_cross_layers},
         {"tiny": families.TESTS, "iwslt": "You et al. Table 2 (small datasets) and Table 7 (SH-X)",
          "base": "You et al. Table 2 (large datasets) and Table 3 (SH-X)"},
-        unsuffixed_base=True, benchmark="mechanism"),
+        unsuffixed_base=True, benchmark="mechanism",
+        ctranslate2=families.OWN_PARAMETERS),
     families.Family(
         "hc_gaussian_shx_nosa", "SH-X -SA: SH-X's cross attention and no self-attention sub-layers",
         {"encoder_self_mixer": "none", "decoder_self_mixer": "none", "cross_mixer": _learned_cross_layers},
         {"tiny": families.TESTS, "iwslt": "You et al. Table 7 (SH-X/-SA)", "base": "You et al. Table 3 (SH-X/-SA)"},
-        unsuffixed_base=True),
+        unsuffixed_base=True,
+        ctranslate2=families.OWN_PARAMETERS),
 )

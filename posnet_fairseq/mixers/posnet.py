@@ -383,6 +383,7 @@ class ARPosNet(PositionAttention):
 # of Table 6.
 _GATING_FOLLOWS_MIXERS = gated_where_mixer_of(__name__)
 _SIZES = {"tiny": families.TESTS, "small": "PosNet Table 3 (small De-En)"}
+_BOTH = dict(at_size={"big": {"posnet_max_relative": 8}}, benchmark="mechanism", ctranslate2=families.OWN_PARAMETERS)
 families.declare(
     __name__, "PosNet position-based attention", "posnet",
     families.Family("rposnet_transformer", "gated rPosNet in encoder and decoder self-attention, MHA "
@@ -390,11 +391,9 @@ families.declare(
                     {"encoder_self_mixer": "rposnet", "decoder_self_mixer": "rposnet", "encoder_learned_pos": True,
                      "decoder_learned_pos": True, **_GATING_FOLLOWS_MIXERS, "posnet_max_relative": 16},
                     {**_SIZES, "base": "PosNet Tables 2, 4, 5 and 6",
-                     "big": "PosNet Table 3 (big En-De), K = 8 (section 5.2)"},
-                    at_size={"big": {"posnet_max_relative": 8}}, benchmark="mechanism"),
+                     "big": "PosNet Table 3 (big En-De), K = 8 (section 5.2)"}, **_BOTH),
     families.Family("aposnet_transformer", "the same with gated aPosNet and fairseq's sinusoids",
                     {"encoder_self_mixer": "aposnet", "decoder_self_mixer": "aposnet", **_GATING_FOLLOWS_MIXERS,
                      "posnet_max_relative": 16},
-                    {**_SIZES, "base": "PosNet Tables 2 and 6", "big": "PosNet Table 3 (big En-De)"},
-                    at_size={"big": {"posnet_max_relative": 8}}, benchmark="mechanism"),
+                    {**_SIZES, "base": "PosNet Tables 2 and 6", "big": "PosNet Table 3 (big En-De)"}, **_BOTH),
 )
