@@ -86,8 +86,11 @@ def convert(checkpoint, data_bin, output_dir, source_lang="src", target_lang="tg
     from ctranslate2.converters import FairseqConverter
 
     from ..models import ds_init
+    from . import ctranslate2_relative
 
     stock, settings = as_stock_transformer(checkpoint, output_dir.rstrip("/") + ".stock.pt")
+    if ctranslate2_relative.handles(settings):
+        return ctranslate2_relative.convert(checkpoint, data_bin, output_dir, source_lang, target_lang)
     converter = FairseqConverter(stock, data_bin, source_lang=source_lang, target_lang=target_lang,
                                  user_dir=PLUGIN_DIR)
     converted = converter.convert(output_dir, force=True)
