@@ -195,3 +195,33 @@ def test_the_decoding_benchmark_has_rows_for_every_model_that_converts(tmp_path,
             assert (row["params"], row["MFLOP per token"]) == (rows[arch]["params"], rows[arch]["MFLOP per token"])
     assert not [row for row in rows if "ctranslate2" in row]
     assert "# CTranslate2: aan_plus_avg_tiny does not convert: fairseq's Transformer cannot load it" in out.getvalue()
+
+
+def test_the_cost_report_has_rows_for_every_model_that_converts(data_bin, tmp_path):
+    """posnet-compare's cost step: the first model's rows keep their names, a relative model that converts gets
+    its own (a length beyond its positions recorded so), one that does not is logged, and results.md's line
+    gives each row's rate and ratio to the first model."""
+    from posnet_fairseq.compare import cost, records, report
+
+    checkpoints = {}
+    for arch in ("posnet_transformer_tiny", "t5bias_transformer_tiny", "aan_plus_avg_tiny"):
+        model, cfg = decode_models.random_model(data_bin, arch, [])
+        checkpoints[arch] = str(tmp_path / f"{arch}.pt")
+        decode_models.save_checkpoint(model, cfg, checkpoints[arch])
+    limits = {arch: (1024, 1024) for arch in checkpoints}
+    limits["t5bias_transformer_tiny"] = (1024, 6)  # 6 target positions: length 8 is beyond it
+    log = []
+    converted = cost.ctranslate2_decoding(checkpoints, limits, data_bin, [4, 8], 1, str(tmp_path / "ct2"),
+                                          ("src", "tgt"), 2, 4, log.append)
+    assert set(converted) == {"ctranslate2 fp32", "ctranslate2 int8", "t5bias_transformer_tiny ctranslate2 fp32",
+                              "t5bias_transformer_tiny ctranslate2 int8"}
+    for row, per in converted.items():
+        assert per[4]["tokens_per_hyp"] == 5 and per[4]["rate"] > 0
+        assert per[8] == {"beyond": 6} if row.startswith("t5bias") else per[8]["tokens_per_hyp"] == 9
+    assert any(line.startswith("cost: no CTranslate2 rows for aan_plus_avg_tiny (it does not convert: ") for line in log)
+    read = records.Cost.read({"training_steps": {}, "parameters": {}, "ctranslate2": converted, "decoding": {
+        "posnet_transformer_tiny": {"4": {"rate": 2.0, "cpu_s": 1.0}, "8": {"rate": 1.0, "cpu_s": 2.0}}}})
+    line = report._ctranslate2_line(read, "posnet_transformer_tiny", [4, 8])
+    rate = converted["t5bias_transformer_tiny ctranslate2 int8"][4]["rate"]
+    assert f"t5bias_transformer_tiny ctranslate2 int8 L=4: {rate:.1f} sent/s ({rate / 2.0:.2f})" in line
+    assert "t5bias_transformer_tiny ctranslate2 int8 L=8: beyond its 6 positions" in line
