@@ -105,7 +105,8 @@ def _array(tensor):
 
 
 def _set_self_linears(spec, q, k, v, out):
-    """The fused Q, K, V projection and the output projection: (weight, bias) float64 pairs, K None: zero."""
+    """The fused Q, K, V projection and the output projection: (weight, bias) float64 pairs; K None (relattn):
+    zero keys, of the queries' width."""
     if k is None:
         k = (np.zeros_like(q[0]), np.zeros_like(q[1]))
     spec.linear[0].weight = np.concatenate([q[0], k[0], v[0]]).astype(np.float32)
@@ -158,8 +159,6 @@ def _shaw_per_head(module):
         values = _array(module.relative_values).reshape(slots, heads, d_head)
         extra_out = np.einsum("ohd,rhd->ohr", per_head_out, values)  # W^O_h w^V_h
     out = np.concatenate([per_head_out, extra_out], axis=2).reshape(d_model, -1), bo
-    if k is None:  # relattn: zero keys of the widened width
-        k = (np.zeros_like(v[0]), np.zeros_like(v[1]))
     _set_self_linears(spec, q, k, v, out)
     slot_table = np.concatenate([np.zeros((slots, d_head)), np.eye(slots)], axis=1).astype(np.float32)
     spec.relative_position_keys = slot_table
@@ -187,8 +186,9 @@ def _self_attention(module, side):
     if isinstance(module, shaw.ShawRelativeAttention) and module.logit_bias is None:
         return _shaw_shared(module) if module.embeddings == "shared" else _shaw_per_head(module)
     # CTranslate2's bias is bidirectional in the encoder and causal in the decoder, as the plugin's
-    if (type(module) is t5_bias.T5BiasAttention and module.transform is None and type(module.position_bias) is t5_bias.T5Bias
-            and module.position_bias.bidirectional == (side == "encoder")):
+    bias = getattr(module, "position_bias", None)
+    if (type(module) is t5_bias.T5BiasAttention and module.transform is None and type(bias) is t5_bias.T5Bias
+            and bias.bidirectional == (side == "encoder")):
         return _t5(module, side)
     raise ValueError(f"the {side}'s self-attention {type(module).__name__} has no CTranslate2 counterpart here "
                      f"(--{side}-self-mixer: {', '.join(RELATIVE_MIXERS)} in every layer)")
