@@ -10,10 +10,12 @@ behind ``ct2-fairseq-converter``) accepts only fairseq's own model classes
 as a stock ``transformer`` checkpoint (:func:`as_stock_transformer`): the
 same weights under the same names, the plugin's flags dropped. That loads
 only when every attention sub-layer is fairseq's MultiheadAttention: the
-Transformer with sinusoidal or learned positions converts, every other
-mechanism is refused by the stock model's strict loading (its parameters have
-no place there) or by the converter's own checks (e.g. a model without
-position embeddings). :func:`conversion_error` gives the reason per model;
+Transformer with sinusoidal or learned positions converts. A model with
+Shaw-relative or T5-bias self-attention goes to the plugin's own converter
+instead (:mod:`.ctranslate2_relative`). Every other mechanism is refused by
+the stock model's strict loading (its parameters have no place there) or by
+the converter's own checks (e.g. a model without position embeddings).
+:func:`conversion_error` gives the reason per model;
 ``tests/test_ctranslate2_decoding.py`` records it for every family and
 docs/benchmarks.md lists the outcome.
 
@@ -80,14 +82,18 @@ def as_stock_transformer(checkpoint, path):
 
 def convert(checkpoint, data_bin, output_dir, source_lang="src", target_lang="tgt"):
     """Converts ``checkpoint`` in this process into a CTranslate2 model at ``output_dir`` (fp32 weights;
-    int8 is chosen when loading). Raises what the converter or fairseq's strict loading raises, or, when
+    int8 is chosen when loading); relative self-attention through :mod:`.ctranslate2_relative`, which raises
+    ValueError naming what it refuses. Raises what the converter or fairseq's strict loading raises, or, when
     both accept it (a mechanism with MultiheadAttention's parameter names, such as linear attention),
     ValueError naming the plugin flags the converted model would ignore."""
     from ctranslate2.converters import FairseqConverter
 
     from ..models import ds_init
+    from . import ctranslate2_relative
 
     stock, settings = as_stock_transformer(checkpoint, output_dir.rstrip("/") + ".stock.pt")
+    if ctranslate2_relative.handles(settings):
+        return ctranslate2_relative.convert(checkpoint, data_bin, output_dir, source_lang, target_lang)
     converter = FairseqConverter(stock, data_bin, source_lang=source_lang, target_lang=target_lang,
                                  user_dir=PLUGIN_DIR)
     converted = converter.convert(output_dir, force=True)

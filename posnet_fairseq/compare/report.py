@@ -176,7 +176,8 @@ def _ceiling_cell(row, prefix):
 
 
 def _ctranslate2_line(cost, base, lengths):
-    """The CTranslate2 rows: `base` converted and decoded as the models above, sentences/s (ratio to `base`)."""
+    """The CTranslate2 rows: `base` (and each other model that converts) converted and decoded as the models above,
+    sentences/s (ratio to `base`)."""
     converted = cost.ctranslate2
     if converted is None:
         return "- CTranslate2: not measured in this run's cost.json (made before it was)."
@@ -191,7 +192,9 @@ def _ctranslate2_line(cost, base, lengths):
                 continue
             ratio = _ratio(entry.rate, base_entry.rate if base_entry else None)
             cells.append(f"{row} L={n}: {entry.rate:.1f} sent/s ({_num(ratio, '.2f')})")
-    return (f"- CTranslate2: `{base}` converted in-process (ctranslate2.converters.FairseqConverter) and decoded with "
+    return (f"- CTranslate2: `{base}` converted in-process (a row named after another model: that model; the "
+            "Transformer through ctranslate2's FairseqConverter, Shaw-relative and T5-bias models through "
+            "posnet_fairseq.benchmark.ctranslate2_relative) and decoded with "
             "the same sources, forced lengths, beam and batch, one thread, alternating within each round; "
             "sentences/s (ratio to `" + base + "`): " + "; ".join(cells) + ".")
 

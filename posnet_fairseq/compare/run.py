@@ -124,8 +124,7 @@ def measure_cost(args, steps, info, trained, limits, train_logs, log):
     decoding = cost.decoding(trained, limits, speed_bin, args.lengths, args.decode_rounds,
                              os.path.join(steps.out, "gen", "speed"), info.langs, args.decode_beam,
                              args.decode_batch, log, cpu=not gpu, flags=own_flags)
-    first = next(iter(trained))
-    converted = cost.ctranslate2_decoding(trained[first], limits[first], speed_bin, args.lengths, args.decode_rounds,
+    converted = cost.ctranslate2_decoding(trained, limits, speed_bin, args.lengths, args.decode_rounds,
                                           os.path.join(steps.out, "ctranslate2"), info.langs, args.decode_beam,
                                           args.decode_batch, log)
     log(f"cost: FLOPs per generated token at output lengths {args.lengths}")

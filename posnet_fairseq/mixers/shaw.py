@@ -207,8 +207,8 @@ families.declare(
     families.Family("shaw_transformer", "Shaw et al., K = 16 (big: K = 8; base: Table 2, big: Table 3)",
                     _relative("shaw"), _SIZES, at_size={"big": {"relative_max_distance": 8}},
                     benchmark="mechanism",
-                    ctranslate2=families.NO_POSITION_EMBEDDINGS),
+                    ctranslate2=families.CONVERTS),  # benchmark/ctranslate2_relative.py
     families.Family("relattn_transformer", "the same with `relattn` (Table 6)", _relative("relattn"), _RELATTN_SIZES,
                     at_size={"big": {"relative_max_distance": 8}}, benchmark="mechanism",
-                    ctranslate2=families.NO_POSITION_EMBEDDINGS),
+                    ctranslate2=families.CONVERTS),  # benchmark/ctranslate2_relative.py
 )

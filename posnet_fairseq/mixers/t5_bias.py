@@ -45,7 +45,8 @@ FLAGS = flags.declare(
 
 # Its presets (families.py): the scheme in every self-attention, at every size.
 families.declare(__name__, "T5 relative bias", "position-schemes", scheme_family(
-    "t5bias_transformer", "t5_bias", "T5's bucketed bias in every self-attention, no position embeddings"))
+    "t5bias_transformer", "t5_bias", "T5's bucketed bias in every self-attention, no position embeddings",
+    ctranslate2=families.CONVERTS))  # through benchmark/ctranslate2_relative.py
 
 
 def t5_buckets(distances: Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> Tensor:
