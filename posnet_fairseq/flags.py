@@ -197,6 +197,14 @@ def set_defaults(args):
                 setattr(args, flag.dest, flag.read(args))
 
 
+def changed(args) -> dict:
+    """{flag name: value} of the declared flags that ``args`` (a Namespace or a dict, as a checkpoint stores
+    them) sets to other than their default."""
+    args = args if isinstance(args, argparse.Namespace) else argparse.Namespace(**args)
+    return {f.name: getattr(args, f.dest) for group in GROUPS for f in group.flags
+            if hasattr(args, f.dest) and f.read(args) != f.convert(f.default)}
+
+
 class Resolved:
     """A read-only view of ``args`` (a Namespace, or the DictConfig fairseq hands an architecture when it
     loads a checkpoint) as they will be once every declared flag has its value: a declared flag is read,

@@ -47,15 +47,6 @@ def missing():
     return None
 
 
-def _plugin_settings(model_args):
-    """{flag: value} of the plugin's flags that ``model_args`` sets to other than their default."""
-    from .. import flags
-
-    args = model_args if isinstance(model_args, argparse.Namespace) else argparse.Namespace(**model_args)
-    return {f.name: getattr(args, f.dest) for group in flags.GROUPS for f in group.flags
-            if hasattr(args, f.dest) and f.read(args) != f.convert(f.default)}
-
-
 def as_stock_transformer(checkpoint, path):
     """Writes ``checkpoint`` (a posnet_transformer) to ``path`` as fairseq's own ``transformer``: its weights
     and fairseq's model arguments, the plugin's flags left out. Returns (``path``, {flag: value} of the plugin
@@ -70,7 +61,7 @@ def as_stock_transformer(checkpoint, path):
     cfg = OmegaConf.to_container(state["cfg"], resolve=True, enum_to_str=True)
     model = cfg["model"]  # an argparse Namespace for the legacy models, as fairseq-train stores them
     items = model.items() if isinstance(model, dict) else vars(model).items()
-    settings = _plugin_settings(model)
+    settings = flags.changed(model)
     plugin = {f.dest for group in flags.GROUPS for f in group.flags}
     kept = {k: v for k, v in items if k not in plugin}
     kept.update(_name="transformer", arch="transformer", user_dir=None)

@@ -54,6 +54,7 @@ from ctranslate2.converters import utils
 from ctranslate2.converters.converter import Converter
 from ctranslate2.specs import attention_spec, transformer_spec
 
+from .. import flags
 from ..mixers import shaw, t5_bias
 from ..models import ds_init
 from ..sites import spec_items
@@ -69,7 +70,7 @@ CARRIED_FLAGS = set(SELF_MIXER_FLAGS) | {f.name for group in (shaw.FLAGS, t5_bia
 
 
 def handles(settings):
-    """Whether the model with plugin flag ``settings`` ({flag: value}, as ``_plugin_settings`` reads them)
+    """Whether the model with plugin flag ``settings`` ({flag: value}, as ``flags.changed`` reads them)
     has a relative mixer at a self-attention site: this converter's models."""
     return any(name in RELATIVE_MIXERS for flag in SELF_MIXER_FLAGS for name in spec_items(settings.get(flag, "")))
 
@@ -258,10 +259,8 @@ class RelativeConverter(Converter):
         self.where = checkpoint, data_bin, source_lang, target_lang
 
     def _load(self):
-        from .ctranslate2_decoding import _plugin_settings
-
         args, task, model = _load_model(*self.where)
-        ignored = {flag: value for flag, value in _plugin_settings(args).items() if flag not in CARRIED_FLAGS}
+        ignored = {flag: value for flag, value in flags.changed(args).items() if flag not in CARRIED_FLAGS}
         if ignored:
             raise ValueError("CTranslate2's Transformer has no counterpart of "
                              + ", ".join(f"{flag} {value}" for flag, value in ignored.items()))

@@ -283,8 +283,7 @@ class HardCodedSelfAttention(_HardCodedAttention):
         """A decoding step's 1 x H x 1 x window weights in ``dtype``: every query weighs its window alike."""
         key = (device, dtype)
         if key not in self._window_weights:
-            weights = self._causal_weights(0, self.window).unsqueeze(1).unsqueeze(0)
-            self._window_weights[key] = weights.to(dtype)
+            self._window_weights[key] = self._causal_weights(0, self.window).unsqueeze(1).unsqueeze(0).to(dtype)
         return self._window_weights[key]
 
 
@@ -381,25 +380,21 @@ families.declare(
         {"tiny": families.TESTS, "iwslt": "You et al. Tables 2 (small datasets), 5 and 7 (HC-SA; also Table 6, "
                                           "which has no recipe)",
          "base": "You et al. Tables 2 (large datasets) and 3 (HC-SA)"},
-        unsuffixed_base=True, benchmark="mechanism",
-        ctranslate2=families.OWN_PARAMETERS),
+        unsuffixed_base=True, benchmark="mechanism", ctranslate2=families.OWN_PARAMETERS),
     families.Family(
         "hc_gaussian_all", "HC-ALL: hard-coded cross attention as well", {**_HC_SA, "cross_mixer": "hc_gaussian_cross"},
         {"tiny": families.TESTS, "iwslt": "You et al. Table 2 (small datasets, HC-ALL)",
          "base": "You et al. Table 2 (large datasets, HC-ALL)"},
-        unsuffixed_base=True,
-        ctranslate2=families.OWN_PARAMETERS),
+        unsuffixed_base=True, ctranslate2=families.OWN_PARAMETERS),
     families.Family(
         "hc_gaussian_shx", "SH-X: HC-SA with a single learned cross head (dim D) in the last decoder layer and no "
         "cross attention elsewhere", {**_HC_SA, "cross_mixer": _learned_cross_layers},
         {"tiny": families.TESTS, "iwslt": "You et al. Table 2 (small datasets) and Table 7 (SH-X)",
          "base": "You et al. Table 2 (large datasets) and Table 3 (SH-X)"},
-        unsuffixed_base=True, benchmark="mechanism",
-        ctranslate2=families.OWN_PARAMETERS),
+        unsuffixed_base=True, benchmark="mechanism", ctranslate2=families.OWN_PARAMETERS),
     families.Family(
         "hc_gaussian_shx_nosa", "SH-X -SA: SH-X's cross attention and no self-attention sub-layers",
         {"encoder_self_mixer": "none", "decoder_self_mixer": "none", "cross_mixer": _learned_cross_layers},
         {"tiny": families.TESTS, "iwslt": "You et al. Table 7 (SH-X/-SA)", "base": "You et al. Table 3 (SH-X/-SA)"},
-        unsuffixed_base=True,
-        ctranslate2=families.OWN_PARAMETERS),
+        unsuffixed_base=True, ctranslate2=families.OWN_PARAMETERS),
 )
