@@ -364,7 +364,9 @@ def _run(p, args, argv, lock):
         else:
             log("checkpoints: none left to delete, an earlier run deleted them (--delete-checkpoints)")
     print(text)
-    return 0
+    from .exit_status import of_run
+
+    return of_run(models, outcomes, failed, log)  # issue 49: a failed model fails the run, its report written
 
 
 def describe_data(args, info):
