@@ -21,6 +21,7 @@ from posnet_fairseq.cli import compare
 from posnet_fairseq.compare.options import build_parser
 from posnet_fairseq.launcher import SlurmOptions
 from posnet_fairseq.launcher.pool import JobPool
+from posnet_fairseq.table_runs import slurm as slurm_submitter
 from slurm_cluster import requeue
 from test_compare import CHEAP
 
@@ -150,6 +151,13 @@ def test_slurm_client_without_a_cluster_is_one_line_before_any_data(case, said, 
                      f"check the cluster's configuration (SLURM_CONF={conf}) and that its controller runs "
                      "(scontrol ping), or run on a login node of the cluster, or use the local launcher")
     assert not out.exists()
+    # the table recipes' submitter says the same, before its first job (the data preparation)
+    plan = tmp_path / "plan.sh"
+    plan.write_text(f"mkdir {tmp_path / 'data'}\n")
+    with pytest.raises(SystemExit):
+        slurm_submitter.main([str(plan), "--work", str(tmp_path / "work")])
+    assert f"error: --launcher slurm: SLURM does not answer here (SLURM: {said})" in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
 
 
 def test_job_pool_reports_ends_as_a_process_pool_does(tmp_path):
@@ -203,9 +211,9 @@ def test_slurm_micro_compare_equals_local(slurm_cluster, tmp_path):
     assert "progress: model" in log
 
 
-def test_slurm_compare_checks_the_partition_and_the_lock_of_out(slurm_cluster, tmp_path, capsys):
-    """Issue 49: an unknown --partition is named before anything is prepared; a second driver on an --out that a
-    run holds is refused, naming it."""
+def test_slurm_drivers_check_the_partition_and_lock_their_directory(slurm_cluster, tmp_path, capsys):
+    """Issue 49: an unknown --partition is named before anything is prepared; a second driver on an --out (a
+    recipe's WORK) that a run holds is refused, naming it."""
     from posnet_fairseq.launcher import RunLock
 
     out = tmp_path / "run"
@@ -220,6 +228,14 @@ def test_slurm_compare_checks_the_partition_and_the_lock_of_out(slurm_cluster, t
             compare.main([*GRID, "--out", str(out), *MICRO, *ON_SLURM])
     assert f"error: --out {out} is in use by posnet-compare pid {os.getpid()} on host " in capsys.readouterr().err
     assert not (out / "slurm").exists() and not (out / "steps").exists()
+    plan, work = tmp_path / "plan.sh", tmp_path / "work"
+    plan.write_text(f"mkdir {tmp_path / 'data'}\n")
+    with RunLock(work / "slurm", "aan/table2.sh"):
+        with pytest.raises(SystemExit):
+            slurm_submitter.main([str(plan), "--work", str(work)])
+    assert (f"error: --work {work}: {work / 'slurm'} is in use by aan/table2.sh pid {os.getpid()} on host "
+            in capsys.readouterr().err)
+    assert not (tmp_path / "data").exists() and not (work / "slurm" / "jobs").exists()
 
 
 def _resumed_at(log_path):
