@@ -68,6 +68,18 @@ def test_a_held_lock_names_its_holder_and_a_dead_ones_is_taken_over(tmp_path, ho
         assert again.notice is None
 
 
+def test_a_file_system_that_cannot_lock_is_said_and_the_run_goes_on(tmp_path, monkeypatch):
+    import errno
+    import fcntl
+
+    def no_locks(handle, operation):
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with RunLock(tmp_path / "run") as lock:
+        assert lock.notice == (f"{tmp_path / 'run'} cannot be locked ({os.strerror(errno.ENOLCK)}): a second run "
+                               "on it would not be refused; start only one")
+
+
 def test_the_launcher_driver_takes_the_lock_of_its_run_directory(tmp_path, holder):
     run = tmp_path / "run"
     unit = Unit("one", command=(sys.executable, "-c", "print('one done')"))
