@@ -8,7 +8,7 @@ process that dies however it dies (kill -9, a lost node): the next run takes
 the lock, finds the dead run's name still in the file (a run that ends cleanly
 empties it) and says that it took over. ``flock`` on NFS is a lock of the
 server, so a run on another login node sees it too. A file system that cannot
-lock at all (``ENOLCK``, ``EOPNOTSUPP``) is said once; the run goes on
+lock at all (``ENOLCK``, ``EOPNOTSUPP``, ...) is said once; the run goes on
 unlocked.
 
 The file is never removed: a run that removed it while another opened it
@@ -76,15 +76,14 @@ class RunLock:
         """Takes the lock; returns a notice for the run's log (a dead run's lock taken over, or a file system
         that cannot lock), else None. Raises :class:`RunLocked` while another run holds it."""
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        handle = open(self.path, "a+")
+        handle = open(self.path, "a+")  # not "w": that would empty the holder's name before the lock is tried
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
+            handle.close()
             if err.errno in _UNLOCKABLE:
-                handle.close()
                 return (f"{os.path.dirname(self.path)} cannot be locked ({err.strerror}): a second run on it "
                         "would not be refused; start only one")
-            handle.close()
             if err.errno not in (errno.EWOULDBLOCK, errno.EACCES):
                 raise
             raise RunLocked(self.path, self._holder()) from None

@@ -47,27 +47,26 @@ class SlurmUnavailable(RuntimeError):
 
 
 def check_cluster(partition=None):
-    """Raises :class:`SlurmUnavailable`, with SLURM's own words and what to check, when no cluster answers here (no
-    configuration, no controller) or it has no partition ``partition``: before a run prepares anything, since
-    sbatch would fail the same way only once the first job is submitted (issue 49)."""
+    """Raises :class:`SlurmUnavailable`, with SLURM's own words and what to check, when no cluster answers here
+    (no configuration, no controller) or it has no partition ``partition``: before a run prepares anything,
+    since sbatch would fail the same way only once the first job is submitted (issue 49)."""
     conf = os.environ.get("SLURM_CONF")
     where = f"SLURM_CONF={conf}" if conf else "/etc/slurm/slurm.conf, or SLURM_CONF"
+    fix = f"check the cluster's configuration ({where}) and that its controller runs (scontrol ping), or run on a " \
+          "login node of the cluster, or use the local launcher"
     try:
         run = subprocess.run(["sinfo", "--noheader", "--format=%R"], capture_output=True, text=True,
                              timeout=SINFO_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise SlurmUnavailable(f"SLURM does not answer here (sinfo gave no answer in {SINFO_TIMEOUT_S} s): check the "
-                           f"cluster's configuration ({where}) and that its controller runs (scontrol ping), or "
-                           "use the local launcher") from None
+        raise SlurmUnavailable(f"SLURM does not answer here (sinfo gave no answer in {SINFO_TIMEOUT_S} s): {fix}") \
+            from None
     if run.returncode != 0:
         said = (run.stderr.strip() or run.stdout.strip() or f"exit status {run.returncode}").splitlines()[-1]
-        raise SlurmUnavailable(f"SLURM does not answer here (SLURM: {said}): check the cluster's configuration "
-                           f"({where}) and that its controller runs (scontrol ping), or run on a login node of "
-                           "the cluster, or use the local launcher")
+        raise SlurmUnavailable(f"SLURM does not answer here (SLURM: {said}): {fix}")
     partitions = sorted(set(run.stdout.split()))
     if partition is not None and partition not in partitions:
         raise SlurmUnavailable(f"--partition {partition}: the cluster has no such partition (sinfo lists "
-                           f"{', '.join(partitions) or 'none'})")
+                               f"{', '.join(partitions) or 'none'})")
 
 
 class SlurmQueue:
@@ -82,7 +81,7 @@ class SlurmQueue:
         missing = [c for c in ("sbatch", "squeue", "scancel", "sinfo") if shutil.which(c) is None]
         if missing:
             raise SlurmUnavailable(f"the slurm launcher needs SLURM's {', '.join(missing)} on PATH "
-                               "(run it on a cluster's login node, or use the local launcher)")
+                                   "(run it on a cluster's login node, or use the local launcher)")
         self.options = options
         check_cluster(options.partition)
 
