@@ -58,6 +58,8 @@ def translate_all(steps, checkpoints, info, plan, generation_flags, log, own_fla
         else:
             require_checkpoints({arch: checkpoints[arch]}, f"translating {arch} again ({why})")
             queue.append(arch)
+            if steps.load(f"translate/{arch}") is not None:  # issue 49: a re-done translation says why
+                log(f"translate: {arch} is translated again: {why}")
 
     pool = plan.pool("translate", log, poll_seconds=0.2)
 

@@ -177,21 +177,27 @@ def analyse(steps, info, trained, log):
 def run(p, args, argv):
     """The run of the checked ``args`` (:func:`posnet_fairseq.compare.options.check_args`); ``p``: the parser
     that reports errors; ``argv``: the command line as given (for the log and results.md)."""
+    import contextlib
+
     from .training import CheckpointsDeleted
 
     try:
-        return _run(p, args, argv)
+        with contextlib.ExitStack() as lock:  # the lock of --out, taken by _run (posnet_fairseq.compare.run_lock)
+            return _run(p, args, argv, lock)
     except CheckpointsDeleted as err:
         p.error(str(err))
 
 
-def _run(p, args, argv):
+def _run(p, args, argv, lock):
     try:
         os.makedirs(args.out, exist_ok=True)
         log = Log(args.out)
         log.check()
     except OSError as err:
         p.error(f"--out {args.out} cannot be written ({err.strerror}); give a directory you can write to")
+    from . import run_lock
+
+    lock.enter_context(run_lock.held(p, args.out, log))  # issue 49: one run at a time on --out
     log(f"posnet-compare {' '.join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))}")
 
     import dataclasses
@@ -357,7 +363,9 @@ def _run(p, args, argv):
         else:
             log("checkpoints: none left to delete, an earlier run deleted them (--delete-checkpoints)")
     print(text)
-    return 0
+    from .exit_status import of_run
+
+    return of_run(models, outcomes, failed, log)  # issue 49: a failed model fails the run, its report written
 
 
 def describe_data(args, info):
