@@ -140,7 +140,7 @@ def test_kept_share_and_its_tests():
     assert model["against"]["verdict"] == "worse" and model["against"]["effect"] < 0
     found, kept = verdict.corrected({"m": {"in range": None, "beyond": None}}, tests)
     text = "\n".join(verdict.lines(found, kept, "b", [1, 2, 3], 12, "words", "1-12"))
-    assert f"- `m` 13-24 (n={len(within) + len(beyond)}): " in text and "against `b` worse (" in text
+    assert f"- `m` 13-24 (n={len(beyond)}, of {len(within)} within): " in text and "against `b` worse (" in text
 
 
 def test_verdicts_split_in_range_from_beyond():
@@ -173,7 +173,8 @@ def test_an_undecided_verdict_says_what_the_run_would_detect():
     found, _ = verdict.corrected({"m": {"in range": test.as_json(), "beyond": None}}, {})
     line = verdict.lines(found, {}, "b", [1, 2, 3], 12, "words")[-2]
     assert line.startswith("- `m`: in range no detectable difference (")
-    assert f"detectable: ±{test.detectable():.2f} BLEU" in line
+    test = verdict.Test.read(found["m"]["in range"])  # a family of one: the level is 0.05
+    assert test.alpha == pytest.approx(0.05) and f"detectable: ±{test.detectable():.2f} BLEU" in line
     need = test.seeds_needed(test.effect)
     assert (f"{need} seeds would detect" if need else "no number of seeds would detect") in line
 

@@ -111,16 +111,22 @@ class Test:
     def as_json(self):
         return dict(dataclasses.asdict(self), verdict=self.verdict)
 
+    @property
+    def alpha(self):
+        """The level a test of the family must reach for sure: Bonferroni's 0.05 / m, which Holm's procedure
+        is at least as lenient as (0.05 alone, before :func:`corrected`)."""
+        return (1 - crossed.LEVEL) / (self.family or 1)
+
     def detectable(self):
-        """The smallest true difference this test detects with 80% power (at the single test's level)."""
-        return float(crossed.detectable(self.se, self.df))
+        """The smallest true difference this test detects with 80% power at :attr:`alpha`."""
+        return float(crossed.detectable(self.se, self.df, self.alpha))
 
     def seeds_needed(self, difference):
-        """Seeds that would detect a true ``difference`` with 80% power; None: none would (or one seed: no
-        seed variance to go by)."""
+        """Seeds that would detect a true ``difference`` with 80% power at :attr:`alpha`; None: none would (or
+        one seed: no seed variance to go by)."""
         if self.seed_var is None:
             return None
-        return crossed.seeds_needed(difference, self.seed_var, self.common)
+        return crossed.seeds_needed(difference, self.seed_var, self.common, self.alpha)
 
 
 def by_length(lengths, train_limit):
@@ -163,8 +169,9 @@ def kept_subsets(buckets, lengths, train_limit):
 
 def kept(metric, archs, seeds, hypotheses, name, refs, within, beyond):
     """{arch: {bucket label: {"kept": Test.as_json() of the arch's kept %, "against": of its difference from
-    the baseline's (None for the baseline)}}} for ``within`` and ``beyond`` of :func:`kept_subsets`; a bucket
-    where a model has no BLEU within the training lengths is left out."""
+    the baseline's (None for the baseline), "sentences": the bucket's, "within": the reference bucket's}}}
+    for ``within`` and ``beyond`` of :func:`kept_subsets`; a bucket where a model has no BLEU within the
+    training lengths is left out."""
     stats = _stats_of(metric, seeds, hypotheses, name, refs)
     shares = {arch: {bucket: kept_share(stats(arch, within), stats(arch, ids)) for bucket, ids in beyond.items()}
               for arch in archs}
@@ -178,7 +185,7 @@ def kept(metric, archs, seeds, hypotheses, name, refs, within, beyond):
             against = (None if arch == archs[0] else
                        Test.of(crossed.t_test(share - base_share, influence - base_influence), len(seeds), n).as_json())
             out[arch][bucket] = {"kept": Test.of(crossed.t_test(share, influence), len(seeds), n).as_json(),
-                                 "against": against}
+                                 "against": against, "sentences": len(beyond[bucket]), "within": len(within)}
     return out
 
 
@@ -206,13 +213,13 @@ def corrected(verdict, kept_tests):
     return verdict, kept_tests
 
 
-def _advice(test, unit):
+def _advice(test, unit, digits):
     """Why an undecided verdict is not evidence of equality, with the run's numbers (item of the verdict line)."""
-    need = test.seeds_needed(test.effect)
+    need, effect = test.seeds_needed(test.effect), f"{test.effect:+.{digits}f}"
     seeds = ("one seed cannot say how many seeds it would need" if test.seed_var is None
-             else f"{need} seeds would detect {test.effect:+.2f} with 80% power" if need
-             else f"no number of seeds would detect {test.effect:+.2f}: the test sentences' noise hides it")
-    return f"; detectable: ±{test.detectable():.2f} {unit}; {seeds}"
+             else f"{need} seeds would detect {effect} with 80% power" if need
+             else f"no number of seeds would detect {effect}: the test sentences' noise hides it")
+    return f"; detectable: ±{test.detectable():.{digits}f} {unit}; {seeds}"
 
 
 def _phrase(entry, unit="BLEU", digits=2):
@@ -222,7 +229,7 @@ def _phrase(entry, unit="BLEU", digits=2):
     p = "" if test.adjusted_p is None else f", adjusted p {test.adjusted_p:.3f}"
     text = (f"{test.verdict} ({test.effect:+.{digits}f} {unit}, 95% interval {test.low:+.{digits}f} to "
             f"{test.high:+.{digits}f}{p}")
-    return text + (_advice(test, unit) if test.verdict == UNDECIDED else "") + ")"
+    return text + (_advice(test, unit, digits) if test.verdict == UNDECIDED else "") + ")"
 
 
 def _method(base, seeds, train_limit, unit):
@@ -246,19 +253,20 @@ def _family_line(verdict, kept_tests, base):
             "adjusted p is at most 0.05, so the chance of any false better/worse among the "
             f"{m} is at most 5%. Each interval is its own test's 95% interval, uncorrected. No detectable "
             "difference is not evidence of equality: such a line gives the smallest difference the run would "
-            "detect with 80% power (one test at 5%) and how many seeds its observed difference would need.")
+            f"detect with 80% power (detectable) and how many seeds its observed difference would need, both at "
+            f"0.05 / {m} (Bonferroni's level, which Holm's is at least as lenient as).")
 
 
 def _kept_lines(kept_tests, base, within_label):
     out = ["", f"Kept: BLEU beyond the training lengths in % of the model's own BLEU on {within_label}, the mean "
-           "over the seeds with its 95% interval over the seeds and the sentences (n: the bucket's and the "
-           f"reference bucket's sentences), and its difference from `{base}`'s in points:", ""]
+           "over the seeds with its 95% interval over the seeds and the sentences of both buckets (n: the "
+           f"bucket's sentences, then the reference bucket's), and its difference from `{base}`'s in points:", ""]
     for arch, per_bucket in kept_tests.items():
         for bucket, entry in per_bucket.items():
             test = Test.read(entry["kept"])
             against = "" if entry["against"] is None else f"; against `{base}` {_phrase(entry['against'], 'points', 1)}"
-            out.append(f"- `{arch}` {bucket} (n={test.sentences}): {test.effect:.1f}% (95% "
-                       f"interval {test.low:.1f} to {test.high:.1f}){against}")
+            out.append(f"- `{arch}` {bucket} (n={entry['sentences']}, of {entry['within']} within): "
+                       f"{test.effect:.1f}% (95% interval {test.low:.1f} to {test.high:.1f}){against}")
     return out
 
 

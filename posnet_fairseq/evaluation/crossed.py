@@ -115,19 +115,19 @@ def t_test(effects, influence):
             "seed_var": seed_var, "common": common}
 
 
-def detectable(se, df):
-    """The smallest true difference a two-sided test at :data:`LEVEL` detects with :data:`POWER`:
+def detectable(se, df, alpha=1 - LEVEL):
+    """The smallest true difference a two-sided test at level ``alpha`` detects with :data:`POWER`:
     (t_{1-alpha/2} + t_{power}) * se on the test's df."""
     t = _t()
-    return (t.ppf(0.5 + LEVEL / 2, df) + t.ppf(POWER, df)) * se
+    return (t.ppf(1 - alpha / 2, df) + t.ppf(POWER, df)) * se
 
 
-def seeds_needed(difference, seed_var, common, most=100):
-    """The fewest seeds k (2 to ``most``) with which :func:`t_test` would detect a true ``difference`` with
-    :data:`POWER`, from a run's seed variance and common sentence variance (eqs. 1-3); None when even
-    ``most`` seeds would not (the test set's common sentence noise alone hides it)."""
+def seeds_needed(difference, seed_var, common, alpha=1 - LEVEL, most=100):
+    """The fewest seeds k (2 to ``most``) with which :func:`t_test` at level ``alpha`` would detect a true
+    ``difference`` with :data:`POWER`, from a run's seed variance and common sentence variance (eqs. 1-3);
+    None when even ``most`` seeds would not (the test set's common sentence noise alone hides it)."""
     for k in range(2, most + 1):
-        if detectable(np.sqrt(seed_var / k + common), k - 1) <= abs(difference):
+        if detectable(np.sqrt(seed_var / k + common), k - 1, alpha) <= abs(difference):
             return k
     return None
 
