@@ -257,8 +257,8 @@ def markdown(table, quality, cost, context, seed_list=(None,), stops=None):
          "inside the noise: the Verdict below." if several else
          f"- BLEU / chrF: sacreBLEU on the whole test set, then (in brackets) the bootstrap mean ± the 95% "
          f"confidence half-width; p: paired bootstrap against `{base}` ({quality.samples} resamples, every "
-         "model on the same ones; posnet_fairseq.evaluation.bootstrap), the smaller of P(not better) and P(not "
-         "worse), with the direction where it is at most 0.05."),
+         "model on the same ones; posnet_fairseq.evaluation.bootstrap), two-sided: twice the smaller of P(not "
+         "better) and P(not worse), with the direction where it is at most 0.05."),
         *([f"- updates: the updates each model trained{' (mean ± sd over the seeds)' if several else ''}; "
            "(not converged): stopped by the cap of --budget converge before its validation loss stopped improving"
            f"{' (in at least one seed)' if several else ''}."] if converge else []),
@@ -301,7 +301,9 @@ def markdown(table, quality, cost, context, seed_list=(None,), stops=None):
     if stops:
         lines += [*stopping.markdown(stops), ""]
     if quality.verdict is not None:
-        lines += _verdict.lines(quality.verdict, base, list(seed_list), quality.samples, limit, quality.length_unit)
+        reference = _kept_reference(buckets)
+        lines += _verdict.lines(quality.verdict, quality.kept, base, list(seed_list), limit, quality.length_unit,
+                                reference.label if reference else None)
     lines += ["## Plots", ""]
     for name, title in (("bleu_vs_speed", "BLEU vs decoding speed"), ("bleu_by_length", "BLEU by source length"),
                         ("valid_loss", "Validation loss"),

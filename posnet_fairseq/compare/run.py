@@ -283,21 +283,24 @@ def _run(p, args, argv, lock):
         return result
 
     quality_result = quality.merge([seed_quality(s) for s in seed_list])
-    log(f"verdict: two-level paired bootstrap over {len(seed_list)} seed pair(s) and the test sentences")
+    log(f"verdict: t-test over {len(seed_list)} seed pair(s) and the test sentences, Holm over the report")
+    hypotheses = {m: outputs[m][0] for m in outputs}
     quality_result.update(
         min_bucket_sentences=args.min_bucket_sentences, length_unit=info.length_unit, failed=failed,
         seeds=seed_list,
-        verdict=verdict.verdicts(bleu, complete, seed_list,
-                                 {m: outputs[m][0] for m in outputs}, name, refs,
-                                 verdict.by_length(info.test_lengths, train_limit), args.bootstrap_samples))
+        verdict=verdict.verdicts(bleu, complete, seed_list, hypotheses, name, refs,
+                                 verdict.by_length(info.test_lengths, train_limit)))
     if info.concatenated:  # the joined examples beyond the training lengths: a verdict of their own
         joined_outputs, joined_refs = joined[0], joined[1]
         beyond = verdict.by_length(info.concatenated["lengths"], train_limit)["beyond"]
         longer = verdict.verdicts(bleu, complete, seed_list,
                                   {m: joined_outputs[m][0] for m in joined_outputs}, name, joined_refs,
-                                  {"joined": beyond}, args.bootstrap_samples)
+                                  {"joined": beyond})
         for arch, sides in longer.items():
             quality_result["verdict"][arch]["joined"] = sides["joined"]
+    kept = verdict.kept(bleu, complete, seed_list, hypotheses, name, refs,
+                        *verdict.kept_subsets(buckets, info.test_lengths, train_limit))
+    quality_result["verdict"], quality_result["kept"] = verdict.corrected(quality_result["verdict"], kept)
     _save_json(os.path.join(args.out, "quality.json"), quality_result)
     # where each model's hypotheses ended, per bucket
     stops = stopping.tables(steps, info, quality_result["buckets"], bleu,

@@ -43,7 +43,7 @@ import sys
 from ..fairseq_log import decode_seconds, train_speed
 from . import bootstrap, generate_output, hooks, meteor
 
-THRESHOLD = 0.05  # the PosNet paper's p <= 0.05
+THRESHOLD = 0.05  # two-sided (bootstrap.significance); the PosNet paper's one-sided p <= 0.05 each way is 10%
 SENTENCE_SCORED = ("comet", "bleurt", "meteor")  # metrics whose sentence scores the bootstrap resamples
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
@@ -239,7 +239,7 @@ def summary(result):
             if key not in sig:
                 continue
             s = sig[key]
-            mark = f" (significantly {s['direction']}, p <= {sig['threshold']})" if s["significant"] else ""
+            mark = f" (significantly {s['direction']}, two-sided p <= {sig['threshold']})" if s["significant"] else ""
             lines.append(f"  vs {name} ({key}): {s['system']:.2f} vs {s['baseline']:.2f}, p(not better) = "
                          f"{s['p_value']:.4f}, p(not worse) = {s['p_value_worse']:.4f}{mark}")
     return "\n".join(lines)
