@@ -41,7 +41,7 @@ ORDER = 4  # BLEU's n-gram orders: statistics = [hypothesis length, reference le
 
 
 def _t():
-    from scipy import stats  # scikit-learn's dependency, pinned in requirements/runtime.txt
+    from scipy import stats  # pinned in requirements/runtime.txt
 
     return stats.t
 
