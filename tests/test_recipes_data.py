@@ -343,3 +343,13 @@ def test_a_flag_the_preparation_does_not_have_is_refused(tmp_path, script, paper
                         check=False)
     assert result.returncode != 0 and f"{script}: unknown option --foo" in result.stderr
     assert not (tmp_path / "d" / "orig").exists() or not os.listdir(tmp_path / "d" / "orig")
+
+
+@pytest.mark.parametrize("script", ["prepare-synth.sh", "prepare-wmt16-en-ro.sh"])
+def test_help_prints_the_usage_and_leaves_nothing_behind(tmp_path, script):
+    """Issue 49 item 9: prepare-synth.sh --help was "unknown option --help" and left an empty data/synth/."""
+    result = subprocess.run(["bash", os.path.join(REPO, "recipes", "data", script), "--help"], env=_env(),
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"bash recipes/data/{script}" in result.stdout and "--archives DIR" in result.stdout
+    assert os.listdir(tmp_path) == []
