@@ -42,12 +42,13 @@ def _argparse_error(text, status):
 
 
 def _overridden(generate_flags):
-    """The plugin's model flags that ``generate_flags``' --model-overrides sets, as command-line flags: the model
-    is built with them as well, so that e.g. a RoPE scaling on a model without RoPE is refused here."""
+    """The RoPE scaling flags that ``generate_flags``' --model-overrides sets, as command-line flags: the model is
+    built with them as well, so that a scaling on a model without RoPE is refused here. (Other overrides may
+    need the data, e.g. spread test positions the length ratio.)"""
     import argparse
 
     from .. import troubleshooting
-    from ..flags import GROUPS
+    from ..mixers.rope_scaling import FLAGS
 
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--model-overrides")
@@ -55,10 +56,9 @@ def _overridden(generate_flags):
     problem = troubleshooting.architecture_override(text)
     if problem:
         raise ValueError(problem)
-    declared = {f.dest: f.name for group in GROUPS for f in group.flags}
-    overrides = {key: value for key, value in troubleshooting.model_overrides(text).items() if key in declared}
-    return [a for key, value in overrides.items() if value is not False
-            for a in ([declared[key]] if value is True else [declared[key], str(value)])]
+    declared = {f.dest: f.name for f in FLAGS.flags}  # none is a switch: each takes a value
+    return [a for key, value in troubleshooting.model_overrides(text).items() if key in declared
+            for a in (declared[key], str(value))]
 
 
 def check(flags, generate_flags=None):
