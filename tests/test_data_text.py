@@ -63,3 +63,12 @@ def test_a_byte_order_mark_is_no_character_of_any_text_input(tmp_path):
     assert _read(tmp_path / "t.tok") == ["Hello world .", "Two"]
     text.holdout(str(tmp_path / "t"), "src", "tgt", str(tmp_path / "tr"), str(tmp_path / "va"), 2)
     assert _read(tmp_path / "tr.tgt") == ["Hello world ."]
+
+
+def test_replace_unicode_punctuation_comes_before_normalisation():
+    """replace-unicode-punctuation.perl, which the hard-coded Gaussian authors run on WMT16 En-Ro before
+    normalize-punctuation.perl (process_enro.sh): full-width punctuation becomes ASCII."""
+    line = "Da\uff0c \u00een 2016\uff1a \u201eBine\u201d\u3002"
+    assert text.tokenize_line(line, "ro", normalize=True) == "Da \uff0c în 2016 \uff1a &quot; Bine &quot; \u3002"
+    assert text.tokenize_line(line, "ro", normalize=True, replace_unicode=True) == \
+        "Da , în 2016 : &quot; Bine &quot; ."

@@ -6,10 +6,11 @@
     python -m posnet_fairseq.data.text segs IN OUT
         the text of every <seg id=...> line of an IWSLT .xml or WMT .sgm file,
         with the right single quote turned into an apostrophe (as fairseq's scripts)
-    python -m posnet_fairseq.data.text tokenize -l LANG [-a] [--normalize]
+    python -m posnet_fairseq.data.text tokenize -l LANG [-a] [--replace-unicode-punct] [--normalize]
             [--remove-non-printing] [--lowercase] [--workers N] IN OUT
-        sacremoses: normalize-punctuation.perl, remove-non-printing-char.perl,
-        tokenizer.perl [-a] (escaping on, as tokenizer.perl), lowercase.perl
+        sacremoses: replace-unicode-punctuation.perl, normalize-punctuation.perl,
+        remove-non-printing-char.perl, tokenizer.perl [-a] (escaping on, as tokenizer.perl),
+        lowercase.perl, in that order
     python -m posnet_fairseq.data.text romanian [--remove-diacritics] IN OUT
         Romanian s and t with cedilla written with comma below (the WMT16 scripts'
         normalise-romanian.py); --remove-diacritics then writes every Romanian letter
@@ -95,9 +96,12 @@ def _moses(lang):
     return MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
 
 
-def tokenize_line(line, lang, aggressive=False, normalize=False, non_printing=False, lowercase=False):
+def tokenize_line(line, lang, aggressive=False, normalize=False, non_printing=False, lowercase=False,
+                  replace_unicode=False):
     normalizer, tokenizer = _moses(lang)
     line = line.rstrip("\n")
+    if replace_unicode:  # full-width and CJK punctuation -> ASCII, before normalize-punctuation.perl
+        line = normalizer.replace_unicode_punct(line)
     if normalize:
         line = normalizer.normalize(line)
     if non_printing:
@@ -194,6 +198,7 @@ def main(argv=None):
     tok = sub.add_parser("tokenize")
     tok.add_argument("-l", "--lang", required=True)
     tok.add_argument("-a", "--aggressive", action="store_true", help="split hyphens (@-@), tokenizer.perl -a")
+    tok.add_argument("--replace-unicode-punct", action="store_true", help="replace-unicode-punctuation.perl first")
     tok.add_argument("--normalize", action="store_true", help="normalize-punctuation.perl first")
     tok.add_argument("--remove-non-printing", action="store_true")
     tok.add_argument("--lowercase", action="store_true")
@@ -219,7 +224,8 @@ def main(argv=None):
                   args.input, args.output)
     elif args.command == "tokenize":
         tokenize_file(args.input, args.output, workers=args.workers, lang=args.lang, aggressive=args.aggressive,
-                      normalize=args.normalize, non_printing=args.remove_non_printing, lowercase=args.lowercase)
+                      normalize=args.normalize, non_printing=args.remove_non_printing, lowercase=args.lowercase,
+                      replace_unicode=args.replace_unicode_punct)
     elif args.command == "holdout":
         if args.every < 2:
             parser.error(f"--every {args.every}: must be at least 2")
