@@ -1,12 +1,12 @@
 """What the commands that rewrite a trained checkpoint share (``posnet-precompute``, ``posnet-quantize``).
 
-:func:`parse_args` refuses an OUTPUT that is the CHECKPOINT unless ``--in-place``
-(:mod:`posnet_fairseq.cli.in_place`); :func:`load_trained` refuses, in one line naming the file, a path that is not
-a checkpoint fairseq-train wrote, before fairseq's loader (which says
-neither), and returns (state, task, model); :func:`save` writes the new
-checkpoint whole or not at all, its ``cfg`` as the plain containers
-fairseq's trainer stores (which the safe loader accepts), and says a full disk
-in one line.
+:func:`parse_args` refuses an OUTPUT that is the CHECKPOINT unless
+``--in-place`` (:mod:`posnet_fairseq.cli.in_place`); :func:`load_trained`
+refuses, in one line naming the file, a path that is not a checkpoint
+fairseq-train wrote, before fairseq's loader (which says neither), and returns
+(state, task, model); :func:`save` writes the new checkpoint whole or not at
+all, its ``cfg`` as the plain containers fairseq's trainer stores (which the
+safe loader accepts), and says a full disk in one line.
 """
 import sys
 

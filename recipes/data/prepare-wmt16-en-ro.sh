@@ -19,9 +19,9 @@
 #   replace-unicode-punctuation before the normalisation, tokenised without hyphen splitting, the
 #   English side of dev and test from *-roen-ref.en.sgm, only the training pairs with an empty side
 #   dropped (process_enro.py's binarize: Europarl v8 and SETimes2 have 399,375 + 213,047 =
-#   612,422 lines, the paper's Table 1 count), 32000 merges (its MERGE_OPS). Not as that script (ours, said): BPE
-#   is learned on the training data only (its line 64 learns it on train, dev and test together);
-#   Moses escaping (&apos; ...; undone by the detokeniser before scoring); no truecasing.
+#   612,422 lines, the paper's Table 1 count), 32000 merges (its MERGE_OPS). Not as that script
+#   (ours, said): BPE is learned on the training data only (its line 64 learns it on train, dev
+#   and test together); Moses escaping (&apos; ...; undone by the detokeniser before scoring); no truecasing.
 # default -> data/wmt16_en_ro: diacritics kept (comma below), aggressive hyphen splitting
 #   (tokenizer.perl -a), no replace-unicode-punctuation, English dev/test from *-enro-src.en.sgm,
 #   training pairs cleaned to 1-250 tokens with ratio 1.5 (fairseq's WMT recipes; fewer pairs than
