@@ -221,7 +221,7 @@ def check_args(p, args):
         p.error(str(err))
     from . import model_flags
 
-    errors, args.model_limits = model_flags.check(args.flags)
+    errors, args.model_limits = model_flags.check(args.flags, args.generate_flags)
     if errors:
         p.error("model flags refused (nothing was prepared): "
                 + "; ".join(f"{arch}: {why}" for arch, why in errors.items()) + "; fix them in --model-flags or "
