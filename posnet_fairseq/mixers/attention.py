@@ -1,4 +1,4 @@
-"""Numeric helpers of the attention-like mixers: real positions, masked softmax, fp32 islands."""
+"""Numeric helpers of the attention-like mixers: real positions, key masks, masked softmax, fp32 islands."""
 from typing import Optional
 
 import torch
@@ -25,6 +25,19 @@ def real_positions(padding_mask: Optional[Tensor], batch: int, length: int, devi
         return torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
     real = (~padding_mask).long()
     return ((torch.cumsum(real, dim=1) - 1) * real).clamp_(min=0)
+
+
+def invalid_keys(pad: Optional[Tensor], causal: bool, query_step: Optional[Tensor], batch: int, length: int,
+                 keys: int, device) -> Optional[Tensor]:
+    """The keys a query may not see (B x 1 x T x S, True = masked): pads (``pad`` B x S), and with ``causal``
+    the keys after the query's step (``query_step`` B x T while decoding, else the column 0 .. T - 1)."""
+    invalid = None if pad is None else pad[:, None, None, :]
+    if causal:
+        step = query_step if query_step is not None else \
+            torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
+        future = (torch.arange(keys, device=device).view(1, 1, keys) > step.unsqueeze(2)).unsqueeze(1)
+        invalid = future if invalid is None else invalid | future
+    return invalid
 
 
 def masked_softmax(logits: Tensor, invalid: Optional[Tensor], empty_rows: bool = True) -> Tensor:

@@ -187,7 +187,7 @@ class ContentAttention(Mixer):
             # Self-attention: this call's keys are its queries' tokens, at the same positions.
             q, k = self._rotate(q, k, query_pos, incremental_state is None)
         if incremental_state is None:
-            invalid = self._shared(("invalid", length, self.causal),
+            invalid = self.shared(("invalid", length, self.causal),
                                    lambda: self._teacher_forced_mask(pad, length, query.device), pad)
             bias = None
             if shift_invariant:
@@ -221,11 +221,6 @@ class ContentAttention(Mixer):
             out, weights = self._attend(q, k, v, bias, invalid, empty_rows), None
         return self.merge_heads(out), weights
 
-    def _shared(self, key, make, anchor=None):
-        """``make()``, once per call for every layer of the side (:meth:`.ForwardContext.shared`) where the
-        mixer has the side's context."""
-        return make() if self.forward_context is None else self.forward_context.shared(key, make, anchor)
-
     def _positions(self, pad: Optional[Tensor], batch: int, length: int, device) -> Optional[Tensor]:
         """Teacher-forced real positions (B x T), or None where no hook reads them (a distance-only bias
         takes column indices; a transform given drawn positions takes those)."""
@@ -234,7 +229,7 @@ class ContentAttention(Mixer):
             self.position_bias is None or isinstance(self.position_bias, DistanceBias))
         if not reads:
             return None
-        return self._shared(("positions", length), lambda: real_positions(pad, batch, length, device), pad)
+        return self.shared(("positions", length), lambda: real_positions(pad, batch, length, device), pad)
 
     def _rotate(self, q: Tensor, k: Tensor, query_pos: Optional[Tensor], teacher_forced: bool):
         """The transform's queries and keys at the call's positions (drawn ones where the side drew them);
@@ -249,7 +244,7 @@ class ContentAttention(Mixer):
 
         if teacher_forced:
             key = ("rotation", type(self.transform), self.transform.extra_repr(), positions.size(-1))
-            rotation = self._shared(key, rotation, positions)
+            rotation = self.shared(key, rotation, positions)
         else:
             rotation = rotation()
         return self.transform.rotate(q, rotation), self.transform.rotate_key(k, rotation)
@@ -269,12 +264,12 @@ class ContentAttention(Mixer):
         and so is the bias itself where it is the same in every layer: ``FIXED`` (no parameters) or one module
         for all layers (``shared_bias``, T5)."""
         bias = self.position_bias
-        distances, index = self._shared(("distance_index", length), lambda: bias.distance_index(length, device))
+        distances, index = self.shared(("distance_index", length), lambda: bias.distance_index(length, device))
         if bias.FIXED:
-            return self._shared(("fixed_bias", type(bias), bias.extra_repr(), length),
+            return self.shared(("fixed_bias", type(bias), bias.extra_repr(), length),
                                 lambda: bias.gather(distances, index))
         if self.shared_bias:
-            return self._shared(("shared_bias", id(bias), length), lambda: bias.gather(distances, index))
+            return self.shared(("shared_bias", id(bias), length), lambda: bias.gather(distances, index))
         return bias.gather(distances, index)
 
     def _pad_history(self, buffer, pad: Optional[Tensor], past: int) -> Optional[str]:
