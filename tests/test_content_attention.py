@@ -225,3 +225,22 @@ def test_a_model_computes_its_position_grids_once_per_call(scheme):
     for layer in encoder.layers:
         layer.self_attn.forward_context = None
     assert torch.allclose(encoder(src, torch.tensor([5, 4]))["encoder_out"][0], out, atol=1e-6)
+
+
+def test_a_decoding_step_makes_one_rotation_for_every_layer_and_decodes_as_it_trains():
+    """Every decoder layer of a step is at the same position: RoPE's rotation is made once per step."""
+    from fairseq_testing import decode_incrementally
+
+    torch.manual_seed(0)
+    model, _ = build_model(["--encoder-self-mixer", "rope", "--decoder-self-mixer", "rope",
+                            "--no-token-positional-embeddings"])
+    model.eval()
+    context = model.decoder.forward_context
+    makes, shared = [], context.shared
+    context.shared = lambda key, make, anchor=None: shared(key, lambda: makes.append(key[0]) or make(), anchor)
+    src, lengths = torch.tensor([[5, 6, 7, 2], [8, 9, 10, 2]]), torch.tensor([4, 4])
+    prev = torch.tensor([[2, 5, 9, 7, 6], [2, 8, 8, 4, 5]])
+    decoded = decode_incrementally(model, src, lengths, prev)
+    assert len(model.decoder.layers) == 2 and makes.count("rotation") == prev.size(1)
+    with torch.no_grad():
+        assert torch.allclose(decoded, model(src, lengths, prev)[0], atol=1e-5)

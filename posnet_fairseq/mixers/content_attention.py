@@ -185,7 +185,7 @@ class ContentAttention(Mixer):
             query_pos = self.decoding_steps(buffer, batch, length, query.device)
         if self.transform is not None:
             # Self-attention: this call's keys are its queries' tokens, at the same positions.
-            q, k = self._rotate(q, k, query_pos, incremental_state is None)
+            q, k = self._rotate(q, k, query_pos, incremental_state)
         if incremental_state is None:
             invalid = self.shared(("invalid", length, self.causal),
                                    lambda: self._teacher_forced_mask(pad, length, query.device), pad)
@@ -231,9 +231,11 @@ class ContentAttention(Mixer):
             return None
         return self.shared(("positions", length), lambda: real_positions(pad, batch, length, device), pad)
 
-    def _rotate(self, q: Tensor, k: Tensor, query_pos: Optional[Tensor], teacher_forced: bool):
-        """The transform's queries and keys at the call's positions (drawn ones where the side drew them);
-        teacher-forced, its rotation is the same in every layer with the same transform."""
+    def _rotate(self, q: Tensor, k: Tensor, query_pos: Optional[Tensor], incremental_state):
+        """The transform's queries and keys at the call's positions (drawn ones where the side drew them).
+        Its rotation is the same in every layer with the same transform: teacher-forced, the positions come
+        from the padding mask every layer is given; decoding, every layer of a call is at the same steps
+        (each layer counts them in its own state, all in step), so the call's incremental state anchors them."""
         context = self.forward_context
         drawn = None if context is None else context.positions
         positions = query_pos if drawn is None else drawn
@@ -242,11 +244,8 @@ class ContentAttention(Mixer):
         def rotation():
             return self.transform.rotation(positions, q.device, lengths)
 
-        if teacher_forced:
-            key = ("rotation", type(self.transform), self.transform.extra_repr(), positions.size(-1))
-            rotation = self.shared(key, rotation, positions)
-        else:
-            rotation = rotation()
+        key = ("rotation", type(self.transform), self.transform.extra_repr(), positions.size(-1))
+        rotation = self.shared(key, rotation, positions if incremental_state is None else incremental_state)
         return self.transform.rotate(q, rotation), self.transform.rotate_key(k, rotation)
 
     def _teacher_forced_mask(self, pad: Optional[Tensor], length: int, device) -> Optional[Tensor]:
