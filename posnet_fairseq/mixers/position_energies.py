@@ -193,6 +193,8 @@ class AbsoluteEnergies(EnergyTerm):
 
     ``s`` are sinusoids (``sinusoid_layout``, dropout at the model rate), or, with ``shared`` (arPosNet
     as the authors' code: ``--arposnet-absolute-positions shared``), rPosNet's :class:`ModelPositions`.
+    The sinusoids are the same in every layer: made once per call for all of them where the term has the
+    side's ``forward_context``, each layer drawing its own dropout.
     """
 
     LABEL = "aPosNet"
@@ -201,9 +203,10 @@ class AbsoluteEnergies(EnergyTerm):
     AXES = ("head", "query position", "key position")
 
     def __init__(self, embed_dim, num_heads, precomputed=0, sinusoid_layout="fairseq", position_dropout=0.0,
-                 shared=None):
+                 shared=None, forward_context=None):
         super().__init__(embed_dim, num_heads, precomputed, precomputed)
         self.sinusoid_layout, self.position_dropout, self.shared = sinusoid_layout, position_dropout, shared
+        self.forward_context = forward_context
         self.q_proj = None if precomputed else nn.Linear(embed_dim, embed_dim)
         self.k_proj = None if precomputed else nn.Linear(embed_dim, embed_dim)
 
@@ -223,8 +226,14 @@ class AbsoluteEnergies(EnergyTerm):
         if self.shared is not None:
             vectors = self.shared(0, max(hi, keys), training)
         else:
-            vectors = F.dropout(sinusoids(max(hi, keys), self.q_proj.in_features, self.sinusoid_layout).to(
-                self.q_proj.weight.device), self.position_dropout, training)
+            n, dim, device = max(hi, keys), self.q_proj.in_features, self.q_proj.weight.device
+
+            def made():
+                return sinusoids(n, dim, self.sinusoid_layout).to(device)
+
+            vectors = made() if self.forward_context is None else self.forward_context.shared(
+                ("sinusoids", n, dim, self.sinusoid_layout, device), made)
+            vectors = F.dropout(vectors, self.position_dropout, training)
         with autocast_off(vectors):
             q = self._project(self.q_proj, vectors[lo:hi])
             k = self._project(self.k_proj, vectors[:keys])

@@ -167,7 +167,7 @@ class PositionAttention(Mixer):
                                           positions, precomputed))
         if absolute:
             terms.append(AbsoluteEnergies(ctx.embed_dim, ctx.num_heads, precomputed, opts.aposnet_sinusoids,
-                                          ctx.model_dropout, positions if shared else None))
+                                          ctx.model_dropout, positions if shared else None, ctx.forward_context))
         mixer = cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, ctx.site, terms, projections, ctx.dropout)
         mixer.forward_context = ctx.forward_context
         mixer.reset_parameters()
