@@ -50,7 +50,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import families
-from .attention import masked_softmax, real_positions
+from .attention import masked_softmax, real_positions, softmax_masks
 from .base import Mixer
 from .state_reorder import COPY
 
@@ -187,8 +187,9 @@ class ContentAttention(Mixer):
             # Self-attention: this call's keys are its queries' tokens, at the same positions.
             q, k = self._rotate(q, k, query_pos, incremental_state)
         if incremental_state is None:
-            invalid = self.shared(("invalid", length, self.causal),
-                                   lambda: self._teacher_forced_mask(pad, length, query.device), pad)
+            # Only a masked pad can leave a row without keys (a causal row sees itself).
+            masks = self.shared(("softmax_masks", length, self.causal), lambda: softmax_masks(
+                self._teacher_forced_mask(pad, length, query.device), pad is not None), pad)
             bias = None
             if shift_invariant:
                 bias = self._distance_bias(length, query.device)
@@ -205,6 +206,7 @@ class ContentAttention(Mixer):
             if self.causal and length > 1:  # one decoding step sees only its past
                 future = (key_cols.unsqueeze(1) > query_cols.unsqueeze(2)).unsqueeze(1)  # 1 x 1 x T x S
                 invalid = future if invalid is None else invalid | future
+            masks = softmax_masks(invalid, pad is not None)
             bias = None
             if self.position_bias is not None:
                 # A distance-only bias is the same for every sentence: computed once (1 x H x T x S).
@@ -212,13 +214,11 @@ class ContentAttention(Mixer):
                         else self.position_bias(query_pos, key_pos))
         # Decoding (one query per step) runs the explicit matrix products: for a
         # single query torch's fused CPU kernel took 1.4-2.6x their time (S = 30-200).
-        # Only a masked pad can leave a row without keys (a causal row sees itself).
-        empty_rows = pad is not None
         if need_weights or need_head_weights or incremental_state is not None:
-            out, probs = self._attend_with_weights(q, k, v, bias, invalid, empty_rows)
+            out, probs = self._attend_with_weights(q, k, v, bias, masks)
             weights = self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
         else:
-            out, weights = self._attend(q, k, v, bias, invalid, empty_rows), None
+            out, weights = self._attend(q, k, v, bias, masks), None
         return self.merge_heads(out), weights
 
     def _positions(self, pad: Optional[Tensor], batch: int, length: int, device) -> Optional[Tensor]:
@@ -284,16 +284,11 @@ class ContentAttention(Mixer):
             self.keep_state(buffer, PAD_KEY, torch.zeros(pad.size(0), past, dtype=torch.bool, device=pad.device), COPY)
         return PAD_KEY
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], invalid: Optional[Tensor],
-                empty_rows: bool) -> Tensor:
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], masks) -> Tensor:
         """softmax(q k^T / sqrt(d_h) + bias, masked) v through torch's fused scaled_dot_product_attention
-        (``empty_rows``: whether a row may have no valid key, as in :func:`.attention.masked_softmax`)."""
-        empty = None
-        if invalid is not None and empty_rows:
-            # A row without any valid key (only a pad query can have one) sees
-            # everything and is zeroed afterwards, as masked_softmax does.
-            empty = invalid.all(dim=-1, keepdim=True)
-            invalid = invalid & ~empty
+        (``masks``: :func:`.attention.softmax_masks`: a row without any valid key sees everything and is zeroed
+        afterwards, as masked_softmax does)."""
+        invalid, empty = masks
         if bias is None:
             mask = None if invalid is None else ~invalid
         else:
@@ -303,12 +298,12 @@ class ContentAttention(Mixer):
                                              dropout_p=self.dropout if self.training else 0.0)
         return out if empty is None else out.masked_fill(empty, 0.0)
 
-    def _attend_with_weights(self, q, k, v, bias, invalid, empty_rows):
+    def _attend_with_weights(self, q, k, v, bias, masks):
         """The same function as explicit products (fp32 softmax), returning the B x H x T x S weights too."""
         logits = torch.matmul(q * self.head_dim ** -0.5, k.transpose(-1, -2)).float()
         if bias is not None:
             logits = logits + bias
-        probs = masked_softmax(logits, invalid, empty_rows)
+        probs = masked_softmax(logits, None, masks=masks)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
         return torch.matmul(dropped.to(v.dtype), v), probs
 

@@ -66,7 +66,7 @@ from torch import nn
 from .. import families, flags
 from ..sites import SITES
 from . import posnet_decoding
-from .attention import invalid_keys, masked_softmax, real_positions
+from .attention import invalid_keys, masked_softmax, real_positions, softmax_masks
 from .base import Mixer
 from .gating import gated_where_mixer_of
 from .norms import LAYER_NORMS, layer_norm
@@ -207,10 +207,10 @@ class PositionAttention(Mixer):
         return term.compute(lo, hi, keys, self.training)
 
     def energies(self, query_pos, key_pos, lo=None, hi=None, keys=None, shared=False, pad=None):
-        """Scaled fp32 energies B x H x T x S for B x T query and B x S key positions: the terms' sum.
-        ``lo`` and ``hi``, the least query position and one past the largest, and ``keys``, one past the
-        largest key position, are read from the device unless given. ``shared``: a teacher-forced
-        self-attention call, whose index grids every layer shares (they depend on ``pad`` and shapes only)."""
+        """Scaled fp32 energies B x H x T x S for B x T query and B x S key positions: the terms' sum. ``lo``
+        and ``hi``, the least query position and one past the largest, and ``keys``, one past the largest key
+        position, are read from the device unless given. ``shared``: a teacher-forced self-attention call,
+        whose index grids every layer shares (they depend on ``pad`` and shapes only)."""
         lo, hi = int(query_pos.min()) if lo is None else lo, int(query_pos.max()) + 1 if hi is None else hi
         rows = (query_pos - lo if lo else query_pos).unsqueeze(2)  # B x T x 1
         energy = None
@@ -226,11 +226,10 @@ class PositionAttention(Mixer):
         """Energies and mask of a teacher-forced self-attention call: positions, bound, index grids and mask made
         once per call for every layer (Mixer.shared); the bound read from the device only where a pad is masked."""
         positions = self.shared(("positions", length), lambda: real_positions(pad, batch, length, device), pad)
-        bound = self.shared(("position_bound", length),
-                            lambda: length if pad is None else int(positions.max()) + 1, pad)
+        bound = self.shared(("bound", length), lambda: length if pad is None else int(positions.max()) + 1, pad)
         energy = self.energies(positions, positions, 0, bound, bound, shared=True, pad=pad)
-        return energy, self.shared(("posnet_invalid", length, self.causal),
-                                   lambda: invalid_keys(pad, self.causal, None, batch, length, length, device), pad)
+        return energy, self.shared(("posnet_softmax_masks", length, self.causal), lambda: softmax_masks(
+            invalid_keys(pad, self.causal, None, batch, length, length, device), pad is not None), pad)
 
     # ----- inference precomputation (paper section 4) -----
 
@@ -304,11 +303,12 @@ class PositionAttention(Mixer):
                                                             pad_key="key_padding_mask", value=v)
                 query_pos = query_step
         if buffer is None and not self.site.cross:
-            energy, invalid = self._teacher_forced_self(pad, batch, length, device)
+            energy, masks = self._teacher_forced_self(pad, batch, length, device)
         else:  # decoding reads the query positions' range from the device; teacher-forced cross's is 0 .. T - 1
             energy = self.energies(query_pos, key_pos, *(() if buffer is not None else (0, length)))
-            invalid = invalid_keys(pad, self.causal, query_step, batch, length, v.size(2), device)
-        probs = masked_softmax(energy, invalid, empty_rows=pad is not None)
+            masks = softmax_masks(invalid_keys(pad, self.causal, query_step, batch, length, v.size(2), device),
+                                  pad is not None)
+        probs = masked_softmax(energy, None, masks=masks)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
         out = self.merge_heads(torch.matmul(dropped.to(v.dtype), v))
         return out, self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
