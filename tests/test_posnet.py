@@ -212,3 +212,29 @@ def test_presets_use_the_papers_settings():
     ungated, _ = build_model(["--encoder-self-gating", "off"], arch="aposnet_transformer_tiny")
     assert isinstance(ungated.encoder.layers[0].self_attn, APosNet)
     assert type(ungated.decoder.layers[0].self_attn).__name__ == "GatedMixer"
+
+
+@pytest.mark.parametrize("arch", ["rposnet_transformer_tiny", "aposnet_transformer_tiny"])
+def test_the_layers_of_a_call_share_their_position_work_and_draw_the_same_dropout(arch):
+    """Positions, their bound, index grids, masks and rPosNet's LayerNorm'd positions are made once per call
+    for every layer; in training, each layer still draws its own dropout, as when it made them itself."""
+    from posnet_fairseq.mixers.posnet import PositionAttention
+
+    torch.manual_seed(0)
+    model, _ = build_model(["--dropout", "0.3", "--attention-dropout", "0.2"], arch=arch)
+    src = torch.tensor([[1, 5, 6, 7, 2], [1, 1, 8, 9, 2]])  # the second sentence left-padded (pad = 1)
+    lengths = torch.tensor([5, 4])
+    context = model.encoder.forward_context
+    makes, shared = [], context.shared
+    context.shared = lambda key, make, anchor=None: shared(key, lambda: makes.append(key[0]) or make(), anchor)
+    model.train()
+    torch.manual_seed(7)
+    out = model.encoder(src, lengths)["encoder_out"][0]
+    assert makes and len(makes) == len(set(makes))  # each made once, for both layers
+    for module in model.encoder.modules():
+        if isinstance(module, PositionAttention):
+            module.forward_context = None
+            if module.relative is not None:
+                module.relative.positions.forward_context = None
+    torch.manual_seed(7)
+    assert torch.allclose(model.encoder(src, lengths)["encoder_out"][0], out, atol=1e-6)

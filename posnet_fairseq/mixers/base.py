@@ -70,6 +70,15 @@ class Mixer(FairseqIncrementalState, nn.Module):
         """Longest sequence this mixer accepts (None: no limit)."""
         return None
 
+    # The side's ForwardContext, where a mixer was given it (content attention, PosNet).
+    forward_context = None
+
+    def shared(self, key, make, anchor=None):
+        """``make()``, made once per call for every layer of the side that asks with the same ``key`` and
+        ``anchor`` (:meth:`.ForwardContext.shared`) where the mixer has the side's context: work that depends
+        on positions and shapes only, each operator a kernel launch on a GPU."""
+        return make() if self.forward_context is None else self.forward_context.shared(key, make, anchor)
+
     def _get_input_buffer(self, incremental_state) -> Dict[str, Optional[Tensor]]:
         return self.get_incremental_state(incremental_state, self.STATE_KEY) or {}
 

@@ -134,7 +134,8 @@ class TisaAttention(ContentAttention):
         scorer = build_scorer(ctx)
         if scorer is None:  # F = 0: fairseq's attention, with its state-dict keys (those of mha)
             return ctx.build_fairseq_attention()
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=scorer)
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=scorer,
+                   forward_context=ctx.forward_context)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # Checkpoints from before TISA moved onto content attention: it wrapped
