@@ -24,7 +24,6 @@ ALLOWED = {
     "compare/options.py::build_parser": SPLITTING,
     "compare/report.py::markdown": SPLITTING,
     "compare/data.py::prepare": SPLITTING,
-    "mixers/posnet.py::PositionAttention.forward": SPEED,
     "mixers/clipped_decoding.py::clipped_decoding_step": SPEED,
 }
 
