@@ -67,6 +67,23 @@ def clipped_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int,
         mixer.keep_state(buffer, "tail", torch.zeros(batch, heads, 1, head_dim, dtype=acc, device=v.device), COPY)
         mixer.keep_state(buffer, "counts", torch.zeros(batch, k + 1, dtype=acc, device=v.device), COPY)
     window, tail, counts = buffer["window"], buffer["tail"], buffer["counts"]
+    slot = _advance(window, tail, counts, v, pad, step, shared_tail)
+
+    # log(count) on the tail's energy; -inf (log 0) where the tail or a slot holds no key.
+    bias = torch.log(counts).unsqueeze(1)  # B x 1 x (K+1)
+    probs = torch.softmax((energy if ordered else energy[:, :, slot_order(k, slot, v.device)]) + bias, dim=-1)
+    if pad is not None:  # before any real key (pads only) the row is 0, not NaN, as masked_softmax makes it
+        probs = probs.masked_fill((counts == 0).all(dim=1, keepdim=True).unsqueeze(-1), 0.0)
+    probs = F.dropout(probs, p=dropout, training=training)
+    mean = tail / counts[:, :1].clamp(min=1.0).view(batch, 1, 1, 1)
+    recent = torch.matmul(probs[:, :, None, 1:].to(v.dtype), window)
+    return (probs[:, :, None, :1] * mean + recent.to(acc)).to(v.dtype)
+
+
+def _advance(window: Tensor, tail: Tensor, counts: Tensor, v: Tensor, pad: Optional[Tensor], step: int,
+             shared_tail: bool) -> int:
+    """Writes this step's value into the state of :func:`clipped_decoding_step` in place; returns its slot."""
+    acc, k = tail.dtype, window.size(2)
     # The key now at distance K joins the tail (or, unshared, is the tail):
     # position n-K, in the slot that this step's value overwrites.
     slot = step % k if k else 0
@@ -85,13 +102,4 @@ def clipped_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int,
     if k:
         window[:, :, slot: slot + 1] = v
         counts[:, slot + 1: slot + 2] = 1.0 if pad is None else (~pad).to(acc)
-
-    # log(count) on the tail's energy; -inf (log 0) where the tail or a slot holds no key.
-    bias = torch.log(counts).unsqueeze(1)  # B x 1 x (K+1)
-    probs = torch.softmax((energy if ordered else energy[:, :, slot_order(k, slot, v.device)]) + bias, dim=-1)
-    if pad is not None:  # before any real key (pads only) the row is 0, not NaN, as masked_softmax makes it
-        probs = probs.masked_fill((counts == 0).all(dim=1, keepdim=True).unsqueeze(-1), 0.0)
-    probs = F.dropout(probs, p=dropout, training=training)
-    mean = tail / counts[:, :1].clamp(min=1.0).view(batch, 1, 1, 1)
-    recent = torch.matmul(probs[:, :, None, 1:].to(v.dtype), window)
-    return (probs[:, :, None, :1] * mean + recent.to(acc)).to(v.dtype)
+    return slot
