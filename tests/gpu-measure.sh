@@ -5,7 +5,8 @@
 #   bash tests/gpu-measure.sh          in the repository root of the GPU machine
 #
 #   install   fairseq-fixed and the runtime dependencies the machine lacks, from the wheels carried in
-#             .whl/ (pip --no-index --no-deps; built and fetched by tests/gpu-wheels.sh), then this package
+#             .whl/ (pip --no-index --no-deps; built and fetched by tests/gpu-wheels.sh); the plugin is
+#             imported from the working tree
 #   device    the GPU, torch, CUDA and the driver
 #   opcounts  operators (CUDA kernels) per decoding and per training step (benchmark.op_counts)
 #   decode    decoding speed at batch 128, 80 tokens, beam 4 (benchmark.decode_speed)
@@ -33,6 +34,7 @@ if [ "$fake" = 1 ]; then
   slug=fake-cpu
   ops_args=(--size tiny --vocab 64 --batch-size 2 --train-batch 2 --train-length 8 --source-length 8 --step 4)
   decode_args=(--quick)
+  ct2_args=(--quick)
   train_args=(--quick)
 else
   if ! "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
@@ -45,6 +47,7 @@ else
 m = re.search(r"\b[A-Z]\d{2,4}\b", n); print((m.group(0) if m else re.sub(r"\W+", "-", n)).lower())')
   ops_args=(--batch-size 128 --train-batch 128)
   decode_args=(--batch-size 128 --lengths 80 --sentences 256 --rounds 5)
+  ct2_args=(--batch-size 128 --lengths 80 --sentences 256 --rounds 3)
   train_args=(--memory-cap-gib 0 --rounds 3)
 fi
 ops_archs=${POSNET_GPU_ARCHS_OPCOUNTS:-transformer,aan_plus_avg,hc_gaussian,rposnet_transformer,tisa_transformer,aposnet_transformer,rope_transformer,alibi_transformer}
@@ -90,9 +93,8 @@ install() {
   fi
   ls "$wheels"/*.whl || { echo "no wheels in $wheels (make them with tests/gpu-wheels.sh)"; return 1; }
   "$PYTHON" -m pip install --disable-pip-version-check --no-index --no-deps "$wheels"/*.whl || return 1
-  # the package itself is imported from the working tree (PYTHONPATH below) if its editable install fails
-  "$PYTHON" -m pip install --disable-pip-version-check --no-index --no-deps --no-build-isolation -e . ||
-    echo "editable install of posnet-fairseq failed: it is imported from the working tree"
+  # The package itself is imported from the working tree (PYTHONPATH below): an editable install would
+  # need setuptools to fetch build requirements, and the machine has no network (seen on the H100 run).
   "$PYTHON" -m pip list --disable-pip-version-check 2>/dev/null | grep -iE "^(torch|fairseq-fixed|ctranslate2|numpy) "
   "$PYTHON" -c 'import fairseq, posnet_fairseq; print("fairseq", fairseq.__version__, "and posnet_fairseq import")'
 }
@@ -118,7 +120,7 @@ if run install "${POSNET_LIMIT_INSTALL:-45}" install.log install; then
   run train "${POSNET_LIMIT_TRAIN:-140}" train_speed.md "${bench[@]}.train_speed" --device "$device" \
     --archs "$train_archs" "${train_args[@]}"
   run ctranslate2 "${POSNET_LIMIT_CTRANSLATE2:-45}" decode_speed_ctranslate2.md "${bench[@]}.decode_speed" \
-    --device "$device" --archs transformer --ctranslate2 --workdir "$work/ctranslate2" "${decode_args[@]}" --rounds 3
+    --device "$device" --archs transformer --ctranslate2 --workdir "$work/ctranslate2" "${ct2_args[@]}"
 else
   for part in device opcounts decode train ctranslate2; do skip "$part" "the install failed"; done
 fi
