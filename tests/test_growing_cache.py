@@ -93,10 +93,13 @@ def concatenating_cache(monkeypatch):
 
 
 def plain_reorder(self, incremental_state, new_order):
+    """A fresh index_select of every per-hypothesis state; a state shared by the batch (``SHARED``: rPosNet's
+    step count) has no hypothesis axis and stays as it is."""
     buffer = self._get_input_buffer(incremental_state)
     if buffer:
-        self._set_input_buffer(incremental_state, {name: None if state is None else state.index_select(0, new_order)
-                                                   for name, state in buffer.items()})
+        self._set_input_buffer(incremental_state, {
+            name: state if state is None or self._state_reorders[name].shared else state.index_select(0, new_order)
+            for name, state in buffer.items() if not name.endswith(self.SPARE)})
     return incremental_state
 
 
