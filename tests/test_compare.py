@@ -5,6 +5,7 @@ fixed-length tests; the resume test trains on that run's data-bin (``--data``),
 and ``--raw`` gets its own small corpus.
 """
 import csv
+import dataclasses
 import json
 import os
 import re
@@ -17,7 +18,7 @@ import pytest
 
 from posnet_fairseq.cli import compare
 from posnet_fairseq import fairseq_log, process_pool
-from posnet_fairseq.compare import data, devices, records, report, training
+from posnet_fairseq.compare import columns, data, devices, records, report, training
 from posnet_fairseq.compare.steps import Steps
 from posnet_fairseq.evaluation import bootstrap, generate_output
 
@@ -430,7 +431,8 @@ def test_bleu_kept_beyond_the_training_lengths():
                         records.Cost.read({"training_steps": {}, "decoding": {}, "parameters": {}}), {})
     assert (table[0]["bleu_kept_21_30"], table[0]["bleu_kept_31_40"]) == (25.0, 75.0)
     assert not any(key.startswith("bleu_kept") for key in table[1])
-    text = "\n".join(report._kept(table, quality.buckets, False, "words"))
+    view = columns.View("a", [None], dataclasses.replace(quality, length_unit="words"), None, False)
+    text = "\n".join(report._kept(view, table))
     assert "in % of the model's own BLEU on 1-10 words" in text
     assert "| `a` | 25% | 75% |" in text and "| `b` | - | - |" in text
 

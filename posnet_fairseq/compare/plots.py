@@ -31,6 +31,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import SymLogNorm, TwoSlopeNorm, to_rgba  # noqa: E402
 
+from .columns import BLEU, BUCKET_BLEU, DECODE_SPEED  # noqa: E402
 from .concatenated import bucket_label, bucket_name, plot_note  # noqa: E402
 
 MARKERS = "osD^vP*Xh<>p"
@@ -80,21 +81,21 @@ def bleu_vs_speed(table, length, base, path):
     colours = palette(len(table))
     fig, ax = plt.subplots(figsize=(7.5, max(4.5, 0.19 * len(table) + 0.8)), layout="constrained")
     for i, row in enumerate(table):
-        speed = row.get(f"decode_{length}_sentences_per_s")
-        if row.get("bleu") is None or not isinstance(speed, float):
+        speed, bleu = row.get(DECODE_SPEED.key_of(length)), BLEU.key
+        if row.get(bleu) is None or not isinstance(speed, float):
             continue
-        seeded = "bleu_sd" in row
-        centre, spread = (row["bleu"], row["bleu_sd"]) if seeded else (row["bleu_mean"], row["bleu_ci"])
+        seeded = f"{bleu}_sd" in row
+        centre, spread = (row[bleu], row[f"{bleu}_sd"]) if seeded else (row[f"{bleu}_mean"], row[f"{bleu}_ci"])
         ax.errorbar([speed], [centre], yerr=[[spread], [spread]], capsize=4,
                     linestyle="none", markersize=7, label=f"{i + 1}  {row['arch']}", color=colours[i],
                     marker=MARKERS[i % len(MARKERS)])
         if seeded:
-            each = _seed_values(row, "bleu")
+            each = _seed_values(row, bleu)
             ax.scatter([speed] * len(each), each, s=12, marker="_", color=colours[i], linewidths=1.2)
         ax.annotate(str(i + 1), (speed, centre), xytext=(5, 3), textcoords="offset points", fontsize=7,
                     color="0.15")
     ax.set_xlabel(f"decoding speed, sentences/s (beam search, output forced to {length} tokens)")
-    seeded = any("bleu_sd" in row for row in table)
+    seeded = any(f"{BLEU.key}_sd" in row for row in table)
     ax.set_ylabel("BLEU (test set), mean ± sd over the seeds (marks: each seed)" if seeded
                   else "BLEU (test set), 95% bootstrap CI")
     ax.set_title(f"Quality vs decoding speed (speed ratios against {base} in results.md)", fontsize=10)
@@ -111,7 +112,7 @@ def bleu_by_length(table, buckets, train_limit, unit, path):
     sentences, or beyond the model's positions) is grey; the buckets beyond the training lengths are
     marked, and the buckets of joined test pairs (--concat-test) set apart."""
     archs = [row["arch"] for row in table]
-    keys = [f"bleu_len_{bucket_name(b['lo'], b['hi'], b.get('concatenated'))}" for b in buckets]
+    keys = [BUCKET_BLEU.key_of(bucket_name(b["lo"], b["hi"], b.get("concatenated"))) for b in buckets]
     scores = np.array([[row.get(k) if isinstance(row.get(k), float) else np.nan for k in keys] for row in table],
                       dtype=float).reshape(len(table), len(buckets))
     gap = scores - scores[:1]
