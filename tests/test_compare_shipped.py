@@ -15,7 +15,7 @@ import tarfile
 import pytest
 
 from posnet_fairseq.compare import records, report, seeds
-from posnet_fairseq.compare.training import TrainOutcome
+from posnet_fairseq.compare.records import TrainOutcome
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIPPED = sorted(os.path.relpath(os.path.dirname(p), REPO)

@@ -6,6 +6,7 @@ import shlex
 
 from ..presets import suggest
 from . import seeds
+from .recipe import Budget, Recipe
 
 DEFAULT_TRAIN_MAX_LEN = 20
 EXTRAPOLATION = 2.5  # the synthetic test set reaches this multiple of --train-max-len
@@ -67,17 +68,19 @@ def build_parser(description=None):
     data.add_argument("--test", type=int, default=500, help="test pairs (synthetic, --raw) (500)")
     data.add_argument("--vocab-size", type=int, help="SentencePiece pieces (synthetic: 1000, --raw: 8000)")
     recipe = p.add_argument_group("the shared recipe")
-    recipe.add_argument("--seed", type=int, default=1,
-                        help="seed of the data (synthetic corpus, splits) and of the first training (1)")
-    recipe.add_argument("--lr", type=float, default=0.002)
-    recipe.add_argument("--warmup-updates", type=int, default=200)
-    recipe.add_argument("--max-tokens", type=int, default=2048)
-    recipe.add_argument("--dropout", type=float, default=0.1)
+    recipe.add_argument("--seed", type=int, default=Recipe.seed,
+                        help=f"seed of the data (synthetic corpus, splits) and of the first training ({Recipe.seed})")
+    recipe.add_argument("--lr", type=float, default=Recipe.lr)
+    recipe.add_argument("--warmup-updates", type=int, default=Recipe.warmup_updates)
+    recipe.add_argument("--max-tokens", type=int, default=Recipe.max_tokens)
+    recipe.add_argument("--dropout", type=float, default=Recipe.dropout)
     recipe.add_argument("--concat-train", metavar="K[,RATE]",
                         help="train every model on the training pairs plus examples of 2..K concatenated pairs, "
                              "RATE their share (--task translation_concat; docs/length-generalisation.md)")
-    recipe.add_argument("--interval", type=int, default=50, help="updates between validations and checkpoints (50)")
-    recipe.add_argument("--average", type=int, default=3, help="last checkpoints averaged (3)")
+    recipe.add_argument("--interval", type=int, default=Recipe.interval,
+                        help=f"updates between validations and checkpoints ({Recipe.interval})")
+    recipe.add_argument("--average", type=int, default=Recipe.average,
+                        help=f"last checkpoints averaged ({Recipe.average})")
     recipe.add_argument("--jobs", type=int, help="models trained at once: on CPU one core each (default: the cores), "
                         "with CUDA one GPU each (default: the GPUs)")
     recipe.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
@@ -113,8 +116,6 @@ def build_parser(description=None):
 
 def check_args(p, args):
     """Parses and validates what argparse cannot; errors name the flag."""
-    from .training import Budget
-
     args.arch_list = [a.strip() for a in args.archs.split(",") if a.strip()]
     if not args.arch_list:
         p.error("--archs: no architecture given")

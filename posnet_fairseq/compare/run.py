@@ -1,10 +1,17 @@
 """One ``posnet-compare`` run from its checked arguments: data, training, translation, scores, cost, analysis,
 report and plots, each step skipped when a previous run finished it (see docs/compare.md)."""
+import dataclasses
 import datetime
 import json
 import os
 import shlex
 import sys
+
+from .. import fairseq_log, translation_invariance
+from ..evaluation import generate_output
+from . import concatenated, cost, data, mixing, plots, quality, recipe as recipes, records, report, seeds, stopping, \
+    training, verdict
+from .steps import CheckpointsDeleted, Steps, require_checkpoints
 
 
 class Log:
@@ -30,8 +37,6 @@ def check_settings(steps, recipe_of, flags, first_seed):
     would not be comparable): ValueError naming what changed. ``recipe_of(seed)``: the settings every step
     train/MODEL of that seed shares (MODEL: :func:`posnet_fairseq.compare.seeds.key`); ``flags``: {arch: its
     flags}. A model whose training failed recorded nothing, so its flags lock nothing."""
-    from . import seeds
-
     changed = set()
     for name in steps.names("train/"):
         arch, seed = seeds.split(name.split("/", 1)[1], first_seed)
@@ -84,9 +89,6 @@ def measure_cost(args, steps, info, trained, limits, train_logs, log):
     settings change. On a GPU (``args.plan``) decoding is timed there and the training speed is
     fairseq-train's own on its GPU (``train_logs``: {arch: its log}); see
     :mod:`posnet_fairseq.compare.devices`."""
-    from .. import fairseq_log
-    from . import cost, data, training
-
     path = os.path.join(steps.out, "cost.json")
     step_length = args.train_max_len or 32
     settings = {"archs": list(trained), "decode_lengths": args.lengths, "decode_sentences": args.decode_sentences,
@@ -108,7 +110,7 @@ def measure_cost(args, steps, info, trained, limits, train_logs, log):
     if _measured_with_more(steps, settings, inputs):
         log(f"cost: skipped, measured earlier with more models ({path})")
         return _load_json(path)
-    training.require_checkpoints(trained, f"measuring the cost again ({why})")
+    require_checkpoints(trained, f"measuring the cost again ({why})")
     log(f"cost: measured ({why})")
     log("cost: parameters")
     parameters = {arch: cost.parameters(path_, info.data_bin) for arch, path_ in trained.items()}
@@ -151,9 +153,6 @@ def analyse(steps, info, trained, log):
     """posnet-analyze's figures and numbers per model (OUT/analysis/ARCH/, the step analysis/ARCH), its
     Toeplitz R^2 per position table ({arch: {side: R^2}}), and each model's position-mixing profiles
     (OUT/analysis/ARCH/mixing.json, posnet_fairseq.compare.mixing)."""
-    from .. import translation_invariance
-    from . import mixing, training
-
     max_positions = max(b[1] for b in info.buckets)
     profiles, r2s = {}, {}
     for arch, checkpoint in trained.items():
@@ -164,7 +163,7 @@ def analyse(steps, info, trained, log):
         if steps.why_not_done(name, settings, inputs) is None:
             log(f"analysis: skipped {arch}, analysed earlier ({out})")
         else:
-            training.require_checkpoints({arch: checkpoint}, f"analysing {arch} again")
+            require_checkpoints({arch: checkpoint}, f"analysing {arch} again")
             log(f"analysis: {arch}")
             lines, r2 = translation_invariance.analyse_checkpoint(checkpoint, out, max_positions)
             with open(text_path, "w") as f:
@@ -178,8 +177,6 @@ def analyse(steps, info, trained, log):
 def run(p, args, argv):
     """The run of the checked ``args`` (:func:`posnet_fairseq.compare.options.check_args`); ``p``: the parser
     that reports errors; ``argv``: the command line as given (for the log and results.md)."""
-    from .training import CheckpointsDeleted
-
     try:
         return _run(p, args, argv)
     except CheckpointsDeleted as err:
@@ -195,21 +192,14 @@ def _run(p, args, argv):
         p.error(f"--out {args.out} cannot be written ({err.strerror}); give a directory you can write to")
     log(f"posnet-compare {' '.join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))}")
 
-    import dataclasses
-
-    from .. import fairseq_log
-    from ..evaluation import generate_output
-    from . import concatenated, data, plots, quality, records, report, seeds, stopping, training, verdict
-    from .steps import Steps
-
     steps = Steps(args.out)
-    recipe = training.Recipe(seed=args.seed, lr=args.lr, warmup_updates=args.warmup_updates,
+    recipe = recipes.Recipe(seed=args.seed, lr=args.lr, warmup_updates=args.warmup_updates,
                              max_tokens=args.max_tokens, dropout=args.dropout, interval=args.interval,
                              average=args.average)
     # fairseq-train's flags of each model: its model flags, then the training task's (--concat-train).
     train_flags = {arch: flags + args.train_task_flags for arch, flags in args.flags.items()}
     try:
-        check_settings(steps, lambda seed: training.step_settings(dataclasses.replace(recipe, seed=seed),
+        check_settings(steps, lambda seed: recipes.step_settings(dataclasses.replace(recipe, seed=seed),
                                                                   args.budget_obj, args.plan), train_flags, args.seed)
     except ValueError as err:
         p.error(str(err))
@@ -273,7 +263,7 @@ def _run(p, args, argv):
         result = quality.score(models, outputs, refs, info.test_lengths, src_tokens, tgt_tokens, limits, buckets,
                                train_limit, force=force, samples=args.bootstrap_samples)
         if info.concatenated:
-            concatenated.add_buckets(result, info.concatenated, models, joined, limits, train_limit,
+            quality.add_joined_buckets(result, info.concatenated, models, joined, limits, train_limit,
                                      args.min_bucket_sentences, force=force)
         return result
 
@@ -316,8 +306,9 @@ def _run(p, args, argv):
         "budget": f"{args.budget_obj} per model; "
                   + (f"seeds {', '.join(map(str, seed_list))} (every model once per seed; data seed {args.seed})"
                      if len(seed_list) > 1 else f"seed {seed_list[0]}")
-                  + f"; Adam (0.9, 0.98), lr {args.lr:g}, inverse-sqrt "
-                  f"schedule with {args.warmup_updates} warm-up updates, label smoothing 0.1, dropout "
+                  + f"; Adam {recipes.ADAM_BETAS}, lr {args.lr:g}, inverse-sqrt "
+                  f"schedule with {args.warmup_updates} warm-up updates, label smoothing {recipes.LABEL_SMOOTHING:g}, "
+                  "dropout "
                   f"{args.dropout:g}, at most {args.max_tokens} tokens per batch; evaluated: the average of the "
                   + (f"{args.average} best checkpoints (lowest validation loss)" if args.budget_obj.patience else
                      f"last {args.average} {'epoch' if args.budget_obj.unit == 'epochs' else 'update'} checkpoints")

@@ -187,3 +187,18 @@ class Steps:
             os.remove(self._path(name))
         except FileNotFoundError:
             pass
+
+
+class CheckpointsDeleted(RuntimeError):
+    """A step that must run again needs checkpoints that --delete-checkpoints removed."""
+
+
+def require_checkpoints(checkpoints, why):
+    """Raises :class:`CheckpointsDeleted` when one of ``checkpoints`` ({model: averaged checkpoint}) was deleted;
+    ``why``: what needs them, for the message."""
+    gone = [model for model, path in checkpoints.items() if deleted(path) is not None]
+    if gone:
+        raise CheckpointsDeleted(
+            f"{why} needs the checkpoints of {', '.join(gone)}, which --delete-checkpoints removed after an earlier "
+            f"run; train them again in a new --out, or remove their records (steps/train--MODEL.json) from this "
+            f"one to train them again here")
