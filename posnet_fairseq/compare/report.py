@@ -89,7 +89,7 @@ def _combined(per_seed, seed_list):
 def rows(archs, training, quality, cost, analysis, seed_list=(None,), model_of=lambda arch, seed: arch,
          stops=None):
     """One dict per model with every figure of the run (the CSV's rows); ``training``: {model:
-    :class:`~posnet_fairseq.compare.training.TrainOutcome`} with ``model_of(arch, seed)`` the model of ``arch``
+    :class:`~posnet_fairseq.compare.records.TrainOutcome`} with ``model_of(arch, seed)`` the model of ``arch``
     trained with each seed of ``seed_list``; ``quality`` and ``cost``: the run's
     :class:`~posnet_fairseq.compare.records.Quality` and :class:`~posnet_fairseq.compare.records.Cost`
     (the cost by architecture); ``stops``: {model: :func:`posnet_fairseq.compare.stopping.bucket_rows`}."""
