@@ -151,9 +151,9 @@ def bleu_by_length(table, buckets, train_limit, unit, path):
 
 def valid_loss(archs, curves, path, seed_curves=None):
     """Validation loss against updates, one panel per model (small multiples): the model in blue, the
-    baseline ``archs[0]`` dashed black in every other panel; each panel names the last validation loss and the training wall time to
-    it. ``seed_curves[arch][seed]``: the curves of the model's other seeds, thin light blue lines. The y axis
-    stops at twice the worst last loss, so the ends of the curves can be told apart."""
+    baseline ``archs[0]`` dashed black in every other panel; each panel names the last validation loss and the
+    training wall time to it. ``seed_curves[arch][seed]``: the curves of the model's other seeds, thin light
+    blue lines. The y axis stops at twice the worst last loss, so the ends of the curves can be told apart."""
     drawn = [a for a in archs if curves.get(a)]
     columns = min(PANEL_COLUMNS, max(len(drawn), 1))
     rows = max(1, math.ceil(len(drawn) / columns))

@@ -31,6 +31,18 @@ _CHUNK = 1 << 20
 DELETED = ".deleted"  # the suffix of what Steps.delete leaves in place of a file
 
 
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def save_json(path, value):
+    """Writes ``value`` to ``path`` whole or not at all (a temporary file, then renamed)."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(value, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
 def deleted(path) -> Optional[dict]:
     """What :meth:`Steps.delete` kept of the file ``path`` (its size, SHA-256 and facts); None when the file is
     there or was not deleted so."""
@@ -123,10 +135,7 @@ class Steps:
 
     def _save(self, name, record):
         os.makedirs(self.dir, exist_ok=True)
-        path = self._path(name)
-        with open(path + ".tmp", "w") as f:
-            json.dump(asdict(record), f, indent=1)
-        os.replace(path + ".tmp", path)
+        save_json(self._path(name), asdict(record))
 
     def names(self, prefix=""):
         """The steps recorded under ``prefix`` ("train/": every model's training)."""
