@@ -135,14 +135,14 @@ def test_cost_and_analysis_once_per_architecture(seeds_run):
 def test_plots_show_the_spread_over_seeds(seeds_run, tmp_path):
     out, _, results = seeds_run
     table = results["table"]
-    ax = plots.bleu_vs_speed(table, 8, ARCHS[0], tmp_path / "s.png").axes[0]
+    ax = plots.bleu_vs_speed(table, 8, ARCHS[0], tmp_path / "s.png", results["seeds"]).axes[0]
     for container, row in zip(ax.containers, table):
         assert container.lines[0].get_ydata()[0] == pytest.approx(row["bleu"])  # the mean, +- one sd
         bar = container.lines[2][0].get_segments()[0]
         assert [y for _, y in bar] == pytest.approx([row["bleu"] - row["bleu_sd"], row["bleu"] + row["bleu_sd"]])
     marks = [sorted(c.get_offsets()[:, 1]) for c in ax.collections if len(c.get_offsets()) == 2]
     assert marks == [pytest.approx(sorted([r["bleu_seed1"], r["bleu_seed2"]])) for r in table]
-    ax = plots.bleu_by_length(table, results["buckets"], 10, "words", tmp_path / "b.png").axes[0]
+    ax = plots.bleu_by_length(table, results["buckets"], 10, "words", tmp_path / "b.png", results["seeds"]).axes[0]
     first = f"bleu_len_{results['buckets'][0]['lo']}_{results['buckets'][0]['hi']}"
     assert any(t.get_text() == f"{table[0][first]:.1f}±{table[0][first + '_sd']:.1f}" for t in ax.texts)
     assert "mean±sd over the seeds" in ax.get_title() and "* significant" not in ax.get_title()

@@ -15,9 +15,6 @@ from typing import Callable, Optional
 from ..benchmark.measurements import ratio as _ratio
 from . import concatenated, seeds as _seeds
 
-SEVERAL_SEEDS = "several seeds"  # what View.several says: each quality figure is mean ± sd over the seeds
-
-
 @dataclass(frozen=True)
 class View:
     """What a column's header, cell and legend read besides the row: the run as the report sees it."""
@@ -30,7 +27,7 @@ class View:
 
     @property
     def several(self):
-        return len(self.seed_list) > 1
+        return _seeds.several(self.seed_list)
 
     @property
     def lengths(self):

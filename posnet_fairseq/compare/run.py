@@ -304,9 +304,10 @@ def _plots(args, info, trainer, table, quality_result, complete, profiles, name)
                           if os.path.exists(trainer.log_path(name(arch, s)))} for arch in args.arch_list}
     plot_dir = os.path.join(args.out, "plots")
     os.makedirs(plot_dir, exist_ok=True)
-    plots.bleu_vs_speed(table, args.lengths[0], args.arch_list[0], os.path.join(plot_dir, "bleu_vs_speed.png"))
+    plots.bleu_vs_speed(table, args.lengths[0], args.arch_list[0], os.path.join(plot_dir, "bleu_vs_speed.png"),
+                        seed_list)
     plots.bleu_by_length(table, quality_result["buckets"], info.train_limit, info.length_unit,
-                         os.path.join(plot_dir, "bleu_by_length.png"))
+                         os.path.join(plot_dir, "bleu_by_length.png"), seed_list)
     plots.valid_loss(args.arch_list, curves, os.path.join(plot_dir, "valid_loss.png"), seed_curves)
     plots.position_mixing(complete, profiles, os.path.join(plot_dir, "position_mixing.png"))
     save_json(os.path.join(args.out, "results.json"), {"table": table, "buckets": quality_result["buckets"],
