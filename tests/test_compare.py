@@ -685,6 +685,30 @@ def test_a_step_made_with_more_inputs_differs_only_in_the_inputs_both_have(tmp_p
     assert steps.changed_inputs(record, {"third": tmp_path / "a"}, recorded_more=True) == ["third"]
 
 
+def test_a_step_made_for_more_members_serves_a_run_of_some_of_them(tmp_path):
+    """The cost step of models a, b, c serves a run of a and c (the same baseline first, the same measuring
+    settings, each one's own flags and checkpoint the same, its output intact), and nothing else."""
+    steps = Steps(tmp_path / "out")
+    for name in ("a", "b", "c", "cost.json"):
+        (tmp_path / name).write_text(name)
+    inputs = {f"checkpoint of {m}": tmp_path / m for m in "abc"}
+    steps.finish("cost", {"archs": ["a", "b", "c"], "rounds": 2, "generate_flags": {"c": ["--x"]}}, inputs,
+                 [tmp_path / "cost.json"])
+
+    def serves(archs, rounds=2, flags=None, checkpoints=None):
+        settings = {"archs": archs, "rounds": rounds, "generate_flags": flags or {"c": ["--x"]}}
+        mine = {f"checkpoint of {m}": (checkpoints or {}).get(m, tmp_path / m) for m in archs}
+        return steps.done_for_more("cost", settings, mine, "archs", per_member=("generate_flags",))
+    assert serves(["a", "c"]) and serves(["a", "b", "c"])
+    assert not serves(["c", "a"])  # another baseline
+    assert not serves(["a", "c"], rounds=3)  # measured otherwise
+    assert not serves(["a", "c"], flags={"c": ["--y"]})  # c translates with other flags
+    assert not serves(["a", "d"])  # d was not measured
+    assert not serves(["a", "c"], checkpoints={"c": tmp_path / "b"})  # c's checkpoint is another
+    (tmp_path / "cost.json").write_text("damaged")
+    assert not serves(["a", "c"])
+
+
 @pytest.mark.parametrize("signum,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_compare_says_it_resumes_and_exits_with_the_signals_status(tmp_path, capsys, monkeypatch,
                                                                                    ctrl_c, signum, status):

@@ -148,29 +148,6 @@ def write_speed_set(data_bin, out_dir, sentences, src, tgt):
     return speed
 
 
-def _measured_with_more(steps, settings, inputs):
-    """Whether the step "cost" finished for more architectures than ``settings["archs"]``, the same baseline
-    first, with the same measuring settings, data and checkpoints, its output intact: a run of some of its
-    models (after --delete-checkpoints too) reads their figures there, beside the baseline they were measured
-    with."""
-    record = steps.load("cost")
-    if record is None or record.outputs is None:
-        return False
-    ours, theirs = settings["archs"], record.settings.get("archs", [])
-    if ours[:1] != theirs[:1] or not set(ours) <= set(theirs):
-        return False
-    mine, recorded = ({k: v for k, v in of.items() if k not in ("archs", "generate_flags")}
-                      for of in (settings, record.settings))  # how, not which models, they were measured
-    if mine != recorded:
-        return False
-    flags = record.settings.get("generate_flags", {})
-    if settings.get("generate_flags", {}) != {a: flags[a] for a in ours if a in flags}:
-        return False
-    if steps.changed_inputs(record, inputs, recorded_more=True):
-        return False
-    return steps.damaged_output(record) is None
-
-
 def _settings(args, trained):
     """The step "cost"'s settings: how the models ``trained`` are measured."""
     step_length = args.train_max_len or 32
@@ -201,7 +178,9 @@ def measure(args, steps, info, trained, limits, train_logs, log):
     if why is None:
         log(f"cost: skipped, measured earlier ({path})")
         return load_json(path)
-    if _measured_with_more(steps, settings, inputs):
+    # A run of some of the models of a finished cost step reads their figures there, beside the baseline they
+    # were measured with (after --delete-checkpoints too).
+    if steps.done_for_more("cost", settings, inputs, "archs", per_member=("generate_flags",)):
         log(f"cost: skipped, measured earlier with more models ({path})")
         return load_json(path)
     require_checkpoints(trained, f"measuring the cost again ({why})")

@@ -12,7 +12,8 @@ only when
   the same relative path to other contents, is recognised as what it is), and
 * every output the step claims is there and intact;
 
-otherwise the step runs again (a damaged or deleted output is made again).
+otherwise the step runs again (a damaged or deleted output is made again). A step made for more members
+(the cost of more models) serves a run of some of them (:meth:`Steps.done_for_more`).
 A file removed by :meth:`Steps.delete` (``--delete-checkpoints``) leaves
 ``FILE.deleted`` in its place: its content as it was, so that every record
 naming it still finds it intact, and the facts later steps read instead of
@@ -179,6 +180,26 @@ class Steps:
             if found != content:
                 return f"its output {path} is {'missing' if found is None else 'damaged'}"
         return None
+
+    def done_for_more(self, name, settings, inputs: Dict[str, str], members, per_member=()):
+        """Whether step ``name`` finished for more members than ``settings[members]`` (a list; the same first
+        one), with the same other settings, each of our members' entries of the ``per_member`` settings
+        ({member: value}) the same, the inputs both have of the same content, and its outputs intact."""
+        record = self.load(name)
+        if record is None or record.outputs is None:
+            return False
+        ours, theirs = settings[members], record.settings.get(members, [])
+        if ours[:1] != theirs[:1] or not set(ours) <= set(theirs):
+            return False
+        mine, recorded = ({k: v for k, v in of.items() if k not in (members, *per_member)}
+                          for of in (settings, record.settings))  # how, not which members, it was made
+        if mine != recorded:
+            return False
+        for key in per_member:
+            kept = record.settings.get(key, {})
+            if settings.get(key, {}) != {m: kept[m] for m in ours if m in kept}:
+                return False
+        return not self.changed_inputs(record, inputs, recorded_more=True) and self.damaged_output(record) is None
 
     def result(self, name):
         return self.load(name).result
