@@ -22,6 +22,7 @@ Medians over rounds; the report divides by the first model's figures from
 the same run. Output lengths a model cannot reach are recorded as
 ``{"beyond": N}`` (its decoder takes N positions).
 """
+import functools
 import os
 import shutil
 import statistics
@@ -99,8 +100,6 @@ def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs
 def ctranslate2_decoding(checkpoint, limits, speed_bin, lengths, rounds, work_dir, langs, beam, batch_size, log):
     """{"fp32" / "int8": {length: decode_speed.time_rounds' record or {"beyond": N}}} of ``checkpoint`` (the
     first model) converted with CTranslate2, or {"missing": why} (not installed, or the model is refused)."""
-    import functools
-
     import torch
 
     from ..benchmark import ctranslate2_decoding as ct2
