@@ -15,6 +15,7 @@ from typing import Callable, Optional
 from ..benchmark.measurements import ratio as _ratio
 from . import concatenated, seeds as _seeds
 
+
 @dataclass(frozen=True)
 class View:
     """What a column's header, cell and legend read besides the row: the run as the report sees it."""
@@ -109,6 +110,7 @@ def _ceiling_cell(row, view, key):
 def _speed_cell(ratio, fmt):
     """The cell "VALUE (RATIO)" of a figure and its ratio to the baseline (key ``ratio``, a template too)."""
     def cell(row, view, key):
+        # A decoding key is decode_L_...: its L names the ratio's; the other ratios' keys have no {length}.
         return _with_ratio(row.get(key), row.get(ratio.format(length=key.split("_")[1])), fmt)
     return cell
 
