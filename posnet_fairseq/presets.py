@@ -25,7 +25,7 @@ UNSET = "(unset)"
 def _model_parser(arch: str) -> argparse.ArgumentParser:
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    import posnet_fairseq  # noqa: F401  (registers the architectures)
+    from . import models  # noqa: F401  (registers the architectures)
 
     if arch not in ARCH_MODEL_REGISTRY:
         raise ValueError(f"--arch {arch}: not a registered architecture{suggest(arch, ARCH_MODEL_REGISTRY)}")
@@ -55,8 +55,9 @@ def checkpoint_values(path: str) -> Tuple[str, Dict[str, object]]:
     """(architecture, {attribute: value}) stored in a checkpoint (the first of a colon-separated list)."""
     from fairseq import checkpoint_utils
 
-    import posnet_fairseq  # noqa: F401  (allow-lists the checkpoint's classes)
+    from .compat import allow_fairseq_checkpoint_classes
 
+    allow_fairseq_checkpoint_classes()
     state = checkpoint_utils.load_checkpoint_to_cpu(path.split(":")[0])
     model = state["cfg"]["model"] if state.get("cfg") is not None else state["args"]
     values = dict(model) if isinstance(model, dict) else vars(model) if hasattr(model, "__dict__") else dict(model)

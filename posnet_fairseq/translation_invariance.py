@@ -199,8 +199,9 @@ def analyse_checkpoint(path: str, out_dir: Optional[str], max_positions: int = 1
 
     from fairseq import checkpoint_utils
 
-    import posnet_fairseq  # noqa: F401  (allow-lists fairseq's checkpoint classes)
+    from .compat import allow_fairseq_checkpoint_classes
 
+    allow_fairseq_checkpoint_classes()
     state = checkpoint_utils.load_checkpoint_to_cpu(path)
     model_cfg = state["cfg"]["model"] if state.get("cfg") is not None else state.get("args")
     model_state = state["model"]

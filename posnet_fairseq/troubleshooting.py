@@ -9,6 +9,7 @@ ValueError that starts with the flag), which the wrappers print alone, as
 argparse prints a bad flag.
 """
 import argparse
+import ast
 import os
 import re
 from typing import Optional, Sequence
@@ -117,6 +118,41 @@ def no_space(err: BaseException, argv: Sequence[str]) -> Optional[str]:
             f"resumes from the last checkpoint ({PAGE}#no-space-left)")
 
 
+def model_overrides(text: Optional[str]) -> dict:
+    """The {setting: value} of a --model-overrides text ({} when absent or not a literal: fairseq says why)."""
+    try:
+        overrides = ast.literal_eval(text) if text else {}
+    except (ValueError, SyntaxError):
+        return {}
+    return overrides if isinstance(overrides, dict) else {}
+
+
+def architecture_override(overrides_text: Optional[str], keys: Optional[Sequence[str]] = None) -> Optional[str]:
+    """The message for a --model-overrides of an evaluation tool that changes what the model is: one naming a
+    site's mixer (``keys``: the settings to name instead, when the checkpoint's parameters did not load), else
+    None. fairseq applies overrides to the checkpoint's settings before it builds the model, then loads the
+    trained parameters into it: a decoding setting (a RoPE scaling) fits, another mixer does not."""
+    from .sites import SITE_LIST, dest
+
+    overrides = model_overrides(overrides_text)
+    mixers = {dest(site.mixer_flag) for site in SITE_LIST} | {"arch"}
+    named = list(keys) if keys is not None else [key for key in overrides if key in mixers]
+    if not named:
+        return None
+    return (f"--model-overrides changes how a model decodes, not what it is ({', '.join(map(str, named))}): "
+            f"retrain with the new flag ({PAGE}#model-overrides-that-change-what-a-model-is)")
+
+
+def _overridden_parameters(err: BaseException, tool: str, argv: Sequence[str]) -> Optional[str]:
+    """An evaluation tool's checkpoint whose parameters do not fit the model its --model-overrides build."""
+    overrides = model_overrides(_option(argv, "--model-overrides"))
+    if tool in TRAINING_TOOLS or not overrides:
+        return None
+    if any(str(e).startswith("Error(s) in loading state_dict") for e in _chain(err)):
+        return architecture_override(None, sorted(overrides))
+    return None
+
+
 def explain(err: BaseException, tool: str = "train", argv: Sequence[str] = ()) -> Optional[str]:
     """One sentence with the cause and the fix of an error fairseq raised in ``posnet-TOOL ARGV``, or None."""
     text = str(err)
@@ -127,7 +163,7 @@ def explain(err: BaseException, tool: str = "train", argv: Sequence[str] = ()) -
     match = _SIZE.search(text)
     if match:
         return _too_long(*(_NUMPY_SCALAR.sub(r"\1", g) for g in match.groups()), tool, argv)
-    return _other_checkpoint(err, tool, argv) or no_space(err, argv)
+    return _overridden_parameters(err, tool, argv) or _other_checkpoint(err, tool, argv) or no_space(err, argv)
 
 
 def _too_long(sentence, lengths, limits, tool, argv):

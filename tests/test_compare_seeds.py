@@ -108,17 +108,22 @@ def test_the_verdict_names_each_model_in_range_and_beyond(seeds_run):
     text = (out / "results.md").read_text()
     section = text.split("## Verdict")[1].split("## Plots")[0]
     assert "2 seeds (1, 2)" in section and "ignores seed variance" not in section
-    lines = [line for line in section.splitlines() if line.startswith("- `")]
+    lines = [line for line in section.splitlines() if line.startswith("- `") and ": in range " in line]
     assert len(lines) == 1 and lines[0].startswith(f"- `{ARCHS[1]}`: in range ")
     with open(out / "quality.json") as f:
-        judged = json.load(f)["verdict"][ARCHS[1]]
+        saved = json.load(f)
+    judged = saved["verdict"][ARCHS[1]]
+    # the report's family: its three BLEU verdicts and its kept-against-the-baseline ones
+    family = 3 + sum(entry["against"] is not None for per in saved["kept"].values() for entry in per.values())
+    assert f"This report makes {family} tests" in section
     for side in ("in range", "beyond", "joined"):  # joined: the --concat-test examples beyond the training lengths
         r = judged[side]
-        assert r["seeds"] == 2 and r["low"] <= r["effect"] <= r["high"]
-        assert r["verdict"] == ("better" if r["low"] > 0 else "worse" if r["high"] < 0 else "no detectable difference")
+        assert r["seeds"] == 2 and r["low"] <= r["effect"] <= r["high"] and r["family"] == family
+        assert r["verdict"] == ("no detectable difference" if r["adjusted_p"] > 0.05
+                                else "better" if r["effect"] > 0 else "worse")
         label = "joined test examples (--concat-test)" if side == "joined" else side
-        assert f"{label} {r['verdict']} ({r['effect']:+.1f} BLEU, 95% interval {r['low']:+.1f} to {r['high']:+.1f})" \
-            in lines[0]
+        assert (f"{label} {r['verdict']} ({r['effect']:+.2f} BLEU, 95% interval {r['low']:+.2f} to "
+                f"{r['high']:+.2f}, adjusted p {r['adjusted_p']:.3f}") in lines[0]
 
 
 def test_cost_and_analysis_once_per_architecture(seeds_run):

@@ -125,3 +125,20 @@ def test_a_variant_that_differs_in_how_it_translates_shares_the_training(tmp_pat
     again = run_compare(argv)
     assert "train: starting" not in again and f"train: skipped {YARN}, finished earlier" in again
     assert f"translate: skipped {YARN}, translated earlier" in again
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ("{'rope_scaling': 'ntk', 'rope_scaling_factor': 2}",
+     "posnet_transformer_tiny+yarn: --rope-scaling ntk: the model has no rope mixer"),
+    ("{'rope_scaling': 'yarn', 'rope_scaling_factor': 'auto'}",
+     "posnet_transformer_tiny+yarn: --rope-scaling-factor auto: needs --rope-scaling-train-length"),
+    ("{'encoder_self_mixer': 'rposnet'}",
+     "posnet_transformer_tiny+yarn: --model-overrides changes how a model decodes, not what it is"),
+])
+def test_a_variants_model_overrides_are_checked_with_its_model(tmp_path, capsys, overrides, message):
+    """Issue 49 item 6: a posnet_transformer_tiny+yarn variant got its own row, translated as without the
+    scaling, with no warning."""
+    with pytest.raises(SystemExit):
+        parse(["--archs", "posnet_transformer_tiny,posnet_transformer_tiny+yarn", "--arch-generate-flags",
+               f"posnet_transformer_tiny+yarn=--model-overrides \"{overrides}\""], tmp_path)
+    assert "model flags refused (nothing was prepared): " + message in capsys.readouterr().err

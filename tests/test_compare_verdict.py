@@ -1,11 +1,14 @@
-"""posnet_fairseq/compare/verdict.py and seeds.py on constructed data where the answer is known: the two-level
-paired bootstrap's BLEU is sacreBLEU's, a clearly better system is "better", identical ones show no detectable
-difference, noise across seeds widens the interval; the seeds' names and their mean ± sd."""
+"""posnet_fairseq/compare/verdict.py, evaluation/crossed.py and seeds.py on constructed data where the answer is
+known: the vectorised BLEU is sacreBLEU's, the delta-method variance is the paired bootstrap's, a clearly better
+system is "better", identical ones show no detectable difference, noise across seeds widens the interval, the
+seeds advice, Holm over a report's family, the kept share and its tests, the Verdict lines (two decimals, the
+detectable difference); the seeds' names and their mean ± sd."""
 import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU
 
 from posnet_fairseq.compare import seeds, verdict
+from posnet_fairseq.evaluation import crossed
 
 WORDS = [f"w{i}" for i in range(40)]
 
@@ -27,6 +30,10 @@ def _stats(refs, *kept_per_seed, offset=0):
             for i, kept in enumerate(kept_per_seed)]
 
 
+def _test(base, model):
+    return verdict.Test.of(verdict.compare(base, model), len(base), len(base[0]))
+
+
 def test_bleu_of_summed_statistics_is_sacrebleus_corpus_bleu():
     metric = BLEU(force=True)
     refs = _refs(100)
@@ -35,9 +42,9 @@ def test_bleu_of_summed_statistics_is_sacrebleus_corpus_bleu():
     subsets = [rng.integers(0, len(refs), size=rng.integers(1, 12)) for _ in range(200)] + [np.arange(len(refs))]
     for ids in subsets:  # small subsets reach the smoothing and the no-match cases
         expected = metric._compute_score_from_stats(stats[ids].sum(axis=0).tolist()).score
-        assert verdict.bleu(stats[ids].sum(axis=0)) == pytest.approx(expected, abs=1e-9)
+        assert crossed.bleu(stats[ids].sum(axis=0)) == pytest.approx(expected, abs=1e-9)
     empty = verdict.sentence_stats(metric, [""] * 3, refs[:3])
-    assert verdict.bleu(empty.sum(axis=0)) == 0.0 and metric.corpus_score([""] * 3, [refs[:3]]).score == 0.0
+    assert crossed.bleu(empty.sum(axis=0)) == 0.0 and metric.corpus_score([""] * 3, [refs[:3]]).score == 0.0
 
 
 def test_a_bleu_the_vectorised_score_does_not_compute_is_refused():
@@ -45,27 +52,95 @@ def test_a_bleu_the_vectorised_score_does_not_compute_is_refused():
         verdict.sentence_stats(BLEU(smooth_method="floor"), ["a"], ["a"])
 
 
+@pytest.mark.parametrize("kept, short", [(0.5, 1.0), (0.7, 0.8)])  # 0.8: below the reference length
+def test_the_delta_method_variance_is_the_bootstraps(kept, short):
+    """One seed pair: n x the variance of the sentences' influence is the variance of the BLEU difference
+    over 2,000 paired resamples of the sentences (Koehn 2004), to their Monte Carlo error (3%, x3)."""
+    refs = _refs(300)
+    base = verdict.sentence_stats(BLEU(force=True), _system(refs, 0.5, 1), refs)
+    hyps = [" ".join(h.split()[:max(1, int(short * len(h.split())))]) for h in _system(refs, kept, 2)]
+    model = verdict.sentence_stats(BLEU(force=True), hyps, refs)
+    counts = np.random.default_rng(0).multinomial(len(refs), np.full(len(refs), 1 / len(refs)), size=2000)
+    resampled = crossed.bleu(counts @ model) - crossed.bleu(counts @ base)
+    assert _test([base], [model]).se ** 2 == pytest.approx(resampled.var(), rel=0.1)
+
+
 def test_a_clearly_better_system_is_better_and_identical_ones_are_not_different():
     refs = _refs()
     base = _stats(refs, 0.5, 0.5, 0.5)
     better = _stats(refs, 0.8, 0.8, 0.8, offset=10)
-    result = verdict.compare(base, better, samples=300)
-    assert result["verdict"] == "better" and result["seeds"] == 3
-    assert 0 < result["low"] < result["effect"] < result["high"]
-    assert verdict.compare(better, base, samples=300)["verdict"] == "worse"
-    same = verdict.compare(base, base, samples=300)
-    assert same == {"effect": 0.0, "low": 0.0, "high": 0.0, "verdict": "no detectable difference", "seeds": 3}
-    assert verdict.compare(base, better, samples=300) == result  # seeded: the same interval again
+    result = _test(base, better)
+    assert result.verdict == "better" and result.seeds == 3 and result.df == 2
+    assert 0 < result.low < result.effect < result.high
+    assert _test(better, base).verdict == "worse"
+    same = _test(base, base)
+    assert (same.effect, same.se, same.p, same.verdict) == (0.0, 0.0, 1.0, "no detectable difference")
 
 
 def test_noise_across_seeds_widens_the_interval():
     refs = _refs()
     base = _stats(refs, 0.6, 0.6, 0.6)
-    steady = verdict.compare(base, _stats(refs, 0.65, 0.65, 0.65, offset=20), samples=400)
+    steady = _test(base, _stats(refs, 0.7, 0.7, 0.7, offset=20))
     # the same quality on average, but the seeds disagree
-    noisy = verdict.compare(base, _stats(refs, 0.45, 0.65, 0.85, offset=20), samples=400)
-    assert noisy["high"] - noisy["low"] > 2 * (steady["high"] - steady["low"])
-    assert noisy["verdict"] == "no detectable difference" and steady["verdict"] == "better"
+    noisy = _test(base, _stats(refs, 0.5, 0.7, 0.9, offset=20))
+    assert noisy.high - noisy.low > 2 * (steady.high - steady.low)
+    assert noisy.verdict == "no detectable difference" and steady.verdict == "better"
+    assert noisy.seeds_needed(noisy.effect) is None or noisy.seeds_needed(noisy.effect) > 3
+    assert noisy.detectable() > abs(noisy.effect)
+
+
+def test_seeds_needed_falls_with_the_difference_and_stops_at_the_sentence_noise():
+    need = [crossed.seeds_needed(d, seed_var=4.0, common=0.01) for d in (1.0, 2.0, 4.0, 8.0)]
+    assert need[0] > need[1] > need[2] > need[3] >= 2
+    # that many seeds detect 4 BLEU with 80% power: (t_.975 + t_.8 on k - 1 df) x sd(mean) <= 4 ...
+    k = need[2]
+    assert crossed.detectable(np.sqrt(4.0 / k + 0.01), k - 1) <= 4.0
+    # ... and one seed fewer would not
+    assert crossed.detectable(np.sqrt(4.0 / (k - 1) + 0.01), k - 2) > 4.0
+    assert crossed.seeds_needed(0.5, seed_var=4.0, common=0.5) is None  # sd 0.71 of the shared sentences alone
+
+
+def test_holm_adjusts_a_family():
+    assert crossed.holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert crossed.holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # kept monotone: 0.9 x 1 < 0.5 x 2
+
+
+def test_the_verdicts_of_a_report_are_corrected_together():
+    """A p of 0.03 alone is "better"; in a family of two with a p of 0.5 its Holm-adjusted p is 0.06."""
+    refs = _refs()
+    alone = _test(_stats(refs, 0.5, 0.5), _stats(refs, 0.8, 0.8, offset=10)).as_json()
+    close = dict(alone, effect=0.4, p=0.03)
+    far = dict(alone, effect=-0.1, p=0.5)
+    found, kept = verdict.corrected({"m": {"in range": close, "beyond": far, "joined": None}}, {})
+    assert found["m"]["in range"]["adjusted_p"] == pytest.approx(0.06) and found["m"]["in range"]["family"] == 2
+    assert found["m"]["in range"]["verdict"] == "no detectable difference" and close["p"] <= 0.05
+
+
+def test_kept_share_and_its_tests():
+    refs = _refs(200)
+    lengths = [len(r.split()) for r in refs]
+    within, beyond = [i for i, n in enumerate(lengths) if n <= 12], [i for i, n in enumerate(lengths) if n > 12]
+    metric = BLEU(force=True)
+    hyps = {seeds.key(a, s, 1): _system(refs, kept, 10 * s + (a == "m")) for s in (1, 2, 3)
+            for a, kept in (("b", 0.5), ("m", 0.5))}
+    for s in (1, 2, 3):  # the model drops the last word of every long sentence: it keeps less
+        hyps[seeds.key("m", s, 1)] = [" ".join(h.split()[:-1]) if n > 12 else h
+                                      for h, n in zip(hyps[seeds.key("m", s, 1)], lengths)]
+    share, _ = verdict.kept_share(
+        [verdict.sentence_stats(metric, [hyps["b"][i] for i in within], [refs[i] for i in within])],
+        [verdict.sentence_stats(metric, [hyps["b"][i] for i in beyond], [refs[i] for i in beyond])])
+    expected = 100 * (metric.corpus_score([hyps["b"][i] for i in beyond], [[refs[i] for i in beyond]]).score
+                      / metric.corpus_score([hyps["b"][i] for i in within], [[refs[i] for i in within]]).score)
+    assert share[0] == pytest.approx(expected)
+    tests = verdict.kept(metric, ["b", "m"], [1, 2, 3], hyps, lambda a, s: seeds.key(a, s, 1), refs, within,
+                         {"13-24": beyond})
+    base, model = tests["b"]["13-24"], tests["m"]["13-24"]
+    assert base["against"] is None and base["kept"]["sentences"] == len(within) + len(beyond)
+    assert base["kept"]["low"] < base["kept"]["effect"] < base["kept"]["high"]
+    assert model["against"]["verdict"] == "worse" and model["against"]["effect"] < 0
+    found, kept = verdict.corrected({"m": {"in range": None, "beyond": None}}, tests)
+    text = "\n".join(verdict.lines(found, kept, "b", [1, 2, 3], 12, "words", "1-12"))
+    assert f"- `m` 13-24 (n={len(beyond)}, of {len(within)} within): " in text and "against `b` worse (" in text
 
 
 def test_verdicts_split_in_range_from_beyond():
@@ -73,19 +148,35 @@ def test_verdicts_split_in_range_from_beyond():
     worse beyond; no sentence beyond the limit gives no verdict there."""
     refs = _refs(120)
     lengths = [len(r.split()) for r in refs]
-    base = _system(refs, 0.5, 1)
     model = [r if n <= 12 else "zz" for r, n in zip(refs, lengths)]
-    hyps = {seeds.key(a, s, 1): h for s in (1, 2) for a, h in (("base", base), ("model", model))}
-    found = verdict.verdicts(BLEU(force=True), ["base", "model"], [1, 2], hyps, lambda a, s: seeds.key(a, s, 1), refs,
-                             verdict.by_length(lengths, 12), samples=200)
+    hyps = {seeds.key(a, s, 1): h for s in (1, 2) for a, h in (("base", _system(refs, 0.5, s)), ("model", model))}
+    name = lambda a, s: seeds.key(a, s, 1)  # noqa: E731
+    found = verdict.verdicts(BLEU(force=True), ["base", "model"], [1, 2], hyps, name, refs,
+                             verdict.by_length(lengths, 12))
     assert found["model"]["in range"]["verdict"] == "better" and found["model"]["beyond"]["verdict"] == "worse"
-    assert verdict.verdicts(BLEU(force=True), ["base", "model"], [1, 2], hyps, lambda a, s: seeds.key(a, s, 1),
-                            refs, verdict.by_length(lengths, 100), samples=50)["model"]["beyond"] is None
-    text = "\n".join(verdict.lines(found, "base", [1, 2], 200, 12, "words"))
+    assert verdict.verdicts(BLEU(force=True), ["base", "model"], [1, 2], hyps, name, refs,
+                            verdict.by_length(lengths, 100))["model"]["beyond"] is None
+    found, kept = verdict.corrected(found, {})
+    text = "\n".join(verdict.lines(found, kept, "base", [1, 2], 12, "words"))
     assert "## Verdict" in text and "- `model`: in range better (+" in text and "beyond worse (-" in text
-    assert "ignores seed variance" not in text
-    one = "\n".join(verdict.lines(found, "base", [1], 200, 12, "words"))
+    assert "This report makes 2 tests" in text and "Holm" in text and "ignores seed variance" not in text
+    effect = found["model"]["in range"]["effect"]
+    assert f"better ({effect:+.2f} BLEU, 95% interval " in text  # two decimals
+    one = "\n".join(verdict.lines(found, kept, "base", [1], 12, "words"))
     assert "this verdict ignores seed variance" in one
+
+
+def test_an_undecided_verdict_says_what_the_run_would_detect():
+    refs = _refs()
+    base = _stats(refs, 0.6, 0.6, 0.6)
+    test = _test(base, _stats(refs, 0.45, 0.65, 0.85, offset=20))
+    found, _ = verdict.corrected({"m": {"in range": test.as_json(), "beyond": None}}, {})
+    line = verdict.lines(found, {}, "b", [1, 2, 3], 12, "words")[-2]
+    assert line.startswith("- `m`: in range no detectable difference (")
+    test = verdict.Test.read(found["m"]["in range"])  # a family of one: the level is 0.05
+    assert test.alpha == pytest.approx(0.05) and f"detectable: ±{test.detectable():.2f} BLEU" in line
+    need = test.seeds_needed(test.effect)
+    assert (f"{need} seeds would detect" if need else "no number of seeds would detect") in line
 
 
 @pytest.mark.parametrize("text, seed_list", [("3", [5, 6, 7]), ("1", [5]), ("2,9,4", [2, 9, 4]), ("7,", [7])])

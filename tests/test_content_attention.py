@@ -165,3 +165,82 @@ def test_the_posnet_gating_wraps_a_scheme():
     with torch.no_grad():
         out = model(src, lengths, prev)[0]
     assert torch.allclose(decode_incrementally(model, src, lengths, prev)[0], out[0], atol=1e-5)
+
+
+def test_a_folded_decoding_row_is_the_profile_also_past_the_first_table():
+    """After make_generation_fast_, a decoding step's bias row comes from a table that doubles as the prefix grows."""
+    from posnet_fairseq.mixers.content_attention import FOLD_START
+    from posnet_fairseq.mixers.tisa import TisaScorer
+
+    torch.manual_seed(0)
+    scorer = TisaScorer(4, 3).eval()
+    scorer.make_generation_fast_()
+    for reach in (1, 5, FOLD_START, FOLD_START + 1, 3 * FOLD_START):
+        expected = scorer.profile(torch.arange(1 - reach, 1))
+        assert torch.allclose(scorer.decoding_row(reach, "cpu"), expected, atol=1e-6, rtol=1e-6)
+    assert scorer.decoding_table.size(1) == 4 * FOLD_START  # doubled twice: 129 needed 2 N, 3 N needed 4 N
+    scorer.train()  # a training-mode row is computed from the parameters, not read from the table
+    with torch.no_grad():
+        scorer.amplitudes.mul_(2)
+    assert torch.allclose(scorer.decoding_row(5, "cpu"), scorer.profile(torch.arange(-4, 1)))
+
+
+def test_the_forward_context_makes_a_shared_value_once_per_call_and_anchor():
+    from posnet_fairseq.mixers.forward_context import ForwardContext
+
+    context, made = ForwardContext(), []
+
+    def make():
+        made.append(1)
+        return len(made)
+
+    pad, other = torch.zeros(2, 3, dtype=torch.bool), torch.zeros(2, 3, dtype=torch.bool)
+    assert [context.shared("k", make), context.shared("k", make)] == [1, 2]  # outside a call: made every time
+    with context.call():
+        assert [context.shared("k", make, pad), context.shared("k", make, pad)] == [3, 3]
+        assert context.shared("k", make, other) == 4  # another mask: made again
+    with context.call():
+        assert context.shared("k", make, other) == 5  # a new call forgets the last one's values
+
+
+@pytest.mark.parametrize("scheme", ["alibi", "tisa", "rope", "t5_bias"])
+def test_a_model_computes_its_position_grids_once_per_call(scheme):
+    """Every layer of a side reads the same positions, masks, rotation and (for ALiBi and T5) bias, made once;
+    the layers' output is that of layers computing their own (no forward context)."""
+    torch.manual_seed(0)
+    model, task = build_model(["--encoder-self-mixer", scheme, "--decoder-self-mixer", scheme,
+                               "--no-token-positional-embeddings"])
+    model.eval()
+    src = torch.tensor([[1, 5, 6, 7, 2], [1, 1, 8, 9, 2]])  # the second sentence left-padded (pad = 1)
+    encoder = model.encoder
+    makes = []
+    shared = encoder.forward_context.shared
+
+    def counting(key, make, anchor=None):
+        return shared(key, lambda: makes.append(key[0]) or make(), anchor)
+
+    encoder.forward_context.shared = counting
+    out = encoder(src, torch.tensor([5, 4]))["encoder_out"][0]
+    assert makes and len(makes) == len(set(makes))  # each grid made once, for both layers
+    for layer in encoder.layers:
+        layer.self_attn.forward_context = None
+    assert torch.allclose(encoder(src, torch.tensor([5, 4]))["encoder_out"][0], out, atol=1e-6)
+
+
+def test_a_decoding_step_makes_one_rotation_for_every_layer_and_decodes_as_it_trains():
+    """Every decoder layer of a step is at the same position: RoPE's rotation is made once per step."""
+    from fairseq_testing import decode_incrementally
+
+    torch.manual_seed(0)
+    model, _ = build_model(["--encoder-self-mixer", "rope", "--decoder-self-mixer", "rope",
+                            "--no-token-positional-embeddings"])
+    model.eval()
+    context = model.decoder.forward_context
+    makes, shared = [], context.shared
+    context.shared = lambda key, make, anchor=None: shared(key, lambda: makes.append(key[0]) or make(), anchor)
+    src, lengths = torch.tensor([[5, 6, 7, 2], [8, 9, 10, 2]]), torch.tensor([4, 4])
+    prev = torch.tensor([[2, 5, 9, 7, 6], [2, 8, 8, 4, 5]])
+    decoded = decode_incrementally(model, src, lengths, prev)
+    assert len(model.decoder.layers) == 2 and makes.count("rotation") == prev.size(1)
+    with torch.no_grad():
+        assert torch.allclose(decoded, model(src, lengths, prev)[0], atol=1e-5)

@@ -93,7 +93,7 @@ def test_generated_tables_are_current(kind, page):
     assert os.path.exists(path), f"{what} tables are declared for page {page!r} but docs/{page}.md does not exist"
     text = read(path)
     assert GENERATED[kind][1](text, page, path) == text, (
-        f"docs/{page}.md: the {what} table is stale; run `python -m posnet_fairseq.flags --write-docs docs`")
+        f"docs/{page}.md: the {what} table is stale; run `python -m posnet_fairseq.cli.docs_tables --write-docs docs`")
 
 
 @pytest.mark.parametrize("kind", GENERATED)

@@ -1,4 +1,5 @@
-"""posnet_fairseq/evaluation/bootstrap.py: paired bootstrap resampling of corpus metrics and of sentence-score means."""
+"""posnet_fairseq/evaluation/bootstrap.py: paired bootstrap resampling of corpus metrics and of sentence-score means;
+better/worse is a two-sided test at 5%."""
 import pytest
 
 from posnet_fairseq.evaluation import bootstrap
@@ -44,3 +45,15 @@ def test_bootstrap_of_sentence_score_means():
     assert bootstrap.significance(res) is None
     res = bootstrap.paired_bootstrap_means([0.5] * 20, [0.4] * 20, samples=50)
     assert (res["p_value"], res["p_value_worse"], bootstrap.significance(res)) == (0.0, 1.0, "better")
+
+
+@pytest.mark.parametrize("p_value, p_value_worse, two_sided, direction", [
+    (0.04, 0.96, 0.08, None),  # one-sided 4%: a two-sided 8%, not significant at the plugin's 5%
+    (0.02, 0.98, 0.04, "better"),
+    (0.99, 0.01, 0.02, "worse"),
+    (0.6, 0.6, 1.0, None),  # ties counted both ways: capped at 1
+])
+def test_significance_is_two_sided_at_5_percent(p_value, p_value_worse, two_sided, direction):
+    result = {"p_value": p_value, "p_value_worse": p_value_worse}
+    assert bootstrap.two_sided(result) == pytest.approx(two_sided)
+    assert bootstrap.significance(result) == direction

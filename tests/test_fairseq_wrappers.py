@@ -146,7 +146,7 @@ def test_the_errors_link_headings_of_the_troubleshooting_page():
 
     source = open(os.path.join(REPO, "posnet_fairseq", "troubleshooting.py")).read()
     anchors = re.findall(r"\{PAGE\}#([\w-]+)", source)
-    assert len(anchors) == 7
+    assert len(anchors) == 8
     page = open(os.path.join(REPO, troubleshooting.PAGE)).read()
     assert set(anchors) <= github_anchors(page)
 
@@ -291,3 +291,45 @@ def test_a_full_disk_names_the_save_dir_and_leaves_no_tmp_file(data_bin, tmp_pat
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert done.stderr.splitlines()[-1].startswith(f"posnet-train: no space left on {save}: free space there")
     assert os.listdir(save) == []
+
+
+def test_model_overrides_that_change_the_model_are_refused_with_the_fix():
+    """Issue 49 item 4: --model-overrides "{'encoder_self_mixer': 'rposnet'}" ended in torch's state_dict
+    traceback; another mixer with the same parameters would have loaded without a word."""
+    said = "--model-overrides changes how a model decodes, not what it is ({}): retrain with the new flag"
+    for overrides, named in [("{'encoder_self_mixer': 'rposnet'}", "encoder_self_mixer"),
+                             ("{'decoder_self_mixer': 'rope'}", "decoder_self_mixer"),  # same parameters
+                             ("{'encoder_layers': 3}", "encoder_layers")]:  # the parameters do not load
+        status, text = tool("generate", os.path.join(FIXTURE, "data-bin"), "--path",
+                            os.path.join(FIXTURE, "transformer", "checkpoint.pt"), "--model-overrides", overrides,
+                            "--beam", "2", "--max-len-b", "5", "--batch-size", "8", "--gen-subset", "valid")
+        assert status == 1 and "Traceback" not in text, text[-2000:]
+        assert text.rstrip().splitlines()[-1].startswith("posnet-generate: " + said.format(named))
+
+
+def test_rope_scaling_on_a_model_without_rope_is_refused():
+    """Issue 49 item 6: exit 0, no word, the same hypotheses as without the scaling."""
+    for overrides, said in [("{'rope_scaling': 'yarn', 'rope_scaling_factor': 'auto', "
+                             "'rope_scaling_train_length': 8}", "--rope-scaling yarn: the model has no rope mixer"),
+                            ("{'rope_scaling': 'yarn', 'rope_scaling_factor': 'auto'}",
+                             "--rope-scaling-factor auto: needs --rope-scaling-train-length")]:
+        status, text = tool("generate", os.path.join(FIXTURE, "data-bin"), "--path",
+                            os.path.join(FIXTURE, "transformer", "checkpoint.pt"), "--model-overrides", overrides,
+                            "--beam", "2", "--max-len-b", "5", "--batch-size", "8", "--gen-subset", "valid")
+        assert status == 2 and "Traceback" not in text, text[-2000:]
+        assert text.rstrip().splitlines()[-1].startswith(f"posnet-generate: error: {said}")
+
+
+@pytest.mark.parametrize("fixture,arch,flag", [
+    ("linearnet", "linearnet_transformer_tiny", ["--linearnet-max-length", "0"]),
+    ("rposnet", "rposnet_transformer_tiny", ["--posnet-max-relative", "-1"])])
+def test_a_bad_flag_value_is_named_whatever_the_save_dir_holds(data_bin, tmp_path, fixture, arch, flag):
+    """Issue 49 item 5: a ValueError traceback from the resume check, or "a checkpoint of another model (-1 vs
+    16)"."""
+    save = tmp_path / "save"
+    save.mkdir()
+    (save / "checkpoint_last.pt").write_bytes(open(os.path.join(FIXTURE, fixture, "checkpoint.pt"), "rb").read())
+    status, text = tool("train", data_bin, "--arch", arch, *TRAIN, "--max-update", "1", "--save-dir", str(save),
+                        *flag)
+    assert status == 2 and "Traceback" not in text, text[-2000:]
+    assert text.rstrip().splitlines()[-1].startswith(f"posnet-train: error: {' '.join(flag)}: must be ")

@@ -10,7 +10,8 @@ from posnet_fairseq.models import architectures
 
 def family(prefix="x_transformer", sizes=None, **kwargs):
     return families.Family(prefix, "an example", {"encoder_self_mixer": "mha"},
-                           sizes or {"tiny": families.TESTS, "base": "a table"}, **kwargs)
+                           sizes or {"tiny": families.TESTS, "base": "a table"}, **{"ctranslate2": families.CONVERTS,
+                                                                                   **kwargs})
 
 
 def test_names_are_prefix_and_size_with_the_bare_base_forms():

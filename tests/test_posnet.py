@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from fairseq.modules import PositionalEmbedding
 from torch import nn
 
-from fairseq_testing import build_model
+from fairseq_testing import build_model, step_mixer
 from posnet_fairseq.mixers.registry import MixerContext
 from posnet_fairseq.sites import SITE
 from posnet_fairseq.mixers.posnet import FOLD_START, APosNet, ARPosNet, RPosNet
@@ -150,6 +150,22 @@ def test_in_memory_tables_equal_direct_computation_and_grow(kind, site):
     assert not [key for key in mixer.state_dict() if "table" in key or "energy" in key]
 
 
+@pytest.mark.parametrize("max_relative", [0, 2])
+def test_folded_rposnet_decodes_as_it_trains_across_a_growth_of_its_table(max_relative):
+    """A decoder self-attention step reads its energies from rows made once per table (in the ring's order,
+    scaled); past the folded table the table grows and the rows are made again from the new one."""
+    mixer, _, _ = make_mixer("rposnet", "decoder_self", max_relative=max_relative)
+    x = torch.randn(FOLD_START + 8, 3, DIM, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = mixer(x, x, x)[0]
+        mixer.make_generation_fast_()
+        decoded, state = step_mixer(mixer, x)
+    relative = mixer.relative
+    assert relative.table.size(1) == 2 * FOLD_START and relative.decoding_rows[0] is relative.table
+    assert int(mixer._get_input_buffer(state)["step_count"]) == FOLD_START + 8
+    torch.testing.assert_close(decoded, expected, atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_precomputed_mixer_refuses_longer_inputs_naming_the_limit(kind):
     mixer, _, _ = make_mixer(kind, "encoder_self")
@@ -196,3 +212,29 @@ def test_presets_use_the_papers_settings():
     ungated, _ = build_model(["--encoder-self-gating", "off"], arch="aposnet_transformer_tiny")
     assert isinstance(ungated.encoder.layers[0].self_attn, APosNet)
     assert type(ungated.decoder.layers[0].self_attn).__name__ == "GatedMixer"
+
+
+@pytest.mark.parametrize("arch", ["rposnet_transformer_tiny", "aposnet_transformer_tiny"])
+def test_the_layers_of_a_call_share_their_position_work_and_draw_the_same_dropout(arch):
+    """Positions, their bound, index grids, masks and rPosNet's LayerNorm'd positions are made once per call
+    for every layer; in training, each layer still draws its own dropout, as when it made them itself."""
+    from posnet_fairseq.mixers.posnet import PositionAttention
+
+    torch.manual_seed(0)
+    model, _ = build_model(["--dropout", "0.3", "--attention-dropout", "0.2"], arch=arch)
+    src = torch.tensor([[1, 5, 6, 7, 2], [1, 1, 8, 9, 2]])  # the second sentence left-padded (pad = 1)
+    lengths = torch.tensor([5, 4])
+    context = model.encoder.forward_context
+    makes, shared = [], context.shared
+    context.shared = lambda key, make, anchor=None: shared(key, lambda: makes.append(key[0]) or make(), anchor)
+    model.train()
+    torch.manual_seed(7)
+    out = model.encoder(src, lengths)["encoder_out"][0]
+    assert makes and len(makes) == len(set(makes))  # each made once, for both layers
+    for module in model.encoder.modules():
+        if isinstance(module, PositionAttention):
+            module.forward_context = None
+            if module.relative is not None:
+                module.relative.positions.forward_context = None
+    torch.manual_seed(7)
+    assert torch.allclose(model.encoder(src, lengths)["encoder_out"][0], out, atol=1e-6)

@@ -274,6 +274,8 @@ def test_prepare_wmt16_en_ro(tmp_path):
 
     arch = tmp_path / "archives"
     pairs = [(a, b.replace("e", "\u015f").replace("t", "\u0163")) for a, b in _pairs(180, seed=21)]  # ş ţ cedilla
+    pairs[0] = ("", "Gol")  # an empty side: dropped by every preparation
+    pairs[1] = ("Yes\uff0c really", " ".join(["foarte"] * 40))  # full-width comma; a ratio over 1.5
     _tar(str(arch / "training-parallel-ep-v8.tgz"), {
         "training-parallel-ep-v8/europarl-v8.ro-en.en": [p[0] for p in pairs[:100]],
         "training-parallel-ep-v8/europarl-v8.ro-en.ro": [p[1] for p in pairs[:100]]})
@@ -282,17 +284,23 @@ def test_prepare_wmt16_en_ro(tmp_path):
         z.writestr("SETIMES.en-ro.ro", "".join(p[1] + "\n" for p in pairs[100:160]))
         z.writestr("README", "fixture")
     dev, test = pairs[160:170], pairs[170:]
+    # the English of the ro-en direction's reference told apart from the en-ro source by a marker word
     _tar(str(arch / "wmt16" / "dev.tgz"), {
         "dev/newsdev2016-enro-src.en.sgm": _sgm([p[0] for p in dev], "newsdev2016", "en"),
+        "dev/newsdev2016-roen-ref.en.sgm": _sgm(["Roen " + p[0] for p in dev], "newsdev2016", "en"),
         "dev/newsdev2016-enro-ref.ro.sgm": _sgm([p[1] for p in dev], "newsdev2016", "ro")})
     _tar(str(arch / "wmt16" / "test.tgz"), {
         "test/newstest2016-enro-src.en.sgm": _sgm([p[0] for p in test], "newstest2016", "en"),
+        "test/newstest2016-roen-ref.en.sgm": _sgm(["Roen " + p[0] for p in test], "newstest2016", "en"),
         "test/newstest2016-enro-ref.ro.sgm": _sgm([p[1] for p in test], "newstest2016", "ro")})
     out = str(tmp_path / "enro")
     run_recipe("prepare-wmt16-en-ro.sh", "--out", out, "--archives", str(arch), "--bpe-merges", "300")
     stats = _stats(out)
     assert stats["pairs"]["valid"] == 10 and stats["pairs"]["test"] == 10
-    assert 150 <= stats["pairs"]["train"] <= 160  # 160 pairs, a few dropped by the ratio filter
+    assert 150 <= stats["pairs"]["train"] <= 158  # 160 pairs, the empty one and a few more dropped by the ratio
+    assert stats["train_cleaning"] == "1-250 tokens, ratio 1.5"
+    assert "Roen" not in open(os.path.join(out, "raw", "test.en")).read()  # newstest2016-enro-src.en.sgm
+    assert "\uff0c" in open(os.path.join(out, "tok", "train.en")).read()  # no replace-unicode-punctuation
     assert (stats["dataset"], stats["bpe_merges"], stats["corpora"]) == ("wmt16_en_ro", "300",
                                                                         "europarl-v8.ro-en,SETIMES.en-ro")
     assert stats["joined_dictionary"] and stats["eval"]["target_lang"] == "ro"
@@ -311,6 +319,13 @@ def test_prepare_wmt16_en_ro(tmp_path):
     assert (stats["dataset"], stats["bpe_merges"], stats["romanian_diacritics"]) == (
         "wmt16_en_ro_nodiacritics", "32000", "removed")
     assert stats["pairs"]["valid"] == 10 and stats["pairs"]["test"] == 10
+    # process_enro.sh / .py: only the pair with an empty side dropped, replace-unicode-punctuation, the English
+    # of dev and test from *-roen-ref.en.sgm
+    assert (stats["pairs"]["train"], stats["train_cleaning"]) == (159, "empty pairs only")
+    train_en = open(os.path.join(out, "tok", "train.en"), encoding="utf-8").read()
+    assert "Yes , really" in train_en and "\uff0c" not in train_en
+    for split in ("valid", "test"):
+        assert all(line.startswith("Roen ") for line in open(os.path.join(out, "raw", f"{split}.en")))
     for path in ("tok/train.ro", "tok/valid.ro", "raw/valid.ro", "raw/test.ro", "tok/test.ro"):
         content = open(os.path.join(out, path), encoding="utf-8").read()
         marked = "\u0218\u0219\u021a\u021b\u015e\u015f\u0162\u0163\u0102\u0103\u00c2\u00e2\u00ce\u00ee"
@@ -343,3 +358,13 @@ def test_a_flag_the_preparation_does_not_have_is_refused(tmp_path, script, paper
                         check=False)
     assert result.returncode != 0 and f"{script}: unknown option --foo" in result.stderr
     assert not (tmp_path / "d" / "orig").exists() or not os.listdir(tmp_path / "d" / "orig")
+
+
+@pytest.mark.parametrize("script", ["prepare-synth.sh", "prepare-wmt16-en-ro.sh"])
+def test_help_prints_the_usage_and_leaves_nothing_behind(tmp_path, script):
+    """Issue 49 item 9: prepare-synth.sh --help was "unknown option --help" and left an empty data/synth/."""
+    result = subprocess.run(["bash", os.path.join(REPO, "recipes", "data", script), "--help"], env=_env(),
+                            capture_output=True, text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"bash recipes/data/{script}" in result.stdout and "--archives DIR" in result.stdout
+    assert os.listdir(tmp_path) == []

@@ -422,18 +422,21 @@ def test_check_refuses_a_dataset_that_is_not_the_papers(tmp_path):
 
 def test_hard_coded_gaussian_data_is_the_authors(tmp_path):
     """You et al.'s code: process_enro.sh (normalise-romanian.py, remove-diacritics.py on every Romanian split,
-    MERGE_OPS=32000) and data/annotated.py's bpe.32000 for En-Fr; every En-Ro column reads that preparation."""
+    MERGE_OPS=32000; process_enro.py drops only empty pairs) and data/annotated.py's bpe.32000 for En-Fr,
+    whose validation set (ours) the plan names; every En-Ro column reads that preparation."""
     for table in ("gaussian-table2", "gaussian-table3", "gaussian-table5", "gaussian-figure3", "gaussian-figure7"):
         assert "wmt16_en_ro_nodiacritics" in {r.dataset for r in TABLES[table].runs}, table
         assert "wmt16_en_ro" not in {r.dataset for r in TABLES[table].runs}, table
     plan = dry_run(tmp_path, "gaussian/table2.sh").stdout
-    assert ("# dataset wmt16_en_ro_nodiacritics: joint BPE 32000 merges, test 1999 pairs, train >= 580000 pairs, "
-            "romanian_diacritics=removed") in plan
+    assert ("# dataset wmt16_en_ro_nodiacritics: joint BPE 32000 merges, test 1999 pairs, train >= 600000 pairs, "
+            "romanian_diacritics=removed, train_cleaning=empty pairs only") in plan
     assert "# dataset wmt14_en_fr_epcc: joint BPE 32000 merges" in plan
+    assert "valid = every 1,333th pair (3,939 of 5,251,875 before cleaning; theirs newstest2013, 3,000)" in plan
     assert "prepare: bash recipes/data/prepare-wmt16-en-ro.sh --paper gaussian" in plan
     assert datasets.problems(datasets.DATASETS["wmt16_en_ro_nodiacritics"], {
         "dataset": "wmt16_en_ro_nodiacritics", "bpe_merges": "32000", "romanian_diacritics": "kept",
-        "pairs": {"train": 600_000, "test": 1999}}) == ["romanian_diacritics 'kept', expected 'removed'"]
+        "train_cleaning": "empty pairs only", "pairs": {"train": 600_000, "test": 1999}}) == [
+        "romanian_diacritics 'kept', expected 'removed'"]
 
 
 def test_posnet_runs_as_the_authors_code(tmp_path):

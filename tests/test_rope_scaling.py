@@ -159,3 +159,16 @@ def test_auto_reads_the_training_length_a_checkpoint_stores(tmp_path):
     (model,), _ = checkpoint_utils.load_model_ensemble([checkpoint], arg_overrides={
         "data": data_bin, "rope_scaling": "linear", "rope_scaling_factor": "auto"})
     assert model.encoder.layers[0].self_attn.transform.scaling == RopeScaling("linear", "auto", 12)
+
+
+
+def test_scaling_a_model_without_rope_is_refused():
+    """Issue 49 item 6: a Transformer given --model-overrides "{'rope_scaling': 'yarn', ...}" decoded as without
+    it, exit 0, and took ``auto`` without a training length, which a RoPE model refuses."""
+    with pytest.raises(ValueError, match="--rope-scaling-factor auto: needs --rope-scaling-train-length"):
+        build_model(["--rope-scaling", "yarn", "--rope-scaling-factor", "auto"])
+    with pytest.raises(ValueError, match=r"^--rope-scaling ntk: the model has no rope mixer \(its mixers: mha\), "
+                                         "so nothing would change"):
+        build_model(["--rope-scaling", "ntk", "--rope-scaling-factor", "2"])
+    for arch in ("rope_transformer_tiny", "xpos_transformer_tiny"):  # xPos: RoPE in the encoder
+        build_model(["--rope-scaling", "ntk", "--rope-scaling-factor", "2"], arch=arch)

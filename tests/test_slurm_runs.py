@@ -7,7 +7,9 @@ a requeued job of a comparison, each resumed from its checkpoint_last.pt.
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +21,7 @@ from posnet_fairseq.cli import compare
 from posnet_fairseq.compare.options import build_parser
 from posnet_fairseq.launcher import SlurmOptions
 from posnet_fairseq.launcher.pool import JobPool
+from posnet_fairseq.table_runs import slurm as slurm_submitter
 from slurm_cluster import requeue
 from test_compare import CHEAP
 
@@ -110,6 +113,53 @@ def test_compare_job_flag_errors_name_the_flag(argv, error, tmp_path, capsys, mo
     assert error in capsys.readouterr().err
 
 
+def _dead_controller_conf(folder):
+    """A slurm.conf whose controller does not run (nothing listens on its port)."""
+    host = socket.gethostname()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = folder / "slurm.conf"
+    conf.write_text(f"ClusterName=gone\nSlurmctldHost={host}(127.0.0.1)\nSlurmctldPort={port}\n"
+                    f"NodeName={host} CPUs=1 State=UNKNOWN\nPartitionName=debug Nodes=ALL Default=YES\n")
+    return conf
+
+
+@pytest.mark.parametrize("case, said", [
+    ("empty configuration", "sinfo: fatal: Unable to process configuration file"),
+    ("no controller", "slurm_load_partitions: Unable to contact slurm controller (connect failure)"),
+])
+def test_slurm_client_without_a_cluster_is_one_line_before_any_data(case, said, tmp_path, capsys, monkeypatch):
+    """Issue 49, item 2: the SLURM client is installed but no cluster answers (here: a configuration file
+    that is empty, or one whose controller does not run; also with --partition): SLURM's own words and what
+    to check, before anything is prepared, instead of submitit's FailedJobError once the data are."""
+    missing = [c for c in ("sbatch", "sinfo") if shutil.which(c) is None]
+    if missing:
+        pytest.skip(f"the SLURM client is not installed (no {', '.join(missing)}; Debian: slurm-client)")
+    conf = tmp_path / "slurm.conf"
+    if case == "empty configuration":
+        conf.write_text("")
+    else:
+        conf = _dead_controller_conf(tmp_path)
+    monkeypatch.setenv("SLURM_CONF", str(conf))
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as refused:
+        compare.main([*GRID, "--out", str(out), *MICRO, *ON_SLURM, "--partition", "gpu"])
+    assert refused.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error == (f"posnet-compare: error: --launcher slurm: SLURM does not answer here (SLURM: {said}): "
+                     f"check the cluster's configuration (SLURM_CONF={conf}) and that its controller runs "
+                     "(scontrol ping), or run on a login node of the cluster, or use the local launcher")
+    assert not out.exists()
+    # the table recipes' submitter says the same, before its first job (the data preparation)
+    plan = tmp_path / "plan.sh"
+    plan.write_text(f"mkdir {tmp_path / 'data'}\n")
+    with pytest.raises(SystemExit):
+        slurm_submitter.main([str(plan), "--work", str(tmp_path / "work")])
+    assert f"error: --launcher slurm: SLURM does not answer here (SLURM: {said})" in capsys.readouterr().err
+    assert not (tmp_path / "data").exists()
+
+
 def test_job_pool_reports_ends_as_a_process_pool_does(tmp_path):
     """The compare seam on submitit's local executor: each command's output appended to its caller's file,
     the caller's environment, its exit status as the returncode; a re-run of a finished key runs it again."""
@@ -159,6 +209,33 @@ def test_slurm_micro_compare_equals_local(slurm_cluster, tmp_path):
     log = (tmp_path / "slurm" / "compare.log").read_text()
     assert f"train.{ARCHS[1]}: started (job {units[f'train.{ARCHS[1]}']['job_id']})" in log
     assert "progress: model" in log
+
+
+def test_slurm_drivers_check_the_partition_and_lock_their_directory(slurm_cluster, tmp_path, capsys):
+    """Issue 49: an unknown --partition is named before anything is prepared; a second driver on an --out (a
+    recipe's WORK) that a run holds is refused, naming it."""
+    from posnet_fairseq.launcher import RunLock
+
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit):
+        compare.main([*GRID, "--out", str(out), *MICRO, *ON_SLURM, "--partition", "nosuch"])
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+        "posnet-compare: error: --launcher slurm: --partition nosuch: the cluster has no such partition (sinfo "
+        "lists ")
+    assert not out.exists()
+    with RunLock(out, "posnet-compare"):
+        with pytest.raises(SystemExit):
+            compare.main([*GRID, "--out", str(out), *MICRO, *ON_SLURM])
+    assert f"error: --out {out} is in use by posnet-compare pid {os.getpid()} on host " in capsys.readouterr().err
+    assert not (out / "slurm").exists() and not (out / "steps").exists()
+    plan, work = tmp_path / "plan.sh", tmp_path / "work"
+    plan.write_text(f"mkdir {tmp_path / 'data'}\n")
+    with RunLock(work / "slurm", "aan/table2.sh"):
+        with pytest.raises(SystemExit):
+            slurm_submitter.main([str(plan), "--work", str(work)])
+    assert (f"error: --work {work}: {work / 'slurm'} is in use by aan/table2.sh pid {os.getpid()} on host "
+            in capsys.readouterr().err)
+    assert not (tmp_path / "data").exists() and not (work / "slurm" / "jobs").exists()
 
 
 def _resumed_at(log_path):

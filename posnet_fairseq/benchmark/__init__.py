@@ -11,10 +11,13 @@ Measuring (shared with ``posnet-compare``):
 * :mod:`.flops` - arithmetic per generated and per training token, counted
   from the shapes of every product the built model runs: each mechanism's
   ceiling against the Transformer
+* :mod:`.op_counts` - operators per incremental decoding step and per
+  training step (CUDA kernels on a GPU, leaf aten operators on the CPU), from
+  torch.profiler: the per-step overhead a base model's GPU step is bound by
 
 Command lines (``python -m posnet_fairseq.benchmark.<name>``; each measures the
 Transformer in the same run and prints ratios against it):
-:mod:`.decode_speed`, :mod:`.train_speed`, :mod:`.memory`.
+:mod:`.decode_speed`, :mod:`.train_speed`, :mod:`.memory`, :mod:`.op_counts`.
 """
 
 from ..families import benchmark_families

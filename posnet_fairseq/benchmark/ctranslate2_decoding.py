@@ -10,10 +10,12 @@ behind ``ct2-fairseq-converter``) accepts only fairseq's own model classes
 as a stock ``transformer`` checkpoint (:func:`as_stock_transformer`): the
 same weights under the same names, the plugin's flags dropped. That loads
 only when every attention sub-layer is fairseq's MultiheadAttention: the
-Transformer with sinusoidal or learned positions converts, every other
-mechanism is refused by the stock model's strict loading (its parameters have
-no place there) or by the converter's own checks (e.g. a model without
-position embeddings). :func:`conversion_error` gives the reason per model;
+Transformer with sinusoidal or learned positions converts. A model with
+Shaw-relative or T5-bias self-attention goes to the plugin's own converter
+instead (:mod:`.ctranslate2_relative`). Every other mechanism is refused by
+the stock model's strict loading (its parameters have no place there) or by
+the converter's own checks (e.g. a model without position embeddings).
+:func:`conversion_error` gives the reason per model;
 ``tests/test_ctranslate2_decoding.py`` records it for every family and
 docs/benchmarks.md lists the outcome.
 
@@ -22,7 +24,9 @@ docs/benchmarks.md lists the outcome.
 added by CTranslate2 as fairseq adds it) with the same beam, batch and
 forced length: ``min_decoding_length`` L and ``max_decoding_length`` L + 1,
 so every hypothesis takes L + 1 decoder steps as fairseq's ``--min-len L
---max-len-b L`` does; one intra-op thread per ``threads``.
+--max-len-b L`` does; one intra-op thread per ``threads``; on the CPU or, with
+``device="cuda"``, on the GPU (its ``translate_batch`` returns when the GPU is
+done, so its wall time is the GPU time fairseq's rows report as ``gpu_s``).
 """
 import argparse
 import os
@@ -43,15 +47,6 @@ def missing():
     return None
 
 
-def _plugin_settings(model_args):
-    """{flag: value} of the plugin's flags that ``model_args`` sets to other than their default."""
-    from .. import flags
-
-    args = model_args if isinstance(model_args, argparse.Namespace) else argparse.Namespace(**model_args)
-    return {f.name: getattr(args, f.dest) for group in flags.GROUPS for f in group.flags
-            if hasattr(args, f.dest) and f.read(args) != f.convert(f.default)}
-
-
 def as_stock_transformer(checkpoint, path):
     """Writes ``checkpoint`` (a posnet_transformer) to ``path`` as fairseq's own ``transformer``: its weights
     and fairseq's model arguments, the plugin's flags left out. Returns (``path``, {flag: value} of the plugin
@@ -66,7 +61,7 @@ def as_stock_transformer(checkpoint, path):
     cfg = OmegaConf.to_container(state["cfg"], resolve=True, enum_to_str=True)
     model = cfg["model"]  # an argparse Namespace for the legacy models, as fairseq-train stores them
     items = model.items() if isinstance(model, dict) else vars(model).items()
-    settings = _plugin_settings(model)
+    settings = flags.changed(model)
     plugin = {f.dest for group in flags.GROUPS for f in group.flags}
     kept = {k: v for k, v in items if k not in plugin}
     kept.update(_name="transformer", arch="transformer", user_dir=None)
@@ -78,14 +73,18 @@ def as_stock_transformer(checkpoint, path):
 
 def convert(checkpoint, data_bin, output_dir, source_lang="src", target_lang="tgt"):
     """Converts ``checkpoint`` in this process into a CTranslate2 model at ``output_dir`` (fp32 weights;
-    int8 is chosen when loading). Raises what the converter or fairseq's strict loading raises, or, when
+    int8 is chosen when loading); relative self-attention through :mod:`.ctranslate2_relative`, which raises
+    ValueError naming what it refuses. Raises what the converter or fairseq's strict loading raises, or, when
     both accept it (a mechanism with MultiheadAttention's parameter names, such as linear attention),
     ValueError naming the plugin flags the converted model would ignore."""
     from ctranslate2.converters import FairseqConverter
 
     from ..models import ds_init
+    from . import ctranslate2_relative
 
     stock, settings = as_stock_transformer(checkpoint, output_dir.rstrip("/") + ".stock.pt")
+    if ctranslate2_relative.handles(settings):
+        return ctranslate2_relative.convert(checkpoint, data_bin, output_dir, source_lang, target_lang)
     converter = FairseqConverter(stock, data_bin, source_lang=source_lang, target_lang=target_lang,
                                  user_dir=PLUGIN_DIR)
     converted = converter.convert(output_dir, force=True)
@@ -134,18 +133,20 @@ def source_sentences(data_bin, subset="test", source_lang="src", target_lang="tg
 
 
 class Translator:
-    """A converted model loaded once per compute type, with ``threads`` intra-op threads."""
+    """A converted model loaded once per compute type on ``device`` ("cpu" or "cuda"), with ``threads``
+    intra-op threads."""
 
-    def __init__(self, model_dir, compute_type, threads=1):
+    def __init__(self, model_dir, compute_type, threads=1, device="cpu"):
         import ctranslate2
 
-        self.compute_type = compute_type
-        self.engine = ctranslate2.Translator(model_dir, device="cpu", compute_type=compute_type,
+        self.compute_type, self.device = compute_type, device
+        self.engine = ctranslate2.Translator(model_dir, device=device, compute_type=compute_type,
                                              inter_threads=1, intra_threads=threads)
 
     def translate_timed(self, sources, length, beam=4, batch_size=32):
         """{"rate": sentences/s, "tokens_per_hyp": decoder steps per hypothesis (L + 1), "cpu_s": process CPU
-        seconds} of decoding ``sources`` with every hypothesis forced to ``length`` tokens."""
+        seconds} of decoding ``sources`` with every hypothesis forced to ``length`` tokens; on "cuda" also
+        "gpu_s", the wall seconds."""
         wall, cpu = time.perf_counter(), time.process_time()
         results = self.engine.translate_batch(sources, max_batch_size=batch_size, beam_size=beam,
                                               min_decoding_length=length, max_decoding_length=length + 1)
@@ -153,4 +154,5 @@ class Translator:
         lengths = {len(r.hypotheses[0]) for r in results}
         if not lengths <= {length, length + 1}:
             raise RuntimeError(f"ctranslate2 decoded {sorted(lengths)} tokens where {length} were forced")
-        return {"rate": len(sources) / wall, "tokens_per_hyp": length + 1, "cpu_s": cpu}
+        timing = {"rate": len(sources) / wall, "tokens_per_hyp": length + 1, "cpu_s": cpu}
+        return {**timing, "gpu_s": wall} if self.device == "cuda" else timing

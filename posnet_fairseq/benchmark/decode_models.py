@@ -5,7 +5,8 @@
 speed matters (speed does not depend on the weights). :func:`fairseq_rows`
 makes the checkpoints fairseq-generate decodes (with ``--int8``, each also
 with int8 linear layers) and counts their arithmetic; :func:`ctranslate2_rows`
-converts the baseline with CTranslate2 (:mod:`.ctranslate2_decoding`).
+converts those that convert with CTranslate2 (:mod:`.ctranslate2_decoding`: the Transformer, and the Shaw-relative
+and T5-bias models through :mod:`.ctranslate2_relative`).
 """
 import os
 
@@ -110,8 +111,12 @@ def fairseq_rows(args, archs, data_bin, source_length):
     return checkpoints, params, limit, arithmetic
 
 
-def ctranslate2_rows(args, base_checkpoint, data_bin):
-    """{row: decode(length)} of the baseline converted with CTranslate2, fp32 and int8, or ({}, why not)."""
+def ctranslate2_rows(args, checkpoints, archs, data_bin):
+    """The rows of ``archs`` converted with CTranslate2 (:mod:`.ctranslate2_decoding`), fp32 and int8: ({row:
+    decode(length)}, {row: its arch}, [(row, why it has no figures)]). The first arch's rows are named
+    ``ctranslate2 fp32`` / ``ctranslate2 int8`` (the baseline users deploy), the others' ``ARCH ctranslate2
+    fp32`` / ``ARCH ctranslate2 int8``, on ``args.device``; an arch that does not convert has no rows, and the
+    reason is printed (for the first arch, its rows say it)."""
     import functools
 
     import torch
@@ -120,13 +125,22 @@ def ctranslate2_rows(args, base_checkpoint, data_bin):
 
     why = ct2.missing()
     if why:
-        return {}, why
-    model_dir = os.path.join(args.workdir, "ctranslate2")
-    ct2.convert(base_checkpoint, data_bin, model_dir)
+        return {}, {}, [(row, f"not measured: {why}") for row in ct2.ROW_NAMES.values()]
     sources = ct2.source_sentences(data_bin)
-    rows = {}
-    for compute_type in ct2.COMPUTE_TYPES:
-        translator = ct2.Translator(model_dir, compute_type, torch.get_num_threads())
-        rows[ct2.ROW_NAMES[compute_type]] = functools.partial(translator.translate_timed, sources, beam=args.beam,
-                                                              batch_size=args.batch_size)
-    return rows, None
+    rows, of, unmeasured = {}, {}, []
+    for arch in archs:
+        first = arch == archs[0]
+        model_dir = os.path.join(args.workdir, "ctranslate2" if first else f"ctranslate2-{arch}")
+        refused = ct2.conversion_error(checkpoints[arch], data_bin, model_dir)
+        if refused:
+            print(f"# CTranslate2: {arch} does not convert: {refused}")
+            if first:
+                unmeasured += [(row, f"not measured: {arch} does not convert") for row in ct2.ROW_NAMES.values()]
+            continue
+        for compute_type in ct2.COMPUTE_TYPES:
+            row = ct2.ROW_NAMES[compute_type] if first else f"{arch} {ct2.ROW_NAMES[compute_type]}"
+            translator = ct2.Translator(model_dir, compute_type, torch.get_num_threads(), args.device)
+            rows[row] = functools.partial(translator.translate_timed, sources, beam=args.beam,
+                                          batch_size=args.batch_size)
+            of[row] = arch
+    return rows, of, unmeasured

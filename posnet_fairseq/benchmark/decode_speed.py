@@ -21,8 +21,9 @@ depend on the weights): this module's command line (:func:`main`) times
 those, and prints each model's ceiling (:mod:`.flops`), the speed ratio its
 FLOPs per generated token allow against the baseline row (the first arch, or
 ``--against``). ``--int8`` adds each arch with int8 linear layers
-(:mod:`posnet_fairseq.models.int8`), ``--ctranslate2`` the first arch
-converted with CTranslate2 in fp32 and int8 (:mod:`.ctranslate2_decoding`),
+(:mod:`posnet_fairseq.models.int8`), ``--ctranslate2`` every arch that
+converts with CTranslate2 (the Transformer, Shaw-relative and T5-bias models) in fp32 and int8
+(:mod:`.ctranslate2_decoding`),
 with the same sources, forced lengths, beam, batch and threads::
 
     python -m posnet_fairseq.benchmark.decode_speed --threads 1 --sentences 32 --rounds 1 --lengths 30,80,200
@@ -173,8 +174,9 @@ def parse_args(argv=None):
                    "CPU time")
     p.add_argument("--int8", action="store_true", help="also each arch with int8 linear layers (posnet-quantize), "
                    "as the row ARCH-int8")
-    p.add_argument("--ctranslate2", action="store_true", help="also the first arch converted with CTranslate2 "
-                   "(requirements/ctranslate2.txt), fp32 and int8, as the rows ctranslate2 fp32 / ctranslate2 int8")
+    p.add_argument("--ctranslate2", action="store_true", help="also every arch that converts with CTranslate2 "
+                   "(requirements/ctranslate2.txt), fp32 and int8: the first as the rows ctranslate2 fp32 / "
+                   "ctranslate2 int8, the others as ARCH ctranslate2 fp32 / int8, on --device")
     p.add_argument("--against", metavar="ROW", help="the row the ratios divide by (default: the first arch), e.g. "
                    "'ctranslate2 int8'")
     p.add_argument("--quick", action="store_true", help="smoke test: tiny models, 32 sentences, length 8, one round")
@@ -191,9 +193,9 @@ def parse_args(argv=None):
         p.error(f"--lengths {args.lengths}: give whole numbers, comma-separated")
     args.profile = [a.strip() for a in args.profile.split(",") if a.strip()]
     if args.device == "cuda":
-        # int8 linear layers are torch's CPU dynamic quantization; the CTranslate2 rows and the profile of
-        # operators by their CPU time are CPU measurements.
-        for flag, given in (("--int8", args.int8), ("--ctranslate2", args.ctranslate2), ("--profile", args.profile)):
+        # int8 linear layers are torch's CPU dynamic quantization; the profile of operators by their CPU time
+        # is a CPU measurement (the CTranslate2 rows run on the GPU too).
+        for flag, given in (("--int8", args.int8), ("--profile", args.profile)):
             if given:
                 p.error(f"{flag} measures CPU decoding: leave it out with --device cuda")
     for name in args.profile:
@@ -210,7 +212,6 @@ def _load_average():
 def main(argv=None):
     import torch
 
-    from . import ctranslate2_decoding as ct2
     from . import decode_tables, resolve
 
     args = parse_args(argv)
@@ -224,10 +225,11 @@ def main(argv=None):
     data_bin = synthetic_data_bin(args.workdir, args.sentences)
     source_length = round(mean_source_length(args.workdir, args.sentences))
     checkpoints, params, limit, arithmetic = fairseq_rows(args, archs, data_bin, source_length)
-    engines, ct2_missing = ctranslate2_rows(args, checkpoints[archs[0]], data_bin) if args.ctranslate2 else ({}, None)
-    for row in engines:  # the baseline's model: its size, positions and arithmetic
-        params[row], limit[row] = params[archs[0]], limit[archs[0]]
-        arithmetic.update({(row, n): arithmetic[archs[0], n] for n in args.lengths if (archs[0], n) in arithmetic})
+    engines, engine_arch, ct2_rows = ctranslate2_rows(args, checkpoints, archs, data_bin) if args.ctranslate2 \
+        else ({}, {}, [])
+    for row, arch in engine_arch.items():  # the converted model's size, positions and arithmetic
+        params[row], limit[row] = params[arch], limit[arch]
+        arithmetic.update({(row, n): arithmetic[arch, n] for n in args.lengths if (arch, n) in arithmetic})
     names = list(checkpoints) + list(engines)
     # {length: the rows whose decoder takes L + 1 positions}
     runnable = {length: {row: {**checkpoints, **engines}[row] for row in names if (row, length) in arithmetic}
@@ -250,7 +252,6 @@ def main(argv=None):
                        on_round=lambda r: print(f"# round {r + 1}/{args.rounds} done after {time.time() - start:.0f}s, "
                                                 f"load {_load_average()}", flush=True))
 
-    ct2_rows = [] if not ct2_missing else [(row, f"not measured: {ct2_missing}") for row in ct2.ROW_NAMES.values()]
     decode_tables.print_tables(runs, names, base, args.lengths, args.sentences, params, limit, arithmetic, ct2_rows,
                                clock="GPU" if args.device == "cuda" else "CPU")
     print(f"\n# load average at end: {_load_average()}; wall {time.time() - start:.0f}s")

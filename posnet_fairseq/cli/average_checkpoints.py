@@ -7,7 +7,7 @@ import os
 import sys
 
 from ..checkpoint_averaging import select_checkpoints, write_average
-from . import interruption
+from . import in_place, interruption
 
 TOOL = "posnet-average-checkpoints"
 
@@ -27,6 +27,7 @@ def _main(argv):
     rule.add_argument("--best-and-following", type=int, metavar="N",
                       help="checkpoint_best.pt and the N-1 update checkpoints after it, else the last N")
     parser.add_argument("--checkpoint-upper-bound", type=int, help="ignore epochs/updates above this number")
+    in_place.add_flag(parser)
     args = parser.parse_args(argv)
 
     import posnet_fairseq  # noqa: F401  (allow-lists fairseq's checkpoint classes for the safe loader)
@@ -48,6 +49,7 @@ def _main(argv):
         missing = [p for p in paths if not os.path.isfile(p)]
         if missing:
             parser.error(f"--inputs: no such checkpoint file(s): {', '.join(missing)}")
+    in_place.refuse_overwrite(parser, paths, [args.output], args.in_place)
     try:
         write_average(paths, args.output)
     except (ValueError, OSError) as err:  # other models, other dictionaries, no checkpoint, a full disk

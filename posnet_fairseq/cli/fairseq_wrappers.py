@@ -18,7 +18,9 @@ What the wrappers add to fairseq's own behaviour:
 * errors users meet are said directly, with the fixing flag
   (:mod:`posnet_fairseq.troubleshooting`, docs/troubleshooting.md); a model
   flag the plugin refuses is printed alone with exit status 2, as argparse
-  does;
+  does, also when ``--save-dir`` holds a checkpoint to resume; a
+  ``--model-overrides`` that would change what the model is (its mixers,
+  its shapes) is refused: it changes how a model decodes;
 * checkpoints are checked before fairseq reads them: a truncated or missing
   ``--path`` is said in one line; ``posnet-train`` refuses to resume a
   ``--save-dir`` whose ``checkpoint_last.pt`` holds another model (another
@@ -31,6 +33,7 @@ What the wrappers add to fairseq's own behaviour:
 * fairseq's "Please install tensorboardX" line is left out unless
   ``--tensorboard-logdir`` is given.
 """
+import argparse
 import glob
 import os
 import sys
@@ -48,8 +51,6 @@ def _has_flag(argv, flag):
 
 def _given(argv):
     """The --arch and --path of a command line (None where not given)."""
-    import argparse
-
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--arch", "-a")
     parser.add_argument("--path")
@@ -127,8 +128,6 @@ def _show_preset(argv):
 
 
 def _option(argv, flag, default=None):
-    import argparse
-
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument(flag, default=default)
     return getattr(parser.parse_known_args(argv)[0], flag.lstrip("-").replace("-", "_"))
@@ -144,6 +143,25 @@ def _resumed_checkpoint(argv):
     return path if os.path.exists(path) else None
 
 
+def _refused_model_flag(argv):
+    """The plugin's refusal of a model flag's value on ``posnet-train ARGV`` (as building the model says it),
+    else None. Checked before the resume check, which would call a bad value "a checkpoint of another model"."""
+    from .. import flags
+
+    arch = _given(argv).arch
+    if arch is None:
+        return None
+    try:  # an architecture's own values may read a flag, hence check it, already
+        values = argparse.Namespace(**presets.resolve(arch, argv))
+        for group in flags.GROUPS:
+            group.options(values)
+    except ValueError as err:
+        if troubleshooting.flag_error(err) is None:
+            raise
+        return str(err)
+    return None
+
+
 def _check_checkpoints(module_name, argv):
     """A message for a checkpoint the command would read that is unreadable or holds another model, else None."""
     from .. import flags
@@ -155,7 +173,7 @@ def _check_checkpoints(module_name, argv):
                 load(path, mmap=True)
             except CheckpointFileError as err:
                 return f"--path {err}"
-        return None
+        return troubleshooting.architecture_override(_option(argv, "--model-overrides"))
     path, arch = _resumed_checkpoint(argv), _given(argv).arch
     if path is None or arch is None:
         return None
@@ -216,6 +234,10 @@ def _tool(module_name, argv, evaluation):
     _check_arch(module_name, argv)
     if any(a in HELP for a in argv):
         return print_help(module_name, argv)
+    refused = _refused_model_flag(argv) if module_name == "train" else None
+    if refused:
+        print(f"posnet-{module_name}: error: {refused}", file=sys.stderr)
+        sys.exit(2)
     problem = troubleshooting.check_command_line(argv) or _check_checkpoints(module_name, argv)
     if problem:
         sys.exit(f"posnet-{module_name}: {problem}")

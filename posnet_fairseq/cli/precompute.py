@@ -25,7 +25,7 @@ def _main(argv):
     parser.add_argument("--max-length", type=int, default=DEFAULT_LENGTH, metavar="N",
                         help=f"positions covered by the tables; longer inputs are refused (default {DEFAULT_LENGTH})")
     parser.add_argument("--export-npy", metavar="DIR", help="also write every table as DIR/<module>.<table>.npy")
-    args = parser.parse_args(argv)
+    args = checkpoint_tool.parse_args(parser, argv)
 
     import posnet_fairseq  # noqa: F401  (registers the model and mixers)
 

@@ -23,7 +23,7 @@ def _main(argv):
     parser = checkpoint_tool.parser(__doc__, "where to write the int8 checkpoint")
     parser.add_argument("--fp32-output", action="store_true",
                         help="keep the output projection (the vocabulary softmax's weights) in fp32")
-    args = parser.parse_args(argv)
+    args = checkpoint_tool.parse_args(parser, argv)
 
     import posnet_fairseq  # noqa: F401  (registers the model and mixers)
 

@@ -13,8 +13,8 @@
 * :mod:`.run_clock` - the clock of the progress line's ETA
 * :mod:`.quality` - test translation, sacreBLEU BLEU/chrF with bootstrap CIs and
   paired significance, BLEU per source-length bucket
-* :mod:`.verdict` - better / worse / no detectable difference against the baseline: a two-level paired
-  bootstrap over seed pairs and test sentences
+* :mod:`.verdict` - better / worse / no detectable difference against the baseline: a t-test over seeds and
+  test sentences (:mod:`posnet_fairseq.evaluation.crossed`), Holm over the report's verdicts
 * :mod:`.cost` - parameters, training-step memory and throughput, decoding speed
 * :mod:`.mixing` - each model's mean attention weight by position offset
 * :mod:`.records` - the quality and cost figures as typed records for the report; a training's outcome

@@ -123,8 +123,8 @@ def _bleu_legend(view):
                 "difference lies inside the noise: the Verdict below."]
     return [f"- BLEU / chrF: sacreBLEU on the whole test set, then (in brackets) the bootstrap mean ± the 95% "
             f"confidence half-width; p: paired bootstrap against `{view.base}` ({view.quality.samples} resamples, "
-            "every model on the same ones; posnet_fairseq.evaluation.bootstrap), the smaller of P(not better) and "
-            "P(not worse), with the direction where it is at most 0.05."]
+            "every model on the same ones; posnet_fairseq.evaluation.bootstrap), two-sided: twice the smaller of "
+            "P(not better) and P(not worse), with the direction where it is at most 0.05."]
 
 
 def _updates_legend(view):
@@ -250,7 +250,8 @@ def _reused(view, table):
 
 
 def _ctranslate2(view, table):
-    """The CTranslate2 rows: the baseline converted and decoded as the models above, sentences/s (ratio)."""
+    """The CTranslate2 rows: the baseline (and each other model that converts) converted and decoded as the models
+    above, sentences/s (ratio to the baseline)."""
     converted, base = view.cost.ctranslate2, view.base
     if converted is None:
         return ["- CTranslate2: not measured in this run's cost.json (made before it was)."]
@@ -265,8 +266,10 @@ def _ctranslate2(view, table):
                 continue
             ratio = _ratio(entry.rate, base_entry.rate if base_entry else None)
             parts.append(f"{row} L={n}: {entry.rate:.1f} sent/s ({num(ratio, '.2f')})")
-    return [f"- CTranslate2: `{base}` converted in-process (ctranslate2.converters.FairseqConverter) and decoded "
-            "with the same sources, forced lengths, beam and batch, one thread, alternating within each round; "
+    return [f"- CTranslate2: `{base}` converted in-process (a row named after another model: that model; the "
+            "Transformer through ctranslate2's FairseqConverter, Shaw-relative and T5-bias models through "
+            "posnet_fairseq.benchmark.ctranslate2_relative) and decoded with "
+            "the same sources, forced lengths, beam and batch, one thread, alternating within each round; "
             "sentences/s (ratio to `" + base + "`): " + "; ".join(parts) + "."]
 
 

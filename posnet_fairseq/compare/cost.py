@@ -9,10 +9,11 @@
 * decoding speed at forced output lengths
   (:mod:`posnet_fairseq.benchmark.decode_speed`), the models alternating
   within each round;
-* decoding speed of the first model converted with CTranslate2, fp32 and
-  int8 (:mod:`posnet_fairseq.benchmark.ctranslate2_decoding`), with the same
+* decoding speed of the models converted with CTranslate2 (the first, and
+  each other that converts), fp32 and int8
+  (:mod:`posnet_fairseq.benchmark.ctranslate2_decoding`), with the same
   sources, lengths, beam, batch and one thread, alternating within each round
-  too; or why not (not installed, or the model does not convert);
+  too; or why not (not installed, or the first model does not convert);
 * the arithmetic behind both (:mod:`posnet_fairseq.benchmark.flops`): FLOPs
   per training token (counted by the training step) and per generated token
   of each trained checkpoint at each output length, from which the report
@@ -97,29 +98,48 @@ def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs
     return result
 
 
-def ctranslate2_decoding(checkpoint, limits, speed_bin, lengths, rounds, work_dir, langs, beam, batch_size, log):
-    """{"fp32" / "int8": {length: decode_speed.time_rounds' record or {"beyond": N}}} of ``checkpoint`` (the
-    first model) converted with CTranslate2, or {"missing": why} (not installed, or the model is refused)."""
-    import torch
-
+def _ctranslate2_engines(checkpoints, limits, speed_bin, work_dir, langs, beam, batch_size, log):
+    """({row: decode(length)}, {row: target positions}, why there are none) of the models that convert."""
     from ..benchmark import ctranslate2_decoding as ct2
 
     why = ct2.missing()
-    if why is None:
-        why = ct2.conversion_error(checkpoint, speed_bin, work_dir, source_lang=langs[0], target_lang=langs[1])
-        why = why and f"the first model does not convert: {why}"
+    if why:
+        return {}, {}, why
+    sources = ct2.source_sentences(speed_bin, source_lang=langs[0], target_lang=langs[1])
+    first, engines, limit = next(iter(checkpoints)), {}, {}
+    for arch, checkpoint in checkpoints.items():
+        model_dir = work_dir if arch == first else f"{work_dir}-{arch}"
+        refused = ct2.conversion_error(checkpoint, speed_bin, model_dir, source_lang=langs[0], target_lang=langs[1])
+        if refused and arch == first:
+            return {}, {}, f"the first model does not convert: {refused}"
+        if refused:
+            log(f"cost: no CTranslate2 rows for {arch} (it does not convert: {refused})")
+            continue
+        for t in ct2.COMPUTE_TYPES:
+            row = ct2.ROW_NAMES[t] if arch == first else f"{arch} {ct2.ROW_NAMES[t]}"
+            engines[row] = functools.partial(ct2.Translator(model_dir, t, 1).translate_timed, sources, beam=beam,
+                                             batch_size=batch_size)
+            limit[row] = limits[arch][1]
+    return engines, limit, None
+
+
+def ctranslate2_decoding(checkpoints, limits, speed_bin, lengths, rounds, work_dir, langs, beam, batch_size, log):
+    """{row: {length: decode_speed.time_rounds' record or {"beyond": N}}} of the models converted with CTranslate2,
+    fp32 and int8: the first model as "ctranslate2 fp32" / "ctranslate2 int8", each other model that converts
+    (Shaw-relative and T5-bias ones) as "ARCH ctranslate2 fp32" / "ARCH ctranslate2 int8"; or {"missing": why}
+    (not installed, or the first model is refused)."""
+    import torch
+
+    torch.set_num_threads(1)
+    engines, limit, why = _ctranslate2_engines(checkpoints, limits, speed_bin, work_dir, langs, beam, batch_size, log)
     if why:
         log(f"cost: no CTranslate2 rows ({why})")
         return {"missing": why}
-    torch.set_num_threads(1)
-    sources = ct2.source_sentences(speed_bin, source_lang=langs[0], target_lang=langs[1])
-    engines = {ct2.ROW_NAMES[t]: functools.partial(ct2.Translator(work_dir, t, 1).translate_timed, sources, beam=beam,
-                                                   batch_size=batch_size) for t in ct2.COMPUTE_TYPES}
-    reachable = [n for n in lengths if n + 1 <= limits[1]]
-    timings = decode_speed.time_rounds({n: engines for n in reachable}, speed_bin, rounds, None,
+    runnable = {n: {row: engine for row, engine in engines.items() if n + 1 <= limit[row]} for n in lengths}
+    timings = decode_speed.time_rounds(runnable, speed_bin, rounds, None,
                                        lambda r: log(f"cost: CTranslate2 decoding round {r + 1}/{rounds} done"))
-    return {row: {**{n: {"beyond": limits[1]} for n in lengths if n not in reachable},
-                  **{n: timings[row, n].record() for n in reachable}} for row in engines}
+    return {row: {n: timings[row, n].record() if (row, n) in timings else {"beyond": limit[row]} for n in lengths}
+            for row in engines}
 
 
 def write_speed_set(data_bin, out_dir, sentences, src, tgt):
@@ -198,8 +218,7 @@ def measure(args, steps, info, trained, limits, train_logs, log):
     decoded = decoding(trained, limits, speed_bin, args.lengths, args.decode_rounds,
                        os.path.join(steps.out, "gen", "speed"), info.langs, args.decode_beam,
                        args.decode_batch, log, cpu=not gpu, flags=own_flags)
-    first = next(iter(trained))
-    converted = ctranslate2_decoding(trained[first], limits[first], speed_bin, args.lengths, args.decode_rounds,
+    converted = ctranslate2_decoding(trained, limits, speed_bin, args.lengths, args.decode_rounds,
                                      os.path.join(steps.out, "ctranslate2"), info.langs, args.decode_beam,
                                      args.decode_batch, log)
     log(f"cost: FLOPs per generated token at output lengths {args.lengths}")

@@ -41,9 +41,30 @@ def _argparse_error(text, status):
     return lines[-1] if lines else f"fairseq's parser exited with status {status}"
 
 
-def check(flags):
+def _overridden(generate_flags):
+    """The RoPE scaling flags that ``generate_flags``' --model-overrides sets, as command-line flags: the model is
+    built with them as well, so that a scaling on a model without RoPE is refused here. (Other overrides may
+    need the data, e.g. spread test positions the length ratio.)"""
+    import argparse
+
+    from .. import troubleshooting
+    from ..mixers.rope_scaling import FLAGS
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--model-overrides")
+    text = parser.parse_known_args(generate_flags)[0].model_overrides
+    problem = troubleshooting.architecture_override(text)
+    if problem:
+        raise ValueError(problem)
+    declared = {f.dest: f.name for f in FLAGS.flags}  # none is a switch: each takes a value
+    return [a for key, value in troubleshooting.model_overrides(text).items() if key in declared
+            for a in (declared[key], str(value))]
+
+
+def check(flags, generate_flags=None):
     """({arch: why its flags are refused}, {arch: (source, target) positions its model takes}) for
-    ``flags`` ({model: its fairseq flags}; a model's name, see :func:`architecture`)."""
+    ``flags`` ({model: its fairseq flags}; a model's name, see :func:`architecture`), each model built with
+    its ``generate_flags``' --model-overrides too."""
     from ..benchmark.training_step import build_model, dictionary
 
     vocab = dictionary(_SYMBOLS)
@@ -51,8 +72,9 @@ def check(flags):
     for arch, argv in flags.items():
         printed = io.StringIO()
         try:
+            overridden = _overridden((generate_flags or {}).get(arch, []))
             with contextlib.redirect_stderr(printed), contextlib.redirect_stdout(printed):
-                model, _ = build_model(["--arch", architecture(arch), *argv], vocab, seed=1)
+                model, _ = build_model(["--arch", architecture(arch), *argv, *overridden], vocab, seed=1)
         except SystemExit as err:  # argparse: an unknown flag or a bad value
             errors[arch] = _argparse_error(printed.getvalue(), err.code)
         except (ValueError, TypeError, AssertionError) as err:  # the plugin's and fairseq's own checks

@@ -248,7 +248,7 @@ def _check_measuring(p, args):
             else _cluster_plan(p, args)
     except ValueError as err:
         p.error(str(err))
-    errors, args.model_limits = model_flags.check(args.flags)
+    errors, args.model_limits = model_flags.check(args.flags, args.generate_flags)
     if errors:
         p.error("model flags refused (nothing was prepared): "
                 + "; ".join(f"{arch}: {why}" for arch, why in errors.items()) + "; fix them in --model-flags or "

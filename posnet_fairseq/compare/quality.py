@@ -6,9 +6,9 @@ in :mod:`posnet_fairseq.evaluation.evaluate`). Scores are sacreBLEU's: BLEU
 and chrF with their signatures; the plugin's paired bootstrap
 (:mod:`posnet_fairseq.evaluation.bootstrap`, 1000 resamples, seed 12345, all
 models on the same resamples) gives the 95% confidence interval of every
-model (mean +- half-width, as sacreBLEU prints it) and its p-value against
-the first one: the smaller of P(not better) and P(not worse), with the
-direction where it is at most 0.05.
+model (mean +- half-width, as sacreBLEU prints it) and its two-sided p-value
+against the first one (twice the smaller of P(not better) and P(not worse)),
+with the direction where it is at most 0.05.
 
 BLEU per bucket is corpus BLEU on the test sentences whose source length
 falls into the bucket, with its own bootstrap interval and the ratio of
@@ -57,6 +57,8 @@ def translate_all(steps, checkpoints, info, plan, generation_flags, log, own_fla
         else:
             require_checkpoints({arch: checkpoints[arch]}, f"translating {arch} again ({why})")
             queue.append(arch)
+            if steps.load(f"translate/{arch}") is not None:  # issue 49: a re-done translation says why
+                log(f"translate: {arch} is translated again: {why}")
 
     pool = plan.pool("translate", log, poll_seconds=0.2)
 
@@ -116,12 +118,12 @@ def metrics(force):
 
 
 def against_first(metric, systems, refs, samples):
-    """:func:`posnet_fairseq.evaluation.bootstrap.against_first`, with "p": the smaller one-sided p-value
-    and "direction": better / worse where it is at most 0.05 (the PosNet paper's threshold)."""
+    """:func:`posnet_fairseq.evaluation.bootstrap.against_first`, with "p": the two-sided p-value and
+    "direction": better / worse where it is at most 0.05."""
     results = bootstrap.against_first(metric, systems, refs, samples, SEED)
     for r in results:
         if r["p_value"] is not None:
-            r["p"] = min(r["p_value"], r["p_value_worse"])
+            r["p"] = bootstrap.two_sided(r)
             r["direction"] = bootstrap.significance(r)
     return results
 

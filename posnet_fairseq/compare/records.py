@@ -15,7 +15,7 @@ from .concatenated import bucket_label, bucket_name
 @dataclass(frozen=True)
 class Score:
     """One metric of one model: sacreBLEU's score, the bootstrap mean and 95% half-width, and the p-value
-    against the first model (the smaller one-sided one) with its direction where it is at most 0.05."""
+    against the first model (two-sided) with its direction where it is at most 0.05."""
 
     score: float
     mean: float
@@ -74,8 +74,9 @@ class Quality:
     min_bucket_sentences: Optional[int]
     failed: Dict[str, str] = field(default_factory=dict)  # {model: why its translation failed}
     concatenated: Optional[dict] = None  # --concat-test: what results.md says of the joined examples
-    # {arch: {"in range"|"beyond": posnet_fairseq.compare.verdict.compare's result or None}}; None: not judged
+    # {arch: {"in range"|"beyond"|"joined": posnet_fairseq.compare.verdict.Test's JSON or None}}; None: not judged
     verdict: Optional[dict] = None
+    kept: Optional[dict] = None  # {arch: {bucket label: {"kept", "against"}}}: posnet_fairseq.compare.verdict.kept
 
     @classmethod
     def read(cls, q):
@@ -86,7 +87,7 @@ class Quality:
                            for arch, e in b["scores"].items()}, b.get("concatenated")) for b in q["buckets"]]
         return cls(systems, buckets, q.get("signatures", {}), q.get("train_limit"), q.get("samples"),
                    q.get("length_unit"), q.get("min_bucket_sentences"), q.get("failed", {}), q.get("concatenated"),
-                   q.get("verdict"))
+                   q.get("verdict"), q.get("kept"))
 
 
 @dataclass(frozen=True)

@@ -189,8 +189,9 @@ def verdict_section(quality, view):
     """results.md's Verdict section (:mod:`posnet_fairseq.compare.verdict`); none for a run not judged."""
     if quality.verdict is None:
         return []
-    return _verdict.lines(quality.verdict, view.base, view.seed_list, quality.samples, quality.train_limit,
-                          quality.length_unit)
+    reference = _kept_reference(quality.buckets)
+    return _verdict.lines(quality.verdict, quality.kept, view.base, list(view.seed_list), quality.train_limit,
+                          quality.length_unit, reference.label if reference else None)
 
 
 def _bucket_table(column, view, table, buckets, title, intro, note):

@@ -1,5 +1,6 @@
 """One ``posnet-compare`` run from its checked arguments: data, training, translation, scores, cost, analysis,
 report and plots, each step skipped when a previous run finished it (see docs/compare.md)."""
+import contextlib
 import dataclasses
 import datetime
 import functools
@@ -9,8 +10,9 @@ import sys
 
 from .. import fairseq_log, translation_invariance
 from ..evaluation import generate_output
-from . import concatenated, cost, data, mixing, plots, quality, recipe as recipes, records, report, seeds, stopping, \
-    training, verdict
+from . import concatenated, cost, data, mixing, plots, quality, recipe as recipes, records, report, run_lock, seeds, \
+    stopping, training, verdict
+from .exit_status import of_run
 from .steps import CheckpointsDeleted, Steps, load_json, require_checkpoints, save_json
 
 
@@ -79,14 +81,15 @@ def run(p, args, argv):
     """The run of the checked ``args`` (:func:`posnet_fairseq.compare.options.check_args`); ``p``: the parser
     that reports errors; ``argv``: the command line as given (for the log and results.md)."""
     try:
-        return _run(p, args, argv)
+        with contextlib.ExitStack() as lock:  # the lock of --out, taken by _run (posnet_fairseq.compare.run_lock)
+            return _run(p, args, argv, lock)
     except CheckpointsDeleted as err:
         p.error(str(err))
 
 
-def _run(p, args, argv):
+def _run(p, args, argv, lock):
     """The run, step by step: data, training, translation, scores and verdict, cost, analysis, report."""
-    log = _open_log(p, args, argv)
+    log = _open_log(p, args, argv, lock)
     steps = Steps(args.out)
     name = functools.partial(_model_name, args.seed)
     recipe, train_flags = _recipe(p, args, steps)
@@ -119,7 +122,7 @@ def _run(p, args, argv):
     if args.delete_checkpoints:  # every step that reads a compared model's checkpoints is done
         _delete_checkpoints(trainer, [name(a, s) for a in complete for s in args.seed_list], limits, log)
     print(text)
-    return 0
+    return of_run(models, outcomes, failed, log)  # issue 49: a failed model fails the run, its report written
 
 
 def _model_name(first, arch, seed):
@@ -131,13 +134,15 @@ def _command_line(argv):
     return " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
 
 
-def _open_log(p, args, argv):
+def _open_log(p, args, argv, lock):
+    """OUT/compare.log, once ``lock`` holds --out (issue 49: one run at a time on it)."""
     try:
         os.makedirs(args.out, exist_ok=True)
         log = Log(args.out)
         log.check()
     except OSError as err:
         p.error(f"--out {args.out} cannot be written ({err.strerror}); give a directory you can write to")
+    lock.enter_context(run_lock.held(p, args.out, log))
     log(f"posnet-compare {_command_line(argv)}")
     return log
 
@@ -235,6 +240,9 @@ def _quality(args, steps, info, translated, limits, failed, complete, name, log)
     quality_result.update(min_bucket_sentences=args.min_bucket_sentences, length_unit=info.length_unit,
                           failed=failed, seeds=args.seed_list,
                           verdict=_verdicts(args, info, bleu, complete, outputs, refs, joined, name, log))
+    kept = verdict.kept(bleu, complete, args.seed_list, {m: outputs[m][0] for m in outputs}, name, refs,
+                        *verdict.kept_subsets(buckets, info.test_lengths, train_limit))
+    quality_result["verdict"], quality_result["kept"] = verdict.corrected(quality_result["verdict"], kept)
     save_json(os.path.join(args.out, "quality.json"), quality_result)
     models = [name(a, s) for s in args.seed_list for a in args.arch_list]
     stops = stopping.tables(steps, info, quality_result["buckets"], bleu, [m for m in models if m in translated],
@@ -246,14 +254,14 @@ def _verdicts(args, info, bleu, complete, outputs, refs, joined, name, log):
     """quality.json's "verdict": each model against the baseline in range and beyond, and on the joined
     examples beyond the training lengths (--concat-test) a verdict of their own."""
     seed_list, train_limit = args.seed_list, info.train_limit
-    log(f"verdict: two-level paired bootstrap over {len(seed_list)} seed pair(s) and the test sentences")
+    log(f"verdict: t-test over {len(seed_list)} seed pair(s) and the test sentences, Holm over the report")
     result = verdict.verdicts(bleu, complete, seed_list, {m: outputs[m][0] for m in outputs}, name, refs,
-                              verdict.by_length(info.test_lengths, train_limit), args.bootstrap_samples)
+                              verdict.by_length(info.test_lengths, train_limit))
     if info.concatenated:
         joined_outputs, joined_refs = joined[0], joined[1]
         beyond = verdict.by_length(info.concatenated["lengths"], train_limit)["beyond"]
         longer = verdict.verdicts(bleu, complete, seed_list, {m: joined_outputs[m][0] for m in joined_outputs},
-                                  name, joined_refs, {"joined": beyond}, args.bootstrap_samples)
+                                  name, joined_refs, {"joined": beyond})
         for arch, sides in longer.items():
             result[arch]["joined"] = sides["joined"]
     return result

@@ -34,11 +34,12 @@ from dataclasses import replace
 from .. import fairseq_log
 from ..checkpoint_averaging import best_copies, write_average
 from ..plugin import subprocess_env
+from . import restart, wrapper_lines
 from .model_flags import architecture
 from .records import TrainOutcome, stored
 from .recipe import step_settings, train_command
 from .run_clock import RunClock
-from .steps import DELETED, deleted
+from .steps import deleted
 
 AVERAGE = "checkpoint_avg.pt"
 
@@ -169,9 +170,7 @@ class Trainer:
         with open(self.log_path(arch), errors="replace") as old, open(discarded, "a") as f:
             f.write(old.read())
         os.remove(self.log_path(arch))
-        for name in os.listdir(self.save_dir(arch)):
-            if name.startswith("checkpoint") and name.endswith((".pt", ".pt" + DELETED)):
-                os.remove(os.path.join(self.save_dir(arch), name))
+        restart.set_aside(self.save_dir(arch), self.log, f"train: {arch}")  # issue 49: not deleted unsaid
 
     def _close(self, arch):
         self.log_files.pop(arch).close()
@@ -180,6 +179,7 @@ class Trainer:
     def _ended(self, arch, process):
         """The outcome of a training process that exited."""
         self._close(arch)
+        wrapper_lines.forward(self.log_path(arch), process.returncode, f"train: {arch}", self.log)  # issue 49
         if process.returncode == 0:
             return self._finish(arch)
         with open(self.log_path(arch), errors="replace") as f:
@@ -190,9 +190,8 @@ class Trainer:
             self.log(f"train: {arch} FAILED: {reason}")
         else:  # its flags or data are wrong: they must not lock --out
             self.steps.forget(f"train/{arch}")
-            reason = f"fairseq-train exit {process.returncode}: " + next(
-                (line.strip() for line in reversed(tail) if "Error" in line), tail[-1].strip() if tail else "")
-            self.log(f"train: {arch} FAILED (exit {process.returncode}); end of {self.log_path(arch)}:\n"
+            reason = f"fairseq-train exit {process.returncode}: " + wrapper_lines.reason(tail)  # issue 49
+            self.log(f"train: {arch} FAILED ({reason}); end of {self.log_path(arch)}:\n"
                      + "".join("    " + line for line in tail))
         return TrainOutcome(arch, failed=reason)
 

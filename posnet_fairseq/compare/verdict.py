@@ -1,89 +1,132 @@
 """The verdict of a ``posnet-compare`` run: is each model better than the baseline (the first architecture),
-worse, or not detectably different, within the training lengths and beyond them, counting the variance
-between training seeds as well as the variance between test sentences.
+worse, or not detectably different, within the training lengths and beyond them, and does it keep more of its
+BLEU beyond them, counting the variance between training seeds as well as the variance between test
+sentences.
 
-The test is a two-level paired bootstrap. Several trainings of one system differ by their seed as much as
-systems differ (Clark et al. 2011, "Better hypothesis testing for statistical machine translation:
-controlling for optimizer instability", ACL): a test over the sentences of one training each ignores that.
-Following their advice, every model trains once per seed and the baseline's seed s is paired with the
-model's seed s. Each of ``samples`` resamples then
+Every model trains once per seed (Clark et al. 2011, "Better hypothesis testing for statistical machine
+translation: controlling for optimizer instability", ACL), the baseline's seed s is paired with the model's
+seed s, and every seed is scored on the same test sentences: a crossed design. The test is
+:func:`posnet_fairseq.evaluation.crossed.t_test` (a t-test on the mean per-seed effect whose variance sums
+the seed variance and the sentence variance common to the seeds, on the seed level's k - 1 degrees of
+freedom; the module's eqs. 1-3), with each sentence's influence on corpus BLEU from the delta method. Two kinds of
+effect, each the mean over the seed pairs:
 
-1. draws k seed pairs with replacement from the k pairs (the seed level), and
-2. for each drawn pair, draws the n test sentences of the subset with replacement (the sentence level,
-   Koehn 2004's paired bootstrap: both systems of a pair are scored on the same draw),
+* BLEU: corpus BLEU(model) - corpus BLEU(baseline) on a subset of the test sentences (in range, beyond,
+  the joined examples of --concat-test);
+* kept: 100 x BLEU on a bucket beyond the training lengths / BLEU on the longest bucket within them
+  (:func:`kept`), its interval for each model and its difference from the baseline's.
 
-and takes the mean over the drawn pairs of corpus BLEU(model) - corpus BLEU(baseline): resampling the
-clusters (seeds) and then the units inside them is the hierarchical bootstrap of Davison & Hinkley 1997,
-"Bootstrap methods and their application", section 3.8. The effect is the mean over the seed pairs of the
-corpus BLEU difference on the whole subset; its 95% interval the 2.5 and 97.5 percentiles of the
-resampled differences. A model is better (worse) when the interval lies above (below) zero, and else
-shows no detectable difference. With one seed the seed level draws the one pair every time: the test is
-the paired bootstrap over sentences, and the verdict says that it ignores seed variance. With few seeds
-the seed level sees little of the seed variance (k seeds are drawn from k), so the interval is, if
-anything, too narrow.
+A report asks many questions at once, so its verdicts are corrected together (:func:`corrected`): the family
+is every BLEU verdict and every kept-against-the-baseline verdict of the report, and Holm's procedure keeps
+the chance of any false better/worse in it at most 5%. A model is better (worse) when its Holm-adjusted p is
+at most 0.05 and its effect is positive (negative); else it shows no detectable difference, which is not
+evidence of equality: the line gives the smallest difference the run would detect with 80% power and, from
+the run's own variances, how many seeds the observed difference would need. With one seed the test only
+counts the test sentences, and the verdict says that it ignores seed variance.
 
-Corpus BLEU is sacreBLEU's (its signature in results.md) computed from summed per-sentence sufficient
-statistics (:func:`posnet_fairseq.evaluation.bootstrap.sentence_stats`), all resamples at once
-(:func:`bleu`); the resampling is seeded (:data:`SEED`), so a verdict is reproducible.
+Corpus BLEU is sacreBLEU's (its signature in results.md), computed from summed per-sentence statistics
+(:func:`posnet_fairseq.evaluation.bootstrap.sentence_stats`). docs/verdict-calibration.md has the method's
+calibration (tests/test_verdict_calibration.py).
 """
+import dataclasses
+from typing import Optional
+
 import numpy as np
 
-from ..evaluation import bootstrap
-from .quality import SEED  # the resampling's seed: the sentence-level bootstrap's
+from ..evaluation import bootstrap, crossed
+from .concatenated import bucket_label
 
-LEVEL = 0.95
-ORDER = 4  # BLEU's n-gram orders: statistics = [hypothesis length, reference length, matches 1-4, n-grams 1-4]
+BETTER, WORSE, UNDECIDED = "better", "worse", "no detectable difference"
 
 
 def sentence_stats(metric, hyps, refs):
     """[sentences x 10] BLEU statistics of ``hyps`` against ``refs``; ValueError for a BLEU that
-    :func:`bleu` does not compute as sacreBLEU does (not exp smoothing, another order, effective order)."""
-    if (metric.smooth_method, metric.max_ngram_order, metric.effective_order) != ("exp", ORDER, False):
+    :func:`posnet_fairseq.evaluation.crossed.bleu` does not compute as sacreBLEU does (not exp smoothing,
+    another order, effective order)."""
+    if (metric.smooth_method, metric.max_ngram_order, metric.effective_order) != ("exp", crossed.ORDER, False):
         raise ValueError("the verdict computes sacreBLEU's corpus BLEU with exp smoothing and 4-grams only")
     return bootstrap.sentence_stats(metric, hyps, refs)
 
 
-def bleu(stats):
-    """sacreBLEU's corpus BLEU (exp smoothing, 4-grams) of summed statistics [..., 10], for every row at once:
-    the brevity penalty times the geometric mean of the n-gram precisions, where the m-th order without a
-    match counts 1 / 2^m matches (mteval's smoothing), and an order without n-grams (and those above it)
-    ends the score."""
-    stats = np.asarray(stats, dtype=np.float64)
-    sys_len, ref_len = stats[..., 0], stats[..., 1]
-    correct, total = stats[..., 2:2 + ORDER], stats[..., 2 + ORDER:]
+def decided(p):
+    """Whether a test with (adjusted) p-value ``p`` says better or worse: two-sided, at the plugin's one level."""
+    return np.asarray(p) <= 1 - crossed.LEVEL
+
+
+def compare(base, model):
+    """The crossed test (a dict of arrays, :func:`posnet_fairseq.evaluation.crossed.t_test`) of corpus
+    BLEU(model) - corpus BLEU(base); ``base``, ``model``: [..., k seeds, n sentences, 10] statistics (or a
+    list of k [n x 10] arrays), seed pairs in the same order, every seed on the same sentences."""
+    base_score, base_influence = crossed.bleu_influence(np.asarray(base))
+    model_score, model_influence = crossed.bleu_influence(np.asarray(model))
+    return crossed.t_test(model_score - base_score, model_influence - base_influence)
+
+
+def kept_share(within, beyond):
+    """(kept [..., k], influence [..., k, n_within + n_beyond]) of 100 x BLEU(beyond) / BLEU(within) per seed
+    from the statistics [..., k, n, 10] of two disjoint sets of test sentences (each influence centred on
+    its own set); NaN where BLEU within is 0."""
+    score_in, influence_in = crossed.bleu_influence(np.asarray(within))
+    score_out, influence_out = crossed.bleu_influence(np.asarray(beyond))
     with np.errstate(divide="ignore", invalid="ignore"):
-        penalty = np.where(sys_len >= ref_len, 1.0, np.where(sys_len > 0, np.exp(1 - ref_len / sys_len), 0.0))
-        unmatched = correct == 0
-        precision = np.where(unmatched, 100.0 / (2.0 ** np.cumsum(unmatched, axis=-1) * total),
-                             100.0 * correct / total)
-        ended = np.cumsum(total == 0, axis=-1) > 0
-        # sacreBLEU floors log(0) at -9999999999: the score is then 0 to float precision.
-        logs = np.where(ended, -9999999999.0, np.log(np.where(ended, 1.0, precision)))
-    score = penalty * np.exp(logs.mean(axis=-1))
-    return np.where(correct.sum(axis=-1) > 0, score, 0.0)
+        kept = 100 * score_out / score_in
+        influence = np.concatenate([(-kept / score_in)[..., None] * influence_in,
+                                    (100 / score_in)[..., None] * influence_out], axis=-1)
+    return kept, influence
 
 
-def compare(base, model, samples=1000, seed=SEED):
-    """The two-level paired bootstrap of ``model`` against ``base`` (each a list, one [sentences x 10]
-    statistics array per seed, seed pairs in the same order): {"effect", "low", "high", "verdict",
-    "seeds"}."""
-    k, n = len(base), len(base[0])
-    rng = np.random.default_rng(seed)
-    effect = float(np.mean([bleu(m.sum(axis=0)) - bleu(b.sum(axis=0)) for b, m in zip(base, model)]))
-    deltas = np.zeros(samples)
-    for _ in range(k):  # one drawn seed pair per pass
-        pairs = rng.integers(0, k, size=samples)
-        drawn_ids = rng.integers(0, n, size=(samples, n)) + n * np.arange(samples)[:, None]
-        counts = np.bincount(drawn_ids.ravel(), minlength=samples * n).reshape(samples, n).astype(np.float64)
-        for q in range(k):
-            chosen = pairs == q
-            if chosen.any():
-                drawn = counts[chosen]
-                deltas[chosen] += bleu(drawn @ model[q]) - bleu(drawn @ base[q])
-    deltas /= k
-    low, high = (float(v) for v in np.percentile(deltas, [50 * (1 - LEVEL), 100 - 50 * (1 - LEVEL)]))
-    verdict = "better" if low > 0 else "worse" if high < 0 else "no detectable difference"
-    return {"effect": effect, "low": low, "high": high, "verdict": verdict, "seeds": k}
+@dataclasses.dataclass(frozen=True)
+class Test:
+    """One test of the report, as quality.json keeps it (:meth:`as_json`, :meth:`read`)."""
+
+    effect: float
+    se: float
+    df: float
+    low: float
+    high: float
+    p: float
+    seeds: int
+    sentences: int
+    seed_var: Optional[float]  # the per-seed effects' variance; None with one seed
+    common: float  # the sentence variance common to the seeds (one seed: its sentence variance)
+    adjusted_p: Optional[float] = None  # Holm over the report's family (:func:`corrected`)
+    family: Optional[int] = None  # the number of tests in that family
+
+    @classmethod
+    def of(cls, result, seeds, sentences):
+        value = {key: float(result[key]) for key in ("effect", "se", "df", "low", "high", "p", "common")}
+        seed_var = float(result["seed_var"])
+        return cls(**value, seeds=seeds, sentences=sentences, seed_var=None if np.isnan(seed_var) else seed_var)
+
+    @classmethod
+    def read(cls, entry):
+        return cls(**{f.name: entry.get(f.name) for f in dataclasses.fields(cls)})
+
+    @property
+    def verdict(self):
+        if not decided(self.p if self.adjusted_p is None else self.adjusted_p):
+            return UNDECIDED
+        return BETTER if self.effect > 0 else WORSE
+
+    def as_json(self):
+        return dict(dataclasses.asdict(self), verdict=self.verdict)
+
+    @property
+    def alpha(self):
+        """The level a test of the family must reach for sure: Bonferroni's 0.05 / m, which Holm's procedure
+        is at least as lenient as (0.05 alone, before :func:`corrected`)."""
+        return (1 - crossed.LEVEL) / (self.family or 1)
+
+    def detectable(self):
+        """The smallest true difference this test detects with 80% power at :attr:`alpha`."""
+        return float(crossed.detectable(self.se, self.df, self.alpha))
+
+    def seeds_needed(self, difference):
+        """Seeds that would detect a true ``difference`` with 80% power at :attr:`alpha`; None: none would (or
+        one seed: no seed variance to go by)."""
+        if self.seed_var is None:
+            return None
+        return crossed.seeds_needed(difference, self.seed_var, self.common, self.alpha)
 
 
 def by_length(lengths, train_limit):
@@ -93,56 +136,151 @@ def by_length(lengths, train_limit):
             "beyond": [i for i, n in enumerate(lengths) if n > train_limit]}
 
 
-def verdicts(metric, archs, seeds, hypotheses, name, refs, subsets, samples=1000):
-    """{arch: {SUBSET: result or None}} for every arch but the first (the baseline) and every subset of
-    ``subsets`` ({SUBSET: ids of test sentences}, e.g. :func:`by_length`); ``hypotheses[name(arch, seed)]``:
-    its translation of every test sentence. None: no test sentence in that subset."""
-    stats = {}
+def _stats_of(metric, seeds, hypotheses, name, refs):
+    """stats(arch, ids): [k seeds x len(ids) x 10], every seed of ``arch`` on the test sentences ``ids``."""
+    def stats(arch, ids):
+        return np.stack([sentence_stats(metric, [hypotheses[name(arch, s)][i] for i in ids], [refs[i] for i in ids])
+                         for s in seeds])
+    return stats
 
-    def of(arch, seed, ids):
-        hyps = hypotheses[name(arch, seed)]
-        return sentence_stats(metric, [hyps[i] for i in ids], [refs[i] for i in ids])
 
-    result = {}
-    for arch in archs[1:]:
-        result[arch] = {}
-        for subset, ids in subsets.items():
-            if not ids:
-                result[arch][subset] = None
+def verdicts(metric, archs, seeds, hypotheses, name, refs, subsets):
+    """{arch: {SUBSET: Test.as_json() or None}} for every arch but the first (the baseline) and every subset
+    of ``subsets`` ({SUBSET: ids of test sentences}, e.g. :func:`by_length`); ``hypotheses[name(arch, seed)]``:
+    its translation of every test sentence. None: no test sentence in that subset. Uncorrected: see
+    :func:`corrected`."""
+    stats = _stats_of(metric, seeds, hypotheses, name, refs)
+    base = {subset: stats(archs[0], ids) for subset, ids in subsets.items() if ids}
+    return {arch: {subset: Test.of(compare(base[subset], stats(arch, ids)), len(seeds), len(ids)).as_json()
+                   if ids else None for subset, ids in subsets.items()} for arch in archs[1:]}
+
+
+def kept_subsets(buckets, lengths, train_limit):
+    """(ids of the kept reference bucket, {bucket label: ids} beyond the training lengths) for ``buckets``
+    ([(lo, hi, too_small)] of the natural test sentences): the reference is the longest scored bucket within
+    them, as results.md's kept table has it; (None, {}) without one."""
+    scored = [(lo, hi) for lo, hi, small in buckets if not small]
+    within = [b for b in scored if b[0] <= train_limit]
+    if not within:
+        return None, {}
+    ids = lambda lo, hi: [i for i, n in enumerate(lengths) if lo <= n <= hi]  # noqa: E731
+    return ids(*within[-1]), {bucket_label(lo, hi): ids(lo, hi) for lo, hi in scored if lo > train_limit}
+
+
+def kept(metric, archs, seeds, hypotheses, name, refs, within, beyond):
+    """{arch: {bucket label: {"kept": Test.as_json() of the arch's kept %, "against": of its difference from
+    the baseline's (None for the baseline), "sentences": the bucket's, "within": the reference bucket's}}}
+    for ``within`` and ``beyond`` of :func:`kept_subsets`; a bucket where a model has no BLEU within the
+    training lengths is left out."""
+    stats = _stats_of(metric, seeds, hypotheses, name, refs)
+    shares = {arch: {bucket: kept_share(stats(arch, within), stats(arch, ids)) for bucket, ids in beyond.items()}
+              for arch in archs}
+    out = {arch: {} for arch in archs}
+    for arch in archs:
+        for bucket, (share, influence) in shares[arch].items():
+            base_share, base_influence = shares[archs[0]][bucket]
+            if np.isnan(share).any() or np.isnan(base_share).any():
                 continue
-            for a in (archs[0], arch):
-                for s in seeds:
-                    if (a, s, subset) not in stats:
-                        stats[a, s, subset] = of(a, s, ids)
-            result[arch][subset] = compare([stats[archs[0], s, subset] for s in seeds],
-                                           [stats[arch, s, subset] for s in seeds], samples)
-    return result
+            n = len(within) + len(beyond[bucket])
+            against = (None if arch == archs[0] else
+                       Test.of(crossed.t_test(share - base_share, influence - base_influence), len(seeds), n).as_json())
+            out[arch][bucket] = {"kept": Test.of(crossed.t_test(share, influence), len(seeds), n).as_json(),
+                                 "against": against, "sentences": len(beyond[bucket]), "within": len(within)}
+    return out
 
 
-def _phrase(result):
-    if result is None:
+def _family(verdict, kept_tests):
+    """Every test of the report's family, as (its entry's dict, the key it sits under)."""
+    for sides in verdict.values():
+        for side, entry in sides.items():
+            if entry is not None:
+                yield sides, side
+    for per_bucket in (kept_tests or {}).values():
+        for entry in per_bucket.values():
+            if entry["against"] is not None:
+                yield entry, "against"
+
+
+def corrected(verdict, kept_tests):
+    """``verdict`` (:func:`verdicts`, with "joined" added where the run has it) and ``kept_tests``
+    (:func:`kept`) with Holm's adjusted p-values and verdicts over their family: every BLEU verdict and every
+    kept-against-the-baseline verdict of the report."""
+    members = list(_family(verdict, kept_tests))
+    adjusted = crossed.holm([holder[key]["p"] for holder, key in members])
+    for (holder, key), p in zip(members, adjusted):
+        holder[key] = dataclasses.replace(Test.read(holder[key]), adjusted_p=float(p),
+                                          family=len(members)).as_json()
+    return verdict, kept_tests
+
+
+def _advice(test, unit, digits):
+    """Why an undecided verdict is not evidence of equality, with the run's numbers (item of the verdict line)."""
+    need, effect = test.seeds_needed(test.effect), f"{test.effect:+.{digits}f}"
+    seeds = ("one seed cannot say how many seeds it would need" if test.seed_var is None
+             else f"{need} seeds would detect {effect} with 80% power" if need
+             else f"no number of seeds would detect {effect}: the test sentences' noise hides it")
+    return f"; detectable: ±{test.detectable():.{digits}f} {unit}; {seeds}"
+
+
+def _phrase(entry, unit="BLEU", digits=2):
+    if entry is None:
         return "no test sentences"
-    return (f"{result['verdict']} ({result['effect']:+.1f} BLEU, 95% interval {result['low']:+.1f} to "
-            f"{result['high']:+.1f})")
+    test = Test.read(entry)
+    p = "" if test.adjusted_p is None else f", adjusted p {test.adjusted_p:.3f}"
+    text = (f"{test.verdict} ({test.effect:+.{digits}f} {unit}, 95% interval {test.low:+.{digits}f} to "
+            f"{test.high:+.{digits}f}{p}")
+    return text + (_advice(test, unit, digits) if test.verdict == UNDECIDED else "") + ")"
 
 
-def lines(verdict, base, seeds, samples, train_limit, unit):
-    """The "Verdict" section of results.md: one line per model, within and beyond the training lengths (and
-    on the joined test examples of --concat-test beyond them, where the run has them)."""
-    out = ["## Verdict", ""]
+def _method(base, seeds, train_limit, unit):
     if len(seeds) == 1:
-        what = (f"one seed ({seeds[0]}): this verdict ignores seed variance, since the test can only resample "
+        what = (f"one seed ({seeds[0]}): this verdict ignores seed variance, since the test can only count the "
                 "test sentences; train more seeds (--seeds 3) for a verdict that counts it")
     else:
         what = (f"{len(seeds)} seeds ({', '.join(map(str, seeds))}), the baseline's seed s paired with the "
                 "model's seed s")
-    out += [f"Each model against `{base}`, in range (sources of at most {train_limit} {unit}) and beyond: better, "
-            "worse or no detectable difference, with the mean BLEU difference over the seeds and its 95% "
-            f"interval from a two-level paired bootstrap ({samples} resamples, seed {SEED}: seed pairs, then the "
-            f"test sentences; Clark et al. 2011); {what}.", ""]
+    return (f"Each model against `{base}`, in range (sources of at most {train_limit} {unit}) and beyond: better, "
+            "worse or no detectable difference, with the mean BLEU difference over the seeds and its 95% interval "
+            "from a t-test over the seeds and the test sentences (every seed scored on the same sentences: the "
+            "variance between the seeds plus the sentence variance they share, on Student's t with k - 1 degrees "
+            f"of freedom for k seeds; Clark et al. 2011; docs/verdict-calibration.md); {what}.")
+
+
+def _family_line(verdict, kept_tests, base):
+    m = sum(1 for _ in _family(verdict, kept_tests))
+    return (f"This report makes {m} tests: every BLEU verdict below and every kept verdict against `{base}`. "
+            "They are corrected together by Holm's procedure (Holm 1979): a verdict is better or worse when its "
+            "adjusted p is at most 0.05, so the chance of any false better/worse among the "
+            f"{m} is at most 5%. Each interval is its own test's 95% interval, uncorrected. No detectable "
+            "difference is not evidence of equality: such a line gives the smallest difference the run would "
+            f"detect with 80% power (detectable) and how many seeds its observed difference would need, both at "
+            f"0.05 / {m} (Bonferroni's level, which Holm's is at least as lenient as).")
+
+
+def _kept_lines(kept_tests, base, within_label):
+    out = ["", f"Kept: BLEU beyond the training lengths in % of the model's own BLEU on {within_label}, the mean "
+           "over the seeds with its 95% interval over the seeds and the sentences of both buckets (n: the "
+           f"bucket's sentences, then the reference bucket's), and its difference from `{base}`'s in points:", ""]
+    for arch, per_bucket in kept_tests.items():
+        for bucket, entry in per_bucket.items():
+            test = Test.read(entry["kept"])
+            against = "" if entry["against"] is None else f"; against `{base}` {_phrase(entry['against'], 'points', 1)}"
+            out.append(f"- `{arch}` {bucket} (n={entry['sentences']}, of {entry['within']} within): "
+                       f"{test.effect:.1f}% (95% interval {test.low:.1f} to {test.high:.1f}){against}")
+    return out
+
+
+def lines(verdict, kept_tests, base, seeds, train_limit, unit, within_label=None):
+    """The "Verdict" section of results.md: one line per model, within and beyond the training lengths (and
+    on the joined test examples of --concat-test beyond them, where the run has them), then the kept share
+    per bucket beyond them (``within_label``: the reference bucket's label)."""
+    out = ["## Verdict", "", _method(base, seeds, train_limit, unit), ""]
     if not verdict:
-        out += ["No model to compare with the baseline.", ""]
+        return out + ["No model to compare with the baseline.", ""]
+    out += [_family_line(verdict, kept_tests, base), ""]
     for arch, sides in verdict.items():
         joined = f"; joined test examples (--concat-test) {_phrase(sides['joined'])}" if "joined" in sides else ""
         out.append(f"- `{arch}`: in range {_phrase(sides['in range'])}; beyond {_phrase(sides['beyond'])}{joined}")
+    if kept_tests and any(kept_tests.values()):
+        out += _kept_lines(kept_tests, base, within_label)
     return out + [""]

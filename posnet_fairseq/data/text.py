@@ -6,10 +6,11 @@
     python -m posnet_fairseq.data.text segs IN OUT
         the text of every <seg id=...> line of an IWSLT .xml or WMT .sgm file,
         with the right single quote turned into an apostrophe (as fairseq's scripts)
-    python -m posnet_fairseq.data.text tokenize -l LANG [-a] [--normalize]
+    python -m posnet_fairseq.data.text tokenize -l LANG [-a] [--replace-unicode-punct] [--normalize]
             [--remove-non-printing] [--lowercase] [--workers N] IN OUT
-        sacremoses: normalize-punctuation.perl, remove-non-printing-char.perl,
-        tokenizer.perl [-a] (escaping on, as tokenizer.perl), lowercase.perl
+        sacremoses: replace-unicode-punctuation.perl, normalize-punctuation.perl,
+        remove-non-printing-char.perl, tokenizer.perl [-a] (escaping on, as tokenizer.perl),
+        lowercase.perl, in that order
     python -m posnet_fairseq.data.text romanian [--remove-diacritics] IN OUT
         Romanian s and t with cedilla written with comma below (the WMT16 scripts'
         normalise-romanian.py); --remove-diacritics then writes every Romanian letter
@@ -32,16 +33,20 @@ import unicodedata
 _IWSLT_DROP = ("<url>", "<talkid>", "<keywords>")
 _IWSLT_STRIP = re.compile(r"</?(title|description)>")
 _SEG = re.compile(r'<seg id="?\d+"?>\s*(.*?)\s*</seg>\s*$')
+# Every text input is read as UTF-8 with its byte-order mark (U+FEFF, which Windows editors write) dropped:
+# kept, it would be the first sentence's first character, e.g. a reference no translation matches.
+ENCODING = "utf-8-sig"
 
 
 def read_lines(path, what="input"):
-    """The lines of a UTF-8 text file, newlines stripped. A byte sequence that is not UTF-8 raises
-    ValueError naming ``what`` (e.g. the flag), the file, the line and the byte, not the codec's offset."""
+    """The lines of a UTF-8 text file, newlines and a byte-order mark stripped. A byte sequence that is not
+    UTF-8 raises ValueError naming ``what`` (e.g. the flag), the file, the line and the byte, not the codec's
+    offset."""
     lines = []
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):
             try:
-                lines.append(raw.decode("utf-8").rstrip("\r\n"))
+                lines.append(raw.decode(ENCODING if number == 1 else "utf-8").rstrip("\r\n"))
             except UnicodeDecodeError as err:
                 raise ValueError(f"{what}: {path} line {number} is not UTF-8 (byte {raw[err.start:err.start + 1]!r} "
                                  f"at character {len(raw[:err.start].decode('utf-8', 'replace')) + 1}); convert the "
@@ -91,9 +96,12 @@ def _moses(lang):
     return MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
 
 
-def tokenize_line(line, lang, aggressive=False, normalize=False, non_printing=False, lowercase=False):
+def tokenize_line(line, lang, aggressive=False, normalize=False, non_printing=False, lowercase=False,
+                  replace_unicode=False):
     normalizer, tokenizer = _moses(lang)
     line = line.rstrip("\n")
+    if replace_unicode:  # full-width and CJK punctuation -> ASCII, before normalize-punctuation.perl
+        line = normalizer.replace_unicode_punct(line)
     if normalize:
         line = normalizer.normalize(line)
     if non_printing:
@@ -119,7 +127,7 @@ def _chunks(lines, size=2000):
 
 def tokenize_file(src, dst, workers=1, **kwargs):
     work = functools.partial(_tokenize_chunk, **kwargs)
-    with open(src, encoding="utf-8") as fin, open(dst, "w", encoding="utf-8") as fout:
+    with open(src, encoding=ENCODING) as fin, open(dst, "w", encoding="utf-8") as fout:
         if workers <= 1:
             results = map(work, _chunks(fin))
             for chunk in results:
@@ -136,7 +144,7 @@ def holdout(corpus, l1, l2, train, valid, every):
     outs = {(name, lang): open(f"{prefix}.{lang}", "w", encoding="utf-8")
             for name, prefix in (("train", train), ("valid", valid)) for lang in (l1, l2)}
     try:
-        with open(f"{corpus}.{l1}", encoding="utf-8") as f1, open(f"{corpus}.{l2}", encoding="utf-8") as f2:
+        with open(f"{corpus}.{l1}", encoding=ENCODING) as f1, open(f"{corpus}.{l2}", encoding=ENCODING) as f2:
             for n, (a, b) in enumerate(zip(f1, f2, strict=True), start=1):
                 name = "valid" if n % every == 0 else "train"
                 counts[name == "valid"] += 1
@@ -152,7 +160,7 @@ def append_long_pair(prefix, l1, l2, min_tokens):
     """Appends to PREFIX.{l1,l2} the concatenation of its first pairs, enough that both sides exceed ``min_tokens``."""
     sides = []
     for lang in (l1, l2):
-        with open(f"{prefix}.{lang}", encoding="utf-8") as f:
+        with open(f"{prefix}.{lang}", encoding=ENCODING) as f:
             sides.append([line.split() for line in f])
     if len(sides[0]) != len(sides[1]) or not sides[0]:
         raise ValueError(f"{prefix}.{l1}/{l2}: {len(sides[0])} and {len(sides[1])} lines, need an equal, non-zero number")
@@ -171,7 +179,7 @@ def append_long_pair(prefix, l1, l2, min_tokens):
 
 
 def _map_file(fn, src, dst):
-    with open(src, encoding="utf-8", errors="replace") as fin, open(dst, "w", encoding="utf-8") as fout:
+    with open(src, encoding=ENCODING, errors="replace") as fin, open(dst, "w", encoding="utf-8") as fout:
         for line in fn(fin):
             fout.write(line + "\n")
 
@@ -190,6 +198,7 @@ def main(argv=None):
     tok = sub.add_parser("tokenize")
     tok.add_argument("-l", "--lang", required=True)
     tok.add_argument("-a", "--aggressive", action="store_true", help="split hyphens (@-@), tokenizer.perl -a")
+    tok.add_argument("--replace-unicode-punct", action="store_true", help="replace-unicode-punctuation.perl first")
     tok.add_argument("--normalize", action="store_true", help="normalize-punctuation.perl first")
     tok.add_argument("--remove-non-printing", action="store_true")
     tok.add_argument("--lowercase", action="store_true")
@@ -215,7 +224,8 @@ def main(argv=None):
                   args.input, args.output)
     elif args.command == "tokenize":
         tokenize_file(args.input, args.output, workers=args.workers, lang=args.lang, aggressive=args.aggressive,
-                      normalize=args.normalize, non_printing=args.remove_non_printing, lowercase=args.lowercase)
+                      normalize=args.normalize, non_printing=args.remove_non_printing, lowercase=args.lowercase,
+                      replace_unicode=args.replace_unicode_punct)
     elif args.command == "holdout":
         if args.every < 2:
             parser.error(f"--every {args.every}: must be at least 2")

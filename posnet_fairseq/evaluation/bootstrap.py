@@ -4,8 +4,10 @@ Each resample draws n sentence indices with replacement and scores both
 systems on the same draw from their per-sentence sufficient statistics
 (sacrebleu's n-gram counts), so one resample costs a sum, not a re-score.
 The p-value is the share of resamples in which the system is *not* better
-than the baseline (``p_value_worse``: not worse); the PosNet paper marks a
-difference in either direction with p <= 0.05. :func:`against_first` scores
+than the baseline (``p_value_worse``: not worse); a difference is significant
+when the two-sided p (:func:`two_sided`: twice the smaller one) is at most
+0.05, the plugin's one level (posnet_fairseq.evaluation.crossed.LEVEL; the
+PosNet paper's one-sided p <= 0.05 each way is a two-sided 10% test). :func:`against_first` scores
 several systems on the same resamples and adds each one's bootstrap mean and
 95% interval (the recipes' evaluation and ``posnet-compare`` both use it).
 
@@ -115,13 +117,17 @@ def paired_bootstrap_means(system_scores, baseline_scores, samples=1000, seed=12
     return _paired(as_rows(system_scores), as_rows(baseline_scores), lambda rows: float(rows.mean()), samples, seed)
 
 
+def two_sided(result):
+    """The two-sided p-value of a bootstrap result: twice the smaller one-sided one, at most 1."""
+    return min(1.0, 2 * min(result["p_value"], result.get("p_value_worse", 1.0)))
+
+
 def significance(result, threshold=0.05):
-    """'better' or 'worse' when the bootstrap result is significant in that direction at ``threshold``, else None."""
-    if result["p_value"] <= threshold:
-        return "better"
-    if result.get("p_value_worse", 1.0) <= threshold:
-        return "worse"
-    return None
+    """'better' or 'worse' when the bootstrap result's two-sided p (:func:`two_sided`) is at most ``threshold``
+    and the system is ahead (behind), else None."""
+    if two_sided(result) > threshold:
+        return None
+    return "better" if result["p_value"] < result.get("p_value_worse", 1.0) else "worse"
 
 
 def _read(path):

@@ -43,7 +43,7 @@ import sys
 from ..fairseq_log import decode_seconds, train_speed
 from . import bootstrap, generate_output, hooks, meteor
 
-THRESHOLD = 0.05  # the PosNet paper's p <= 0.05
+THRESHOLD = 0.05  # two-sided (bootstrap.significance); the PosNet paper's one-sided p <= 0.05 each way is 10%
 SENTENCE_SCORED = ("comet", "bleurt", "meteor")  # metrics whose sentence scores the bootstrap resamples
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
@@ -136,6 +136,21 @@ def significance(out_dir, baseline_dir, hyp_tok, hyp_detok, ref_tok, ref_raw, co
     return sig
 
 
+def _learned_metrics(args, conf, hyp_tok, ref_tok, src_path, hyp_path, ref_path):
+    """{metric: its result} of the metrics the flags ask for besides BLEU and chrF: METEOR, COMET, BLEURT."""
+    learned = {}
+    if args.meteor:
+        if conf.get("tokenized_bleu", True):
+            learned["meteor"] = meteor.meteor(hyp_tok, ref_tok, conf["target_lang"])
+        else:
+            learned["meteor"] = meteor._unavailable(f"the {conf['target_lang']} test set has no word tokenization")
+    if args.comet_model or args.comet_python:
+        learned["comet"] = hooks.comet(args.comet_model, args.comet_python, src_path, hyp_path, ref_path)
+    if args.bleurt_model or args.bleurt_python:
+        learned["bleurt"] = hooks.bleurt(args.bleurt_model, args.bleurt_python, hyp_path, ref_path)
+    return learned
+
+
 def evaluate(args):
     with open(args.stats, encoding="utf-8") as f:
         stats = json.load(f)
@@ -178,17 +193,7 @@ def evaluate(args):
         result["train_wps"] = train_speed(args.train_log)
     hyp_path = os.path.join(args.out_dir, "hyp.detok")
     ref_path, src_path = os.path.join(base, test["raw_ref"]), os.path.join(base, test["raw_source"])
-    learned = {}
-    if args.meteor:
-        if conf.get("tokenized_bleu", True):
-            learned["meteor"] = meteor.meteor(hyp_tok, ref_tok, conf["target_lang"])
-        else:
-            learned["meteor"] = meteor._unavailable(f"the {conf['target_lang']} test set has no word tokenization")
-    if args.comet_model or args.comet_python:
-        learned["comet"] = hooks.comet(args.comet_model, args.comet_python, src_path, hyp_path, ref_path)
-    if args.bleurt_model or args.bleurt_python:
-        learned["bleurt"] = hooks.bleurt(args.bleurt_model, args.bleurt_python, hyp_path, ref_path)
-    for metric, res in learned.items():
+    for metric, res in _learned_metrics(args, conf, hyp_tok, ref_tok, src_path, hyp_path, ref_path).items():
         scores = res.pop("scores", None)
         if scores is not None:
             _write(os.path.join(args.out_dir, f"{metric}.scores"), [repr(x) for x in scores])
@@ -234,7 +239,7 @@ def summary(result):
             if key not in sig:
                 continue
             s = sig[key]
-            mark = f" (significantly {s['direction']}, p <= {sig['threshold']})" if s["significant"] else ""
+            mark = f" (significantly {s['direction']}, two-sided p <= {sig['threshold']})" if s["significant"] else ""
             lines.append(f"  vs {name} ({key}): {s['system']:.2f} vs {s['baseline']:.2f}, p(not better) = "
                          f"{s['p_value']:.4f}, p(not worse) = {s['p_value_worse']:.4f}{mark}")
     return "\n".join(lines)

@@ -13,7 +13,8 @@ says how the job ended, as a local exit status would.
 
 The caller keeps its own record of what is done (it asks only for what is
 not), so the launcher attaches to a job an earlier driver left running and
-submits everything else afresh (``skip_finished=False``).
+submits everything else afresh (``skip_finished=False``). The caller holds the lock of
+the run's directory (posnet-compare's --out), so the launcher takes none of its own.
 """
 import os
 import re
@@ -123,7 +124,7 @@ class JobPool:
             if by_name:
                 self._launcher = Launcher(self.run_dir, self.queue, self.options,
                                           progress=self._progress(by_name, finish), poll_s=self.poll_seconds,
-                                          every=every, skip_finished=False)
+                                          every=every, skip_finished=False, lock=False)
                 self._launcher.run([self.running[key].process.unit for key in by_name.values()])
         except BaseException:
             self.stop(stopped)

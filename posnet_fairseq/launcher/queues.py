@@ -11,21 +11,14 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from .units import callable_of, job_folder
+from .units import callable_of, job_folder, submitit_module
 
 # squeue states of a job that may still produce a result.
 ACTIVE = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
                     "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED",
                     "RESV_DEL_HOLD", "SPECIAL_EXIT"})
-
-
-def submitit_module():
-    try:
-        import submitit
-    except ImportError as error:
-        raise ImportError("the launcher (posnet_fairseq/launcher) needs submitit: "
-                          "pip install submitit==1.5.4 (requirements/runtime.txt)") from error
-    return submitit
+# Above the 60 s for which sinfo retries a missing configuration file before it gives up.
+SINFO_TIMEOUT_S = 90
 
 
 @dataclass(frozen=True)
@@ -40,6 +33,33 @@ class JobState:
         return self.state in ACTIVE
 
 
+class SlurmUnavailable(RuntimeError):
+    """No SLURM here: its commands are missing, no cluster answers, or it has no such partition."""
+
+
+def check_cluster(partition=None):
+    """Raises :class:`SlurmUnavailable`, with SLURM's own words and what to check, when no cluster answers here
+    (no configuration, no controller) or it has no partition ``partition``: before a run prepares anything,
+    since sbatch would fail the same way only once the first job is submitted (issue 49)."""
+    conf = os.environ.get("SLURM_CONF")
+    where = f"SLURM_CONF={conf}" if conf else "/etc/slurm/slurm.conf, or SLURM_CONF"
+    fix = f"check the cluster's configuration ({where}) and that its controller runs (scontrol ping), or run on a " \
+          "login node of the cluster, or use the local launcher"
+    try:
+        run = subprocess.run(["sinfo", "--noheader", "--format=%R"], capture_output=True, text=True,
+                             timeout=SINFO_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise SlurmUnavailable(f"SLURM does not answer here (sinfo gave no answer in {SINFO_TIMEOUT_S} s): {fix}") \
+            from None
+    if run.returncode != 0:
+        said = (run.stderr.strip() or run.stdout.strip() or f"exit status {run.returncode}").splitlines()[-1]
+        raise SlurmUnavailable(f"SLURM does not answer here (SLURM: {said}): {fix}")
+    partitions = sorted(set(run.stdout.split()))
+    if partition is not None and partition not in partitions:
+        raise SlurmUnavailable(f"--partition {partition}: the cluster has no such partition (sinfo lists "
+                               f"{', '.join(partitions) or 'none'})")
+
+
 class SlurmQueue:
     """Jobs on a SLURM cluster, through sbatch (submitit), squeue and scancel."""
 
@@ -49,11 +69,12 @@ class SlurmQueue:
     queues_dependents = True
 
     def __init__(self, options):
-        missing = [c for c in ("sbatch", "squeue", "scancel") if shutil.which(c) is None]
+        missing = [c for c in ("sbatch", "squeue", "scancel", "sinfo") if shutil.which(c) is None]
         if missing:
-            raise RuntimeError(f"the slurm launcher needs SLURM's {', '.join(missing)} on PATH "
-                               "(run it on a cluster's login node, or use the local launcher)")
+            raise SlurmUnavailable(f"the slurm launcher needs SLURM's {', '.join(missing)} on PATH "
+                                   "(run it on a cluster's login node, or use the local launcher)")
         self.options = options
+        check_cluster(options.partition)
 
     def submit(self, unit, run_dir, dependency_ids=()):
         executor = submitit_module().SlurmExecutor(folder=job_folder(run_dir, unit))

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from .lock import LOCK_FILE, RunLock
 from .queues import QUEUES, JobState, submitit_module
 from .state import StateFile
 from .units import SlurmOptions, job_folder
@@ -71,11 +72,15 @@ class Launcher:
     `skip_finished=False` submits again a unit whose recorded job finished: for a
     caller that keeps its own record of finished work (posnet-compare's steps) and
     asks only for what is not done, so that the launcher attaches to live jobs only.
+    `lock=False` leaves `run_dir` unlocked, for a caller that holds the lock of a directory above it
+    (posnet-compare's --out); otherwise a run holds `run_dir/run.lock` (:mod:`posnet_fairseq.launcher.lock`),
+    a second driver on it is refused (:class:`~posnet_fairseq.launcher.lock.RunLocked`), and a dead one's
+    lock taken over is reported as an event of the unit "run.lock".
     """
 
     def __init__(self, run_dir, queue="slurm", options=None, progress: Callable[[Event], None] = log_event,
                  poll_s=5.0, retries=0, result_grace_s=30.0, every: Optional[Callable[[], None]] = None,
-                 skip_finished=True):
+                 skip_finished=True, lock=True):
         if queue not in QUEUES:
             raise ValueError(f"launcher {queue!r}: choose one of {sorted(QUEUES)}")
         self.run_dir = run_dir
@@ -88,10 +93,19 @@ class Launcher:
         self.result_grace_s = result_grace_s
         self.every = every
         self.skip_finished = skip_finished
+        self.lock = lock
 
     def run(self, units):
         units = list(units)
         given, units = [u.name for u in units], _checked(units)
+        if not self.lock:
+            return self._run(given, units)
+        with RunLock(self.run_dir) as lock:
+            if lock.notice:
+                self.progress(Event(LOCK_FILE, "notice", None, lock.notice))
+            return self._run(given, units)
+
+    def _run(self, given, units):
         by_name = {u.name: u for u in units}
         outcomes = {}
         live = {}  # unit name -> job id of a job that may still produce a result

@@ -94,6 +94,15 @@ class SlurmOptions:
         return params
 
 
+def submitit_module():
+    try:
+        import submitit
+    except ImportError as error:
+        raise ImportError("the launcher (posnet_fairseq/launcher) needs submitit: "
+                          "pip install submitit==1.5.4 (requirements/runtime.txt)") from error
+    return submitit
+
+
 def job_folder(run_dir, unit):
     """The folder submitit writes a unit's job files to: scripts, pickles, logs;
     ``%j`` is the job id (submitit and sbatch fill it in)."""
@@ -105,8 +114,6 @@ def callable_of(unit):
     (its stdout streams into the job's log and is also the job's result)."""
     if unit.function is not None:
         return unit.function
-    from .queues import submitit_module
-
     return submitit_module().helpers.CommandFunction(list(unit.command), cwd=unit.cwd)
 
 
@@ -118,8 +125,6 @@ def render_batch_script(unit, options, run_dir, python="python"):
     the units it waits for exist only once they are submitted: the script
     names them ``<unit>``.
     """
-    from .queues import submitit_module
-
     slurm = submitit_module().slurm.slurm
     folder = job_folder(run_dir, unit)
     wrapper = " ".join([python, "-u -m submitit.core._submit", shlex.quote(str(folder))])

@@ -150,6 +150,14 @@ def prefix_average_step(s: Tensor, v: Tensor, w: Optional[Tensor], state):
     return safe_divide(num, den), (num, den, ref)
 
 
+def running_mean_step(v: Tensor, num: Tensor, den: Tensor):
+    """One decoding step of the ``avg`` pattern (a_k = 1, Eq. 7) after its first, for a real token: s = 0 keeps
+    the reference at 0 and every decay at exp(0) = 1, so :func:`prefix_average_step`'s update is exactly a sum
+    and a count, computed here without the exps (the denominator is then at least 1)."""
+    num, den = num + v, den + 1.0
+    return num / den, (num, den)
+
+
 def safe_divide(num: Tensor, den: Tensor) -> Tensor:
     """num / den, and 0 where nothing has weight yet (den = 0 implies num = 0)."""
     positive = den > 0
@@ -210,7 +218,7 @@ class AverageAttention(Mixer):
     def _pattern(self, name: str, z: Tensor, k: Tensor, pad: Optional[Tensor]):
         """(s, w) of ``a_k = exp(s) * w`` (Eqs. 7-10 / Table 5), fp32, pads excluded.
 
-        ``z`` T x B x C fp32, ``k`` T x B x 1 fp32 1-based positions, ``pad`` T x B x 1 bool.
+        ``z`` T x B x C fp32, ``k`` T x B x 1 fp32 1-based positions (NER and FAR only), ``pad`` T x B x 1 bool.
         """
         if name == "wet":
             with autocast_off(z):
@@ -220,7 +228,7 @@ class AverageAttention(Mixer):
         elif name == "far":
             x = -self.beta * k
         else:
-            x = torch.zeros_like(k)
+            x = z.new_zeros(z.shape[:2] + (1,))
         w = None
         if name in ("ner", "wet") and self.activation != "exp":
             w = torch.relu(x) if self.activation == "relu" else x * x
@@ -234,30 +242,41 @@ class AverageAttention(Mixer):
         T, B, C = query.shape
         z = query.float()
         pad = None
+        # Only NER and FAR weigh by position: avg and wet count no steps.
+        positional = "ner" in self.patterns or "far" in self.patterns
+        k = buf = None
         if incremental_state is not None:
             buf = self._get_input_buffer(incremental_state)
-            k = self.decoding_steps(buf, B, T, query.device).t().unsqueeze(-1).float() + 1
+            if positional:
+                k = self.decoding_steps(buf, B, T, query.device).t().unsqueeze(-1).float() + 1
             if key_padding_mask is not None:
                 pad = key_padding_mask[:, -T:].t().unsqueeze(-1)
         else:
-            buf = None
-            k = real_positions(key_padding_mask, B, T, query.device).t().unsqueeze(-1).float() + 1
+            if positional:
+                k = real_positions(key_padding_mask, B, T, query.device).t().unsqueeze(-1).float() + 1
             if key_padding_mask is not None:
                 pad = key_padding_mask.t().unsqueeze(-1)
 
         averages = []
         for name in self.patterns:
-            s, w = self._pattern(name, z, k, pad)
-            if buf is None:
-                g, _ = weighted_prefix_average(s, z, w)
+            state = None if buf is None else self._state(buf, name)
+            if name == "avg" and state is not None and T == 1 and pad is None:
+                g, state = running_mean_step(z[0], *state[:2])
+                g = g.unsqueeze(0)
             else:
-                state = self._state(buf, name)
-                if T == 1:
+                if state is not None and state[2] is None:  # avg's reference: always 0
+                    state = (*state[:2], torch.zeros_like(state[1]))
+                s, w = self._pattern(name, z, k, pad)
+                if buf is None:
+                    g, _ = weighted_prefix_average(s, z, w)
+                elif T == 1:
                     g, state = prefix_average_step(s[0], z[0], None if w is None else w[0], state)
                     g = g.unsqueeze(0)
                 else:
                     g, state = weighted_prefix_average(s, z, w, state)
-                for part, tensor in zip(("num", "den", "ref"), state):
+            if buf is not None:
+                # avg's reference is 0 at every step (s is 0 or -inf): it is not kept, nor reordered.
+                for part, tensor in zip(("num", "den") if name == "avg" else ("num", "den", "ref"), state):
                     self.keep_state(buf, f"{name}_{part}", tensor, COPY)
             averages.append(g)
         g = averages[0] if len(averages) == 1 else torch.stack(averages).mean(0)
@@ -273,7 +292,7 @@ class AverageAttention(Mixer):
     @staticmethod
     def _state(buf: Dict[str, Optional[Tensor]], name: str):
         num = buf.get(f"{name}_num")
-        return None if num is None else (num, buf[f"{name}_den"], buf[f"{name}_ref"])
+        return None if num is None else (num, buf[f"{name}_den"], buf.get(f"{name}_ref"))
 
     def extra_repr(self):
         return (f"patterns={','.join(self.patterns)}, alpha={self.alpha}, beta={self.beta}, gamma={self.gamma}, "
@@ -290,17 +309,19 @@ def _aan_plus(pattern, formula, tables, benchmark="mechanism"):
         {"decoder_self_mixer": "aan", "aan_patterns": pattern, "aan_ffn": False},
         {"tiny": families.TESTS, "base": tables, "deep": f"AAN+ Table 4 (deep, {pattern.upper()})",
          "big": f"AAN+ Table 4 (big, {pattern.upper()})"},
-        unsuffixed_base=True, benchmark=benchmark)
+        unsuffixed_base=True, benchmark=benchmark,
+        ctranslate2=families.OWN_PARAMETERS)
 
 
-def baseline_family(prefix, mixer, label, what):
+def baseline_family(prefix, mixer, label, what, ctranslate2):
     """The presets of a baseline of the AAN+ paper (SSRU, linear attention): ``mixer`` in every decoder
-    self-attention, at the paper's sizes."""
+    self-attention, at the paper's sizes; ``ctranslate2`` as in ``families.Family``."""
     return families.Family(
         prefix, what, {"decoder_self_mixer": mixer},
         {"tiny": families.TESTS, "base": f"AAN+ Tables 2 and 7 ({label})", "deep": f"AAN+ Table 4 (deep, {label})",
          "big": f"AAN+ Table 4 (big, {label})"},
-        unsuffixed_base=True, benchmark="mechanism")
+        unsuffixed_base=True, benchmark="mechanism",
+        ctranslate2=ctranslate2)
 
 
 families.declare(
@@ -310,9 +331,13 @@ families.declare(
         {"decoder_self_mixer": "aan", "aan_patterns": "avg", "aan_ffn": True},
         {"tiny": families.TESTS, "base": "the 2018 AAN (AAN+ Eq. 2): in no AAN+ table; a reference row of recipes/aan",
          "deep": "the 2018 AAN at AAN+ Table 4's deep size", "big": "the 2018 AAN at AAN+ Table 4's big size"},
-        unsuffixed_base=True),
+        unsuffixed_base=True,
+        ctranslate2=families.OWN_PARAMETERS),
     _aan_plus("avg", "the plain cumulative average", "AAN+ Tables 2, 6 (and its combinations) and 7 (AVG)"),
-    _aan_plus("ner", "exp(alpha k)", "AAN+ Tables 2, 6 and 7 (NER); Table 5 with --aan-activation"),
-    _aan_plus("far", "exp(-beta k)", "AAN+ Tables 2, 6 and 7 (FAR)"),
-    _aan_plus("wet", "exp(gamma U z_k)", "AAN+ Tables 2, 6 and 7 (WET); Table 5 with --aan-activation"),
+    _aan_plus("ner", "exp(alpha k)", "AAN+ Tables 2 and 7 (NER; Table 6 trains its row as aan_plus_avg "
+              "--aan-patterns ner); Table 5 with --aan-activation"),
+    _aan_plus("far", "exp(-beta k)", "AAN+ Tables 2 and 7 (FAR; Table 6 trains its row as aan_plus_avg "
+              "--aan-patterns far)"),
+    _aan_plus("wet", "exp(gamma U z_k)", "AAN+ Tables 2 and 7 (WET; Table 6 trains its row as aan_plus_avg "
+              "--aan-patterns wet); Table 5 with --aan-activation"),
 )

@@ -52,6 +52,8 @@ def alibi_slopes(num_heads: int) -> List[float]:
 class AlibiBias(DistanceBias):
     """-m_h |j - i| for every head (fp32); no parameters."""
 
+    FIXED = True
+
     def __init__(self, num_heads: int):
         super().__init__()
         self.slopes = tuple(alibi_slopes(num_heads))  # a tuple, not a buffer: a half-precision model keeps them exact
@@ -70,4 +72,5 @@ class AlibiAttention(ContentAttention):
 
     @classmethod
     def build(cls, ctx):
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=AlibiBias(ctx.num_heads))
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=AlibiBias(ctx.num_heads),
+                   forward_context=ctx.forward_context)

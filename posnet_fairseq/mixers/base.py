@@ -19,7 +19,8 @@ every registered mixer at every site it claims):
 
 * positions come from the padding mask (``attention.real_positions``), never from the
   column index, so a sentence gives the same output alone or batched;
-* every cached tensor has the batch on dim 0, so one ``index_select`` in
+* every cached tensor has the batch on dim 0 (or is the same for every
+  hypothesis: ``state_reorder.SHARED``), so one ``index_select`` in
   :meth:`Mixer.reorder_incremental_state` follows beam search, and is stored
   with :meth:`Mixer.keep_state`, which declares how that copy is made
   (``state_reorder.py``);
@@ -69,6 +70,15 @@ class Mixer(FairseqIncrementalState, nn.Module):
         """Longest sequence this mixer accepts (None: no limit)."""
         return None
 
+    # The side's ForwardContext, where a mixer was given it (content attention, PosNet).
+    forward_context = None
+
+    def shared(self, key, make, anchor=None):
+        """``make()``, made once per call for every layer of the side that asks with the same ``key`` and
+        ``anchor`` (:meth:`.ForwardContext.shared`) where the mixer has the side's context: work that depends
+        on positions and shapes only, each operator a kernel launch on a GPU."""
+        return make() if self.forward_context is None else self.forward_context.shared(key, make, anchor)
+
     def _get_input_buffer(self, incremental_state) -> Dict[str, Optional[Tensor]]:
         return self.get_incremental_state(incremental_state, self.STATE_KEY) or {}
 
@@ -78,7 +88,8 @@ class Mixer(FairseqIncrementalState, nn.Module):
     def keep_state(self, buffer: Dict[str, Optional[Tensor]], name: str, tensor: Tensor, how: Reorder) -> Tensor:
         """Stores ``tensor`` (batch on dim 0) in ``buffer`` under ``name``, declaring how a beam reorder copies
         it (``state_reorder.COPY``, ``REUSE`` or ``GROW``: whether into the memory the previous reorder
-        released, which only a tensor that the mixer created and nothing else refers to may be)."""
+        released, which only a tensor that the mixer created and nothing else refers to may be; ``SHARED``:
+        not at all, one value for the whole batch)."""
         buffer[name] = tensor
         self._state_reorders[name] = how
         return tensor
@@ -97,8 +108,8 @@ class Mixer(FairseqIncrementalState, nn.Module):
             if how is None:
                 raise ValueError(f"{type(self).__name__}: decoding state {name!r} was stored without declaring how "
                                  "a beam reorder copies it: store it with Mixer.keep_state (state_reorder.py)")
-            if state is None:
-                reordered[name] = None
+            if state is None or how.shared:
+                reordered[name] = state
             elif how.reuse and not state.requires_grad:  # (out= copies do not record gradients)
                 reordered[name], reordered[name + self.SPARE] = state_reorder.reorder(
                     state, new_order, buffer.get(name + self.SPARE), how)
@@ -117,7 +128,8 @@ class Mixer(FairseqIncrementalState, nn.Module):
         start = buffer.get("steps")
         if start is None:
             start = torch.zeros(batch, 1, dtype=torch.long, device=device)
-        positions = start + torch.arange(length, device=device).unsqueeze(0)
+        # One step (generation) is at the count so far: no arange and no add to launch.
+        positions = start if length == 1 else start + torch.arange(length, device=device).unsqueeze(0)
         self.keep_state(buffer, "steps", start + length, COPY)
         return positions
 

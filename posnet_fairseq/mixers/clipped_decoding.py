@@ -14,7 +14,7 @@ from torch import Tensor
 from .state_reorder import COPY, REUSE
 
 
-def _slot_order(k: int, slot: int, device) -> Tensor:
+def slot_order(k: int, slot: int, device) -> Tensor:
     """Energy entry of the tail and of each ring slot, tail first: slot i holds distance (slot - i) mod K,
     whose energy is entry K - that. Built once per (K, ring position, device), not at every step."""
     key = (k, slot, device)
@@ -28,7 +28,8 @@ _SLOT_ORDERS: Dict[Tuple[int, int, torch.device], Tensor] = {}
 
 
 def clipped_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int, v: Tensor, pad: Optional[Tensor],
-                          energy: Tensor, shared_tail: bool, dropout: float = 0.0, training: bool = False) -> Tensor:
+                          energy: Tensor, shared_tail: bool, dropout: float = 0.0, training: bool = False,
+                          ordered: bool = False) -> Tensor:
     """One causal decoding step of softmax attention with clipped relative energies, in constant state.
 
     The energy of the key at distance ``n - m = j`` from the query ``n``
@@ -53,7 +54,8 @@ def clipped_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int,
     tensor, so that a beam reorder copies one tensor less, and its log is
     the softmax bias). Returns the B x H x 1 x D_h output
     before ``merge_heads``; attention dropout (``training`` only) drops
-    the tail as one term.
+    the tail as one term. With ``ordered``, ``energy`` is already in the
+    order of the state, tail first, then slot i (:func:`slot_order`).
     """
     batch, heads, _, head_dim = v.shape
     acc = torch.promote_types(v.dtype, torch.float32)
@@ -65,14 +67,32 @@ def clipped_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int,
         mixer.keep_state(buffer, "tail", torch.zeros(batch, heads, 1, head_dim, dtype=acc, device=v.device), COPY)
         mixer.keep_state(buffer, "counts", torch.zeros(batch, k + 1, dtype=acc, device=v.device), COPY)
     window, tail, counts = buffer["window"], buffer["tail"], buffer["counts"]
+    slot = _advance(window, tail, counts, v, pad, step, shared_tail)
+
+    # log(count) on the tail's energy; -inf (log 0) where the tail or a slot holds no key.
+    bias = torch.log(counts).unsqueeze(1)  # B x 1 x (K+1)
+    probs = torch.softmax((energy if ordered else energy[:, :, slot_order(k, slot, v.device)]) + bias, dim=-1)
+    if pad is not None:  # before any real key (pads only) the row is 0, not NaN, as masked_softmax makes it
+        probs = probs.masked_fill((counts == 0).all(dim=1, keepdim=True).unsqueeze(-1), 0.0)
+    probs = F.dropout(probs, p=dropout, training=training)
+    mean = tail / counts[:, :1].clamp(min=1.0).view(batch, 1, 1, 1)
+    recent = torch.matmul(probs[:, :, None, 1:].to(v.dtype), window)
+    return (probs[:, :, None, :1] * mean + recent.to(acc)).to(v.dtype)
+
+
+def _advance(window: Tensor, tail: Tensor, counts: Tensor, v: Tensor, pad: Optional[Tensor], step: int,
+             shared_tail: bool) -> int:
+    """Writes this step's value into the state of :func:`clipped_decoding_step` in place; returns its slot."""
+    acc, k = tail.dtype, window.size(2)
     # The key now at distance K joins the tail (or, unshared, is the tail):
     # position n-K, in the slot that this step's value overwrites.
     slot = step % k if k else 0
-    if k:
-        entering, valid = window[:, :, slot: slot + 1].to(acc), counts[:, slot + 1: slot + 2].clone()
+    if pad is not None:  # a pad key's value is stored as 0, so that it adds nothing when it joins the tail
+        v = v.masked_fill(pad[:, None, :, None], 0.0)
+    if k:  # the slot's count (1, or 0 for a pad or before the start) is read before this step overwrites it
+        entering, valid = window[:, :, slot: slot + 1].to(acc), counts[:, slot + 1: slot + 2]
     else:
-        entering, valid = v.to(acc), (1.0 - pad.to(acc)) if pad is not None else counts.new_ones(batch, 1)
-    entering = entering.masked_fill(valid[:, :, None, None] == 0, 0.0)
+        entering, valid = v.to(acc), (1.0 - pad.to(acc)) if pad is not None else 1.0
     if shared_tail:
         counts[:, :1] += valid
         tail += entering
@@ -82,13 +102,4 @@ def clipped_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int,
     if k:
         window[:, :, slot: slot + 1] = v
         counts[:, slot + 1: slot + 2] = 1.0 if pad is None else (~pad).to(acc)
-
-    # log(count) on the tail's energy; -inf (log 0) where the tail or a slot holds no key.
-    bias = torch.log(counts).unsqueeze(1)  # B x 1 x (K+1)
-    probs = torch.softmax(energy[:, :, _slot_order(k, slot, v.device)] + bias, dim=-1)
-    # Before any real key (pads only) the row is 0, not NaN, as masked_softmax makes it.
-    probs = probs.masked_fill((counts == 0).all(dim=1, keepdim=True).unsqueeze(-1), 0.0)
-    probs = F.dropout(probs, p=dropout, training=training)
-    mean = tail / counts[:, :1].clamp(min=1.0).view(batch, 1, 1, 1)
-    recent = torch.matmul(probs[:, :, None, 1:].to(v.dtype), window)
-    return (probs[:, :, None, :1] * mean + recent.to(acc)).to(v.dtype)
+    return slot

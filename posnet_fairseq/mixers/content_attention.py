@@ -50,11 +50,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .. import families
-from .attention import masked_softmax, real_positions
+from .attention import masked_softmax, real_positions, softmax_masks
 from .base import Mixer
 from .state_reorder import COPY
 
 PAD_KEY = "prev_key_padding_mask"
+# First size of a DistanceBias's decoding table (as PosNet's folded tables, posnet.FOLD_START); it doubles.
+FOLD_START = 128
 
 
 class DistanceBias(nn.Module):
@@ -63,12 +65,52 @@ class DistanceBias(nn.Module):
     A subclass gives :meth:`profile`, the bias of every head at a 1-D tensor
     of distances; :meth:`forward` evaluates it once per distance that occurs
     and gathers B x H x T x S from that table, so the cost per logit is that
-    of indexing, whatever the profile computes.
+    of indexing, whatever the profile computes. ``FIXED``: the profile has no
+    parameters, so its bias is the same in every layer of a call.
+
+    After ``make_generation_fast_`` (fairseq-generate), a decoding step in eval
+    mode reads its row from a table of the profile at distances 1 - N .. 0,
+    made at the first step and doubled when a longer prefix needs it, instead
+    of evaluating the profile in every layer at every step.
     """
+
+    FIXED = False
+
+    def __init__(self):
+        super().__init__()
+        self.folded = False
+        # The profile at distances 1 - N .. 0 (H x N, fp32): a plain attribute, made on the device of its step.
+        self.decoding_table = None
 
     def profile(self, distances: Tensor) -> Tensor:
         """H x N fp32 biases at the N distances j - i (a 1-D long tensor)."""
         raise NotImplementedError(f"{type(self).__name__} must implement profile(distances)")
+
+    def make_generation_fast_(self, **kwargs):
+        self.folded = True
+        self.decoding_table = None
+
+    def decoding_row(self, reach: int, device) -> Tensor:
+        """The bias of one query at position ``reach`` - 1 over keys 0 .. reach - 1: H x reach."""
+        if not (self.folded and not self.training):
+            return self.profile(torch.arange(1 - reach, 1, device=device))
+        table = self.decoding_table
+        if table is None or table.size(1) < reach or table.device != torch.device(device):
+            size = max(reach, FOLD_START if table is None else 2 * table.size(1))
+            with torch.no_grad():
+                table = self.decoding_table = self.profile(torch.arange(1 - size, 1, device=device))
+        return table[:, table.size(1) - reach:]
+
+    @staticmethod
+    def distance_index(length: int, device):
+        """The distances -T .. T at which a teacher-forced T x T bias evaluates the profile, and the T x T
+        index of j - i into them: the same in every layer of a call (``ForwardContext.shared``)."""
+        columns = torch.arange(length, device=device)
+        return torch.arange(-length, length + 1, device=device), columns.unsqueeze(0) - columns.unsqueeze(1) + length
+
+    def gather(self, distances: Tensor, index: Tensor) -> Tensor:
+        """1 x H x T x S: the profile at ``distances``, gathered at ``index`` (T x S) into them."""
+        return self.profile(distances)[:, index].unsqueeze(0)
 
     def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
         # Self-attention positions are 0-based and below max(T, S) (a decoding
@@ -78,7 +120,7 @@ class DistanceBias(nn.Module):
         if query_positions.size(-1) == 1 and query_positions.size(0) == 1:
             # One query for the whole batch (a decoding step): at position S - 1,
             # so its row is the profile at distances 1 - S .. 0, with no gather.
-            return self.profile(torch.arange(1 - reach, 1, device=query_positions.device))[None, :, None, :]
+            return self.decoding_row(reach, query_positions.device)[None, :, None, :]
         distances = key_positions.unsqueeze(1) - query_positions.unsqueeze(2)  # B x T x S, j - i
         table = self.profile(torch.arange(-reach, reach + 1, device=distances.device))  # H x (2 reach + 1)
         return table[:, distances + reach].transpose(0, 1)  # H x B x T x S -> B x H x T x S
@@ -103,6 +145,7 @@ class ContentAttention(Mixer):
         self.k_proj = nn.Linear(embed_dim, embed_dim)
         self.v_proj = nn.Linear(embed_dim, embed_dim)
         self.out_proj = nn.Linear(embed_dim, embed_dim)
+        self.shared_bias = shared_bias
         if shared_bias:  # owned (and registered) by the encoder/decoder: referred to, not registered again
             object.__setattr__(self, "position_bias", bias)
         else:
@@ -132,23 +175,26 @@ class ContentAttention(Mixer):
         k = self.split_heads(self.k_proj(key))
         v = self.split_heads(self.v_proj(value))
         pad = key_padding_mask
+        shift_invariant = isinstance(self.position_bias, DistanceBias)
         if incremental_state is None:
-            query_pos = real_positions(pad, batch, length, query.device)
+            # Positions, masks, RoPE's rotation and distance grids depend on the call's padding and length
+            # only: made once per call for every layer (ForwardContext.shared), each launch counting on a GPU.
+            query_pos = key_pos = self._positions(pad, batch, length, query.device)
         else:
             buffer = self._get_input_buffer(incremental_state)
             query_pos = self.decoding_steps(buffer, batch, length, query.device)
         if self.transform is not None:
             # Self-attention: this call's keys are its queries' tokens, at the same positions.
-            context = self.forward_context
-            drawn = None if context is None else context.positions
-            rotation = self.transform.rotation(query_pos if drawn is None else drawn, q.device,
-                                               None if context is None else context.source_lengths)
-            q, k = self.transform.rotate(q, rotation), self.transform.rotate_key(k, rotation)
+            q, k = self._rotate(q, k, query_pos, incremental_state)
         if incremental_state is None:
-            key_pos = query_pos
-            # Column indices: they differ from the real positions by one shift per
-            # sentence (left padding), which no distance changes.
-            query_cols = key_cols = torch.arange(length, device=query.device).unsqueeze(0)
+            # Only a masked pad can leave a row without keys (a causal row sees itself).
+            masks = self.shared(("softmax_masks", length, self.causal), lambda: softmax_masks(
+                self._teacher_forced_mask(pad, length, query.device), pad is not None), pad)
+            bias = None
+            if shift_invariant:
+                bias = self._distance_bias(length, query.device)
+            elif self.position_bias is not None:
+                bias = self.position_bias(query_pos, key_pos)
         else:
             past = 0 if "prev_key" not in buffer else buffer["prev_key"].size(2)
             k, v, pad, key_pos = self.cache_self_attention(incremental_state, buffer, pad,
@@ -156,25 +202,74 @@ class ContentAttention(Mixer):
                                                            prev_key=k, prev_value=v)
             # Every row decodes the same step: the columns are the positions.
             query_cols, key_cols = query_pos[:1], key_pos[:1]
-
-        invalid = None if pad is None else pad[:, None, None, :].bool()
-        if self.causal and (incremental_state is None or length > 1):  # one decoding step sees only its past
-            future = (key_cols.unsqueeze(1) > query_cols.unsqueeze(2)).unsqueeze(1)  # 1 x 1 x T x S
-            invalid = future if invalid is None else invalid | future
-        bias = None
-        if self.position_bias is not None:
-            # A distance-only bias is the same for every sentence: computed once (1 x H x T x S).
-            shift_invariant = isinstance(self.position_bias, DistanceBias)
-            bias = (self.position_bias(query_cols, key_cols) if shift_invariant
-                    else self.position_bias(query_pos, key_pos))
+            invalid = None if pad is None else pad[:, None, None, :].bool()
+            if self.causal and length > 1:  # one decoding step sees only its past
+                future = (key_cols.unsqueeze(1) > query_cols.unsqueeze(2)).unsqueeze(1)  # 1 x 1 x T x S
+                invalid = future if invalid is None else invalid | future
+            masks = softmax_masks(invalid, pad is not None)
+            bias = None
+            if self.position_bias is not None:
+                # A distance-only bias is the same for every sentence: computed once (1 x H x T x S).
+                bias = (self.position_bias(query_cols, key_cols) if shift_invariant
+                        else self.position_bias(query_pos, key_pos))
         # Decoding (one query per step) runs the explicit matrix products: for a
         # single query torch's fused CPU kernel took 1.4-2.6x their time (S = 30-200).
         if need_weights or need_head_weights or incremental_state is not None:
-            out, probs = self._attend_with_weights(q, k, v, bias, invalid)
+            out, probs = self._attend_with_weights(q, k, v, bias, masks)
             weights = self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
         else:
-            out, weights = self._attend(q, k, v, bias, invalid), None
+            out, weights = self._attend(q, k, v, bias, masks), None
         return self.merge_heads(out), weights
+
+    def _positions(self, pad: Optional[Tensor], batch: int, length: int, device) -> Optional[Tensor]:
+        """Teacher-forced real positions (B x T), or None where no hook reads them (a distance-only bias
+        takes column indices; a transform given drawn positions takes those)."""
+        drawn = None if self.forward_context is None else self.forward_context.positions
+        reads = (self.transform is not None and drawn is None) or not (
+            self.position_bias is None or isinstance(self.position_bias, DistanceBias))
+        if not reads:
+            return None
+        return self.shared(("positions", length), lambda: real_positions(pad, batch, length, device), pad)
+
+    def _rotate(self, q: Tensor, k: Tensor, query_pos: Optional[Tensor], incremental_state):
+        """The transform's queries and keys at the call's positions (drawn ones where the side drew them).
+        Its rotation is the same in every layer with the same transform: teacher-forced, the positions come
+        from the padding mask every layer is given; decoding, every layer of a call is at the same steps
+        (each layer counts them in its own state, all in step), so the call's incremental state anchors them."""
+        context = self.forward_context
+        drawn = None if context is None else context.positions
+        positions = query_pos if drawn is None else drawn
+        lengths = None if context is None else context.source_lengths
+
+        def rotation():
+            return self.transform.rotation(positions, q.device, lengths)
+
+        key = ("rotation", type(self.transform), self.transform.extra_repr(), positions.size(-1))
+        rotation = self.shared(key, rotation, positions if incremental_state is None else incremental_state)
+        return self.transform.rotate(q, rotation), self.transform.rotate_key(k, rotation)
+
+    def _teacher_forced_mask(self, pad: Optional[Tensor], length: int, device) -> Optional[Tensor]:
+        """The keys a teacher-forced query may not see: pads, and in causal attention the future (B|1 x 1 x
+        T x T)."""
+        invalid = None if pad is None else pad[:, None, None, :].bool()
+        if self.causal:
+            columns = torch.arange(length, device=device)
+            future = (columns.unsqueeze(0) > columns.unsqueeze(1))[None, None]  # 1 x 1 x T x T
+            invalid = future if invalid is None else invalid | future
+        return invalid
+
+    def _distance_bias(self, length: int, device) -> Tensor:
+        """The teacher-forced 1 x H x T x T distance bias; the distance grid is shared by the layers of a call,
+        and so is the bias itself where it is the same in every layer: ``FIXED`` (no parameters) or one module
+        for all layers (``shared_bias``, T5)."""
+        bias = self.position_bias
+        distances, index = self.shared(("distance_index", length), lambda: bias.distance_index(length, device))
+        if bias.FIXED:
+            return self.shared(("fixed_bias", type(bias), bias.extra_repr(), length),
+                                lambda: bias.gather(distances, index))
+        if self.shared_bias:
+            return self.shared(("shared_bias", id(bias), length), lambda: bias.gather(distances, index))
+        return bias.gather(distances, index)
 
     def _pad_history(self, buffer, pad: Optional[Tensor], past: int) -> Optional[str]:
         """The buffer key of the cached key padding mask, or None while no step has had a pad key.
@@ -189,14 +284,11 @@ class ContentAttention(Mixer):
             self.keep_state(buffer, PAD_KEY, torch.zeros(pad.size(0), past, dtype=torch.bool, device=pad.device), COPY)
         return PAD_KEY
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], invalid: Optional[Tensor]) -> Tensor:
-        """softmax(q k^T / sqrt(d_h) + bias, masked) v through torch's fused scaled_dot_product_attention."""
-        empty = None
-        if invalid is not None:
-            # A row without any valid key (only a pad query can have one) sees
-            # everything and is zeroed afterwards, as masked_softmax does.
-            empty = invalid.all(dim=-1, keepdim=True)
-            invalid = invalid & ~empty
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], masks) -> Tensor:
+        """softmax(q k^T / sqrt(d_h) + bias, masked) v through torch's fused scaled_dot_product_attention
+        (``masks``: :func:`.attention.softmax_masks`: a row without any valid key sees everything and is zeroed
+        afterwards, as masked_softmax does)."""
+        invalid, empty = masks
         if bias is None:
             mask = None if invalid is None else ~invalid
         else:
@@ -206,24 +298,27 @@ class ContentAttention(Mixer):
                                              dropout_p=self.dropout if self.training else 0.0)
         return out if empty is None else out.masked_fill(empty, 0.0)
 
-    def _attend_with_weights(self, q, k, v, bias, invalid):
+    def _attend_with_weights(self, q, k, v, bias, masks):
         """The same function as explicit products (fp32 softmax), returning the B x H x T x S weights too."""
         logits = torch.matmul(q * self.head_dim ** -0.5, k.transpose(-1, -2)).float()
         if bias is not None:
             logits = logits + bias
-        probs = masked_softmax(logits, invalid)
+        probs = masked_softmax(logits, None, masks=masks)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
         return torch.matmul(dropped.to(v.dtype), v), probs
 
 
-def scheme_family(prefix, mixer, what, encoder_mixer=None):
+def scheme_family(prefix, mixer, what, encoder_mixer=None, ctranslate2=families.NO_POSITION_EMBEDDINGS):
     """The presets of a position scheme on content attention (families.py): the scheme in every
     self-attention instead of the token position embeddings, as in the schemes' papers; cross attention
     stays MHA (no distance between a target and a source position; T5 uses no bias there). A scheme
-    defined for causal attention only names the encoder's mixer (``encoder_mixer``)."""
+    defined for causal attention only names the encoder's mixer (``encoder_mixer``). Without position
+    embeddings, CTranslate2's fairseq converter refuses the model (``ctranslate2``: a converter that takes
+    the scheme makes it ``families.CONVERTS``)."""
     return families.Family(
         prefix, what,
         {"encoder_self_mixer": encoder_mixer or mixer, "decoder_self_mixer": mixer,
          "no_token_positional_embeddings": True},
         {"tiny": families.TESTS, "small": families.NO_TABLE, "base": families.NO_TABLE, "big": families.NO_TABLE},
-        benchmark="mechanism")
+        benchmark="mechanism",
+        ctranslate2=ctranslate2)

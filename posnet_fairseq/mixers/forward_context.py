@@ -14,6 +14,9 @@ lengths. What a mixer needs beyond it, and what must be the same for every layer
   reads them from the encoder output, whose rows follow beam search.
 
 A side holds one context, and every mixer built for it a reference (``MixerContext.forward_context``).
+Work that depends only on the call's positions and shapes (position grids, masks, RoPE's rotation) is
+the same in every layer: :meth:`ForwardContext.shared` computes it once per call for all of them, since on
+a GPU every operator is a kernel launch and the step is bound by launches (issue 48).
 """
 import contextlib
 from typing import Optional
@@ -30,6 +33,19 @@ class ForwardContext:
         # How many modules of the side read ``positions`` (token position embeddings, q/k transforms):
         # an augmentation that no module reads is refused at model build.
         self.position_readers = 0
+        # key -> (anchor, value) of shared(), while a call is under way (None outside one)
+        self._shared = None
+
+    def shared(self, key, make, anchor=None):
+        """``make()``, made once per call for every layer that asks with the same ``key`` and the same
+        ``anchor`` (an input tensor the value depends on, compared by identity: the padding mask every
+        layer of a side is given); made afresh outside a call."""
+        if self._shared is None:
+            return make()
+        entry = self._shared.get(key)
+        if entry is None or entry[0] is not anchor:
+            entry = self._shared[key] = (anchor, make())
+        return entry[1]
 
     @contextlib.contextmanager
     def call(self, positions: Optional[Tensor] = None, position_bound: Optional[int] = None,
@@ -37,7 +53,8 @@ class ForwardContext:
         """``positions`` with their ``position_bound``, and ``source_lengths``, for the mixers, until the call
         ends."""
         self.positions, self.position_bound, self.source_lengths = positions, position_bound, source_lengths
+        self._shared = {}
         try:
             yield self
         finally:
-            self.positions = self.position_bound = self.source_lengths = None
+            self.positions = self.position_bound = self.source_lengths = self._shared = None

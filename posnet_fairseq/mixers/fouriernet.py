@@ -70,7 +70,8 @@ families.declare(
     __name__, "FourierNet", "posnet",
     families.Family("fouriernet_transformer", "FourierNet in the encoder, MHA elsewhere (63.4M; 63.35M here)",
                     {"encoder_self_mixer": "fouriernet"},
-                    {"tiny": families.TESTS, "small": "the PosNet paper's small size (in no table)",
-                     "base": "PosNet Table 2", "big": "the PosNet paper's big size (in no table)"},
-                    benchmark="mechanism"),
+                    {"tiny": families.TESTS, "small": "PosNet Table 3 (small De-En)", "base": "PosNet Table 2",
+                     "big": "PosNet Table 3 (big En-De)"},
+                    benchmark="mechanism",
+                    ctranslate2=families.OWN_PARAMETERS),
 )

@@ -191,6 +191,8 @@ class HardCodedSelfAttention(_HardCodedAttention):
         super().__init__(embed_dim, num_heads, embed_dim, offsets, sigma, kernel, bias, weight_dropout)
         self.causal = causal
         self.window = self.decoding_window(max_length, offsets) if causal else None
+        # (device, dtype) -> the window's weights: the same at every decoding step, so made once, not per step.
+        self._window_weights = {}
 
     def extra_repr(self):
         return f"{super().extra_repr()}, causal={self.causal}, window={self.window}"
@@ -270,13 +272,19 @@ class HardCodedSelfAttention(_HardCodedAttention):
         keys = torch.cat([window, v], dim=2)
         self.keep_state(buffer, "window", keys[:, :, -self.window:], COPY)  # a view of this step's keys
         self._set_input_buffer(incremental_state, buffer)
-        # Every query weighs the window that ends at itself alike (1 x H x 1 x window).
-        weights = self._causal_weights(0, self.window).unsqueeze(1).unsqueeze(0)
-        if self.weight_dropout and self.training:  # as _mix does (fairseq never decodes in training mode)
-            weights = F.dropout(weights.expand(B, H, 1, self.window), self.weight_dropout, training=True)
-        weights = weights.to(v.dtype)
-        mixed = torch.cat([torch.matmul(weights, keys[:, :, t + 1: t + 1 + self.window]) for t in range(T)], dim=2)
-        return self.merge_heads(mixed), None
+        dropout = self.weight_dropout and self.training  # as _mix does (fairseq never decodes in training mode)
+        weights = self._step_weights(v.device, torch.float32 if dropout else v.dtype)
+        if dropout:
+            weights = F.dropout(weights.expand(B, H, 1, self.window), self.weight_dropout, training=True).to(v.dtype)
+        blocks = [torch.matmul(weights, keys[:, :, t + 1: t + 1 + self.window]) for t in range(T)]
+        return self.merge_heads(blocks[0] if T == 1 else torch.cat(blocks, dim=2)), None  # (a step: no copy)
+
+    def _step_weights(self, device, dtype):
+        """A decoding step's 1 x H x 1 x window weights in ``dtype``: every query weighs its window alike."""
+        key = (device, dtype)
+        if key not in self._window_weights:
+            self._window_weights[key] = self._causal_weights(0, self.window).unsqueeze(1).unsqueeze(0).to(dtype)
+        return self._window_weights[key]
 
 
 @register_mixer(
@@ -369,23 +377,24 @@ families.declare(
     __name__, "hard-coded Gaussian attention", "hc_gaussian",
     families.Family(
         "hc_gaussian", "HC-SA: hard-coded encoder and decoder self-attention, learned cross attention", _HC_SA,
-        {"tiny": families.TESTS, "iwslt": "You et al. Tables 2 (small datasets), 5 (En-De), 6 and 7 (HC-SA)",
-         "base": "You et al. Tables 2 (large datasets), 3 and 5 (En-Ro) (HC-SA)"},
-        unsuffixed_base=True, benchmark="mechanism"),
+        {"tiny": families.TESTS, "iwslt": "You et al. Tables 2 (small datasets), 5 and 7 (HC-SA; also Table 6, "
+                                          "which has no recipe)",
+         "base": "You et al. Tables 2 (large datasets) and 3 (HC-SA)"},
+        unsuffixed_base=True, benchmark="mechanism", ctranslate2=families.OWN_PARAMETERS),
     families.Family(
         "hc_gaussian_all", "HC-ALL: hard-coded cross attention as well", {**_HC_SA, "cross_mixer": "hc_gaussian_cross"},
         {"tiny": families.TESTS, "iwslt": "You et al. Table 2 (small datasets, HC-ALL)",
          "base": "You et al. Table 2 (large datasets, HC-ALL)"},
-        unsuffixed_base=True),
+        unsuffixed_base=True, ctranslate2=families.OWN_PARAMETERS),
     families.Family(
         "hc_gaussian_shx", "SH-X: HC-SA with a single learned cross head (dim D) in the last decoder layer and no "
         "cross attention elsewhere", {**_HC_SA, "cross_mixer": _learned_cross_layers},
         {"tiny": families.TESTS, "iwslt": "You et al. Table 2 (small datasets) and Table 7 (SH-X)",
          "base": "You et al. Table 2 (large datasets) and Table 3 (SH-X)"},
-        unsuffixed_base=True, benchmark="mechanism"),
+        unsuffixed_base=True, benchmark="mechanism", ctranslate2=families.OWN_PARAMETERS),
     families.Family(
         "hc_gaussian_shx_nosa", "SH-X -SA: SH-X's cross attention and no self-attention sub-layers",
         {"encoder_self_mixer": "none", "decoder_self_mixer": "none", "cross_mixer": _learned_cross_layers},
         {"tiny": families.TESTS, "iwslt": "You et al. Table 7 (SH-X/-SA)", "base": "You et al. Table 3 (SH-X/-SA)"},
-        unsuffixed_base=True),
+        unsuffixed_base=True, ctranslate2=families.OWN_PARAMETERS),
 )

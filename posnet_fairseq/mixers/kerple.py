@@ -54,4 +54,5 @@ class KerpleAttention(ContentAttention):
 
     @classmethod
     def build(cls, ctx):
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=KerpleLogBias(ctx.num_heads))
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=KerpleLogBias(ctx.num_heads),
+                   forward_context=ctx.forward_context)

@@ -159,13 +159,17 @@ families.declare(
     __name__, "AppTek light convolution", "posnet",
     families.Family("lightconv_apptek_transformer", "light convolution (+-16) in encoder and decoder "
                     "self-attention (Table 5 \"Light Convolution\")", _LIGHTCONV,
-                    {"tiny": families.TESTS, "small": _SMALL, "base": "PosNet Tables 2 and 5 (Light Convolution)",
-                     "big": _BIG}, benchmark="mechanism"),
+                    {"tiny": families.TESTS, "small": "PosNet Table 3 (small De-En)",
+                     "base": "PosNet Tables 2 and 5 (Light Convolution)", "big": "PosNet Table 3 (big En-De)"},
+                    benchmark="mechanism",
+                    ctranslate2=families.OWN_PARAMETERS),
     families.Family("lightconv_apptek_gated_transformer", "+ GeLU gating at both self sites (Table 5 \"+ GeLU "
                     "gating\")", _GATED,
-                    {"tiny": families.TESTS, "small": _SMALL, "base": "PosNet Table 5 (+ GeLU gating)", "big": _BIG}),
+                    {"tiny": families.TESTS, "small": _SMALL, "base": "PosNet Table 5 (+ GeLU gating)", "big": _BIG},
+                    ctranslate2=families.OWN_PARAMETERS),
     families.Family("lightconv_apptek_global_transformer", "gated + global context (Table 5 \"+ global context\")",
                     {**_GATED, "lightconv_global_context": True},
                     {"tiny": families.TESTS, "small": _SMALL, "base": "PosNet Table 5 (+ global context)",
-                     "big": _BIG}),
+                     "big": _BIG},
+                    ctranslate2=families.OWN_PARAMETERS),
 )

@@ -154,4 +154,9 @@ class LinearAttention(Mixer):
 # The presets (families.py): the AAN+ paper's baseline; its base size has no suffix, as in that paper.
 families.declare(__name__, "linear attention", "aan-baselines", baseline_family(
     "linear_attention", "linear_attention", "linear attention",
-    "linear attention (Katharopoulos et al., 2020) in every decoder self-attention"))
+    "linear attention (Katharopoulos et al., 2020) in every decoder self-attention",
+    # MultiheadAttention's parameter names: fairseq's Transformer loads it, as softmax attention
+    families.NotConverted("converted, but as fairseq's Transformer, which has no counterpart of "
+                          "--decoder-self-mixer linear_attention",
+                          "it loads (MultiheadAttention's parameter names) and converts, but as softmax attention: "
+                          "`convert` refuses it, naming the plugin flag the converted model would ignore")))

@@ -120,13 +120,15 @@ def _table_length(args):
 
 _LINEARNET = {"encoder_self_mixer": "linearnet", "decoder_self_mixer": "linearnet", "linearnet_max_length": 128,
              "max_source_positions": _table_length, "max_target_positions": _table_length}
-_SIZES = {"tiny": families.TESTS, "small": "the PosNet paper's small size (in no table)",
-          "base": "PosNet Tables 2 and 6", "big": "the PosNet paper's big size (in no table)"}
+_SIZES = {"tiny": families.TESTS, "small": "PosNet Table 3 (small De-En)", "base": "PosNet Table 2",
+          "big": "PosNet Table 3 (big En-De)"}
 families.declare(
     __name__, "LinearNet", "posnet",
     families.Family("linearnet_transformer", "LinearNet in encoder and decoder self-attention, N = 128 (base: 61.8M "
-                    "in the paper, 61.77M here)", _LINEARNET, _SIZES),
+                    "in the paper, 61.77M here)", _LINEARNET, _SIZES,
+                    ctranslate2=families.OWN_PARAMETERS),
     families.Family("glinearnet_transformer", "the same with gating at both self sites (65.0M; 64.93M here)",
                     {**_LINEARNET, "encoder_self_gating": "on", "decoder_self_gating": "on"}, _SIZES,
-                    benchmark="mechanism"),
+                    benchmark="mechanism",
+                    ctranslate2=families.OWN_PARAMETERS),
 )

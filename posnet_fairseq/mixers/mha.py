@@ -23,12 +23,15 @@ families.declare(
     families.Family(
         "posnet_transformer", "every site `mha`: numerically fairseq's `transformer`", {},
         {"tiny": families.TESTS, "small": "the Transformer row of PosNet Table 3 (small De-En)",
-         "base": "the Transformer rows of PosNet Tables 2, 4, 6; AAN+ Tables 2, 6, 7; You et al. Table 2 (WMT)",
+         "base": "the Transformer rows of PosNet Tables 2, 4, 6; AAN+ Tables 2, 4, 5, 6, 7; You et al. Tables 2 "
+                 "(WMT), 3 and 7",
          "big": "the Transformer rows of PosNet Table 3 (big En-De) and AAN+ Table 4 (big)"},
-        bare_alias=True, benchmark="baseline", short="transformer"),
+        bare_alias=True, benchmark="baseline", short="transformer",
+        ctranslate2=families.CONVERTS),
     families.Family(
         "nope_transformer", "NoPE: `mha` everywhere and no position embeddings (only the decoder's causal mask "
         "tells order)", {"no_token_positional_embeddings": True},
         {"tiny": families.TESTS, "small": families.NO_TABLE, "base": families.NO_TABLE, "big": families.NO_TABLE},
-        benchmark="mechanism", page="position-schemes"),
+        benchmark="mechanism", page="position-schemes", title="NoPE",
+        ctranslate2=families.NO_POSITION_EMBEDDINGS),
 )

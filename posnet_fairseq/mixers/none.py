@@ -37,5 +37,6 @@ families.declare(
         "transformer_nosa", "BASE -SA: the Transformer without self-attention sub-layers (encoder and decoder)",
         {"encoder_self_mixer": "none", "decoder_self_mixer": "none"},
         {"tiny": families.TESTS, "iwslt": "You et al. Table 7 (BASE/-SA)", "base": "You et al. Table 3 (BASE/-SA)"},
-        unsuffixed_base=True, benchmark="ceiling", page="hc_gaussian"),
+        unsuffixed_base=True, benchmark="ceiling", page="hc_gaussian",
+        ctranslate2=families.OWN_PARAMETERS),
 )

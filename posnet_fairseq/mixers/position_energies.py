@@ -13,6 +13,7 @@ rPosNet's constant-state decoding is in ``posnet_decoding.py``; aPosNet and
 arPosNet decode with the whole prefix cached (``PositionAttention.forward``).
 """
 import math
+import warnings
 from typing import Optional
 
 import torch
@@ -42,16 +43,35 @@ def sinusoids(length, dim, layout="fairseq"):
     return table
 
 
+OLD_LAYOUT = ("a PosNet checkpoint from before the energy terms were modules: its weights load, but its "
+              "optimizer state does not fit the new parameter order; resume training from it with --reset-optimizer")
+
+
+def rename_old_keys(state_dict, prefix, terms):
+    """Renames, in ``state_dict``, the keys of a PosNet mixer at ``prefix`` from a checkpoint from before the
+    energy terms were modules (regression fixtures, posnet-precompute checkpoints): their parameters sat on
+    the mixer under the terms' old names. ``terms``: {attribute name on the mixer: term or None}."""
+    for name, term in terms.items():
+        for old, new in (term.OLD_NAMES.items() if term is not None else ()):
+            for key in [k for k in state_dict if k == prefix + old or k.startswith(f"{prefix}{old}.")]:
+                state_dict[f"{prefix}{name}.{new}{key[len(prefix + old):]}"] = state_dict.pop(key)
+                # The weights carry over; the parameter order, and with it a stored optimizer state, does not.
+                warnings.warn(OLD_LAYOUT)
+
+
 class ModelPositions:
     """rPosNet's position queries p_n: the model's own position embeddings, through the LayerNorm shared
     by all layers of the encoder / of the decoder, then dropout at the model rate.
 
     Not a module: the embedding and the LayerNorm are owned (and registered) by the encoder/decoder,
-    so a mixer refers to them without registering them again.
+    so a mixer refers to them without registering them again. The LayerNorm'd vectors are therefore the
+    same in every layer of a call: made once for all of them (``forward_context``, the side's
+    :class:`~.forward_context.ForwardContext`), each layer drawing its own dropout.
     """
 
-    def __init__(self, embedding, norm, dim: int, dropout: float, owner: str):
+    def __init__(self, embedding, norm, dim: int, dropout: float, owner: str, forward_context=None):
         self.embedding, self.norm, self.dim, self.dropout, self.owner = embedding, norm, dim, dropout, owner
+        self.forward_context = forward_context
 
     def limit(self) -> Optional[int]:
         """Positions the embedding has (None: sinusoidal, no limit)."""
@@ -59,6 +79,15 @@ class ModelPositions:
 
     def __call__(self, lo: int, hi: int, training: bool) -> Tensor:
         """LN'd (and dropped-out) vectors of positions lo..hi-1: (hi-lo) x D, fp32."""
+        if self.forward_context is None:
+            vectors = self.normed(lo, hi)
+        else:
+            vectors = self.forward_context.shared(("model_positions", id(self.norm), lo, hi),
+                                                  lambda: self.normed(lo, hi))
+        return F.dropout(vectors, self.dropout, training)
+
+    def normed(self, lo: int, hi: int) -> Tensor:
+        """The LN'd vectors of positions lo..hi-1, before dropout."""
         module, norm = self.embedding, self.norm
         offset = module.padding_idx + 1  # fairseq's position index of the first real token
         if isinstance(module, LearnedPositionalEmbedding):
@@ -69,8 +98,7 @@ class ModelPositions:
         else:
             vectors = SinusoidalPositionalEmbedding.get_embedding(offset + hi, self.dim, module.padding_idx)
             vectors = vectors[offset + lo:].to(norm.weight.device)
-        vectors = layer_norm_fp32(norm, vectors)
-        return F.dropout(vectors, self.dropout, training)
+        return layer_norm_fp32(norm, vectors)
 
 
 class EnergyTerm(nn.Module):
@@ -117,6 +145,8 @@ class RelativeEnergies(EnergyTerm):
         self.positions = positions  # ModelPositions (None in a precomputed term)
         self.q_proj = None if precomputed else nn.Linear(embed_dim, embed_dim)
         self.keys = None if precomputed else nn.Parameter(torch.empty(2 * max_relative + 1, embed_dim))
+        # (the table's identity, its rows for decoder self-attention): made by posnet_decoding.self_energies.
+        self.decoding_rows = None
 
     def projections(self):
         return [] if self.q_proj is None else [self.q_proj]
@@ -124,7 +154,7 @@ class RelativeEnergies(EnergyTerm):
     def limit(self) -> Optional[int]:
         return self.positions.limit()
 
-    def keys_needed(self, key_pos: Tensor) -> int:
+    def keys_needed(self, key_pos: Tensor, bound: Optional[int] = None) -> int:
         return 0  # the table's width is the 2K+1 slots, whatever the keys
 
     def compute(self, lo, hi, keys, training):
@@ -140,11 +170,12 @@ class RelativeEnergies(EnergyTerm):
         """floor(gamma n) of Eq. 10: the key position of slot K."""
         return query_pos if self.length_ratio == 1.0 else torch.floor(query_pos.double() * self.length_ratio).long()
 
-    def energies(self, table, rows, query_pos, key_pos):
-        """H x B x T x S energies out of ``table`` (H x n x (2K+1)), ``rows`` B x T x 1 indexing its n."""
+    def index(self, rows, query_pos, key_pos):
+        """The indices of the B x T x S energies into the table's dims 1 and 2 (H x n x (2K+1)), ``rows``
+        B x T x 1 indexing its n."""
         slot = (key_pos.unsqueeze(1) - self.anchors(query_pos).unsqueeze(2)).clamp(-self.max_relative,
                                                                                    self.max_relative)
-        return table[:, rows, slot + self.max_relative]
+        return rows, slot + self.max_relative
 
     def table_form(self, table):
         """A term holding only ``table`` (H x N x (2K+1)), as posnet-precompute stores it."""
@@ -162,6 +193,8 @@ class AbsoluteEnergies(EnergyTerm):
 
     ``s`` are sinusoids (``sinusoid_layout``, dropout at the model rate), or, with ``shared`` (arPosNet
     as the authors' code: ``--arposnet-absolute-positions shared``), rPosNet's :class:`ModelPositions`.
+    The sinusoids are the same in every layer: made once per call for all of them where the term has the
+    side's ``forward_context``, each layer drawing its own dropout.
     """
 
     LABEL = "aPosNet"
@@ -170,9 +203,10 @@ class AbsoluteEnergies(EnergyTerm):
     AXES = ("head", "query position", "key position")
 
     def __init__(self, embed_dim, num_heads, precomputed=0, sinusoid_layout="fairseq", position_dropout=0.0,
-                 shared=None):
+                 shared=None, forward_context=None):
         super().__init__(embed_dim, num_heads, precomputed, precomputed)
         self.sinusoid_layout, self.position_dropout, self.shared = sinusoid_layout, position_dropout, shared
+        self.forward_context = forward_context
         self.q_proj = None if precomputed else nn.Linear(embed_dim, embed_dim)
         self.k_proj = None if precomputed else nn.Linear(embed_dim, embed_dim)
 
@@ -182,8 +216,9 @@ class AbsoluteEnergies(EnergyTerm):
     def limit(self) -> Optional[int]:
         return None if self.shared is None else self.shared.limit()
 
-    def keys_needed(self, key_pos: Tensor) -> int:
-        return int(key_pos.max()) + 1
+    def keys_needed(self, key_pos: Tensor, bound: Optional[int] = None) -> int:
+        """Key positions the table must have: ``bound`` where the caller knows it, else read from the device."""
+        return int(key_pos.max()) + 1 if bound is None else bound
 
     def compute(self, lo, hi, keys, training):
         # One set of (dropped-out) vectors for queries and keys, as in
@@ -191,8 +226,14 @@ class AbsoluteEnergies(EnergyTerm):
         if self.shared is not None:
             vectors = self.shared(0, max(hi, keys), training)
         else:
-            vectors = F.dropout(sinusoids(max(hi, keys), self.q_proj.in_features, self.sinusoid_layout).to(
-                self.q_proj.weight.device), self.position_dropout, training)
+            n, dim, device = max(hi, keys), self.q_proj.in_features, self.q_proj.weight.device
+
+            def made():
+                return sinusoids(n, dim, self.sinusoid_layout).to(device)
+
+            vectors = made() if self.forward_context is None else self.forward_context.shared(
+                ("sinusoids", n, dim, self.sinusoid_layout, device), made)
+            vectors = F.dropout(vectors, self.position_dropout, training)
         with autocast_off(vectors):
             q = self._project(self.q_proj, vectors[lo:hi])
             k = self._project(self.k_proj, vectors[:keys])
@@ -201,9 +242,10 @@ class AbsoluteEnergies(EnergyTerm):
     def lookup(self, lo, hi, keys):
         return self.table[:, lo:hi, :keys].float()
 
-    def energies(self, table, rows, query_pos, key_pos):
-        """H x B x T x S energies out of ``table`` (H x n x M), ``rows`` B x T x 1 indexing its n."""
-        return table[:, rows, key_pos.unsqueeze(1)]
+    def index(self, rows, query_pos, key_pos):
+        """The indices of the B x T x S energies into the table's dims 1 and 2 (H x n x M), ``rows`` B x T x 1
+        indexing its n."""
+        return rows, key_pos.unsqueeze(1)
 
     def table_form(self, table):
         """A term holding only ``table`` (H x N x N), as posnet-precompute stores it."""

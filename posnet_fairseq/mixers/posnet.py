@@ -58,7 +58,6 @@ mixer's ``table_form``) writes a checkpoint whose mixers hold only the tables
 (``posnet_precomputed = N`` in its arguments): inputs longer than N fail naming N.
 """
 import math
-import warnings
 
 import torch
 import torch.nn.functional as F
@@ -67,11 +66,11 @@ from torch import nn
 from .. import families, flags
 from ..sites import SITES
 from . import posnet_decoding
-from .attention import masked_softmax, real_positions
+from .attention import invalid_keys, masked_softmax, real_positions, softmax_masks
 from .base import Mixer
 from .gating import gated_where_mixer_of
 from .norms import LAYER_NORMS, layer_norm
-from .position_energies import AbsoluteEnergies, ModelPositions, RelativeEnergies
+from .position_energies import AbsoluteEnergies, ModelPositions, RelativeEnergies, rename_old_keys
 from .registry import register_mixer
 from .state_reorder import COPY
 
@@ -79,8 +78,6 @@ POSITION_NORM_KEY = "posnet_position_norm"
 # First size of the in-memory tables made by make_generation_fast_ (the
 # paper's maximum sentence length); they double when an input needs more.
 FOLD_START = 128
-OLD_LAYOUT = ("a PosNet checkpoint from before the energy terms were modules: its weights load, but its "
-              "optimizer state does not fit the new parameter order; resume training from it with --reset-optimizer")
 SINUSOID_LAYOUTS = ("fairseq", "apptek")
 ABSOLUTE_POSITIONS = ("sinusoids", "shared")
 
@@ -160,7 +157,8 @@ class PositionAttention(Mixer):
                     f"drop --no-token-positional-embeddings (the paper uses learned ones, "
                     f"{ctx.site.learned_pos_flag}, as the rposnet_* presets do)")
             norm = ctx.shared_module(POSITION_NORM_KEY, lambda: layer_norm(opts.posnet_position_norm, ctx.embed_dim))
-            positions = ModelPositions(ctx.embed_positions, norm, ctx.embed_dim, ctx.model_dropout, cls.NAME)
+            positions = ModelPositions(ctx.embed_positions, norm, ctx.embed_dim, ctx.model_dropout, cls.NAME,
+                                       ctx.forward_context)
         # Built in the order their parameters draw from the random generator since the first release.
         projections = (nn.Linear(ctx.kdim, ctx.embed_dim), nn.Linear(ctx.embed_dim, ctx.embed_dim))
         terms = []
@@ -169,20 +167,14 @@ class PositionAttention(Mixer):
                                           positions, precomputed))
         if absolute:
             terms.append(AbsoluteEnergies(ctx.embed_dim, ctx.num_heads, precomputed, opts.aposnet_sinusoids,
-                                          ctx.model_dropout, positions if shared else None))
+                                          ctx.model_dropout, positions if shared else None, ctx.forward_context))
         mixer = cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, ctx.site, terms, projections, ctx.dropout)
+        mixer.forward_context = ctx.forward_context
         mixer.reset_parameters()
         return mixer
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # Checkpoints from before the energy terms were modules (regression fixtures, posnet-precompute
-        # checkpoints): their parameters sat on the mixer under the terms' old names.
-        for name, term in (("relative", self.relative), ("absolute", self.absolute)):
-            for old, new in (term.OLD_NAMES.items() if term is not None else ()):
-                for key in [k for k in state_dict if k == prefix + old or k.startswith(f"{prefix}{old}.")]:
-                    state_dict[f"{prefix}{name}.{new}{key[len(prefix + old):]}"] = state_dict.pop(key)
-                    # The weights carry over; the parameter order, and with it a stored optimizer state, does not.
-                    warnings.warn(OLD_LAYOUT)
+        rename_old_keys(state_dict, prefix, {"relative": self.relative, "absolute": self.absolute})
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def max_positions(self):
@@ -214,16 +206,30 @@ class PositionAttention(Mixer):
                 "precompute again with a larger --max-length from the training checkpoint")
         return term.compute(lo, hi, keys, self.training)
 
-    def energies(self, query_pos, key_pos):
-        """Scaled fp32 energies B x H x T x S for B x T query and B x S key positions: the terms' sum."""
-        lo, hi = int(query_pos.min()), int(query_pos.max()) + 1
-        rows = (query_pos - lo).unsqueeze(2)  # B x T x 1
+    def energies(self, query_pos, key_pos, lo=None, hi=None, keys=None, shared=False, pad=None):
+        """Scaled fp32 energies B x H x T x S for B x T query and B x S key positions: the terms' sum. ``lo``
+        and ``hi``, the least query position and one past the largest, and ``keys``, one past the largest key
+        position, are read from the device unless given. ``shared``: a teacher-forced self-attention call,
+        whose index grids every layer shares (they depend on ``pad`` and shapes only)."""
+        lo, hi = int(query_pos.min()) if lo is None else lo, int(query_pos.max()) + 1 if hi is None else hi
+        rows = (query_pos - lo if lo else query_pos).unsqueeze(2)  # B x T x 1
         energy = None
         for term in self.terms:
-            table = self.term_energies(term, lo, hi, term.keys_needed(key_pos))
-            part = term.energies(table, rows, query_pos, key_pos)
+            table = self.term_energies(term, lo, hi, term.keys_needed(key_pos, keys))
+            grid = (term.TABLE_NAME, *term.export_index().values(), hi, query_pos.shape)
+            part = table[(slice(None), *(self.shared(grid, lambda: term.index(rows, query_pos, key_pos), pad)
+                                         if shared else term.index(rows, query_pos, key_pos)))]
             energy = part if energy is None else energy + part
         return energy.transpose(0, 1) * self.scaling
+
+    def _teacher_forced_self(self, pad, batch, length, device):
+        """Energies and mask of a teacher-forced self-attention call: positions, bound, index grids and mask made
+        once per call for every layer (Mixer.shared); the bound read from the device only where a pad is masked."""
+        positions = self.shared(("positions", length), lambda: real_positions(pad, batch, length, device), pad)
+        bound = self.shared(("bound", length), lambda: length if pad is None else int(positions.max()) + 1, pad)
+        energy = self.energies(positions, positions, 0, bound, bound, shared=True, pad=pad)
+        return energy, self.shared(("posnet_softmax_masks", length, self.causal), lambda: softmax_masks(
+            invalid_keys(pad, self.causal, None, batch, length, length, device), pad is not None), pad)
 
     # ----- inference precomputation (paper section 4) -----
 
@@ -249,8 +255,7 @@ class PositionAttention(Mixer):
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
-        # attn_mask (fairseq's -inf future mask, given only when not
-        # incremental) is not used: causality comes from the step indices.
+        # attn_mask (fairseq's future mask, given only when not incremental) is unused: causality comes from the steps.
         if before_softmax:
             raise ValueError(f"{self.NAME} does not return pre-softmax logits (before_softmax=True)")
         length, batch, _ = query.shape
@@ -297,18 +302,13 @@ class PositionAttention(Mixer):
                 v, pad, key_pos = self.cache_self_attention(incremental_state, buffer, pad,
                                                             pad_key="key_padding_mask", value=v)
                 query_pos = query_step
-            else:
-                key_pos = query_pos = real_positions(pad, batch, length, device)
-        keys = v.size(2)
-
-        energy = self.energies(query_pos, key_pos)
-        invalid = None if pad is None else pad[:, None, None, :]
-        if self.causal:
-            step = query_step if query_step is not None else \
-                torch.arange(length, device=device).unsqueeze(0).expand(batch, length)
-            future = (torch.arange(keys, device=device).view(1, 1, keys) > step.unsqueeze(2)).unsqueeze(1)
-            invalid = future if invalid is None else invalid | future
-        probs = masked_softmax(energy, invalid)
+        if buffer is None and not self.site.cross:
+            energy, masks = self._teacher_forced_self(pad, batch, length, device)
+        else:  # decoding reads the query positions' range from the device; teacher-forced cross's is 0 .. T - 1
+            energy = self.energies(query_pos, key_pos, *(() if buffer is not None else (0, length)))
+            masks = softmax_masks(invalid_keys(pad, self.causal, query_step, batch, length, v.size(2), device),
+                                  pad is not None)
+        probs = masked_softmax(energy, None, masks=masks)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
         out = self.merge_heads(torch.matmul(dropped.to(v.dtype), v))
         return out, self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
@@ -383,6 +383,7 @@ class ARPosNet(PositionAttention):
 # of Table 6.
 _GATING_FOLLOWS_MIXERS = gated_where_mixer_of(__name__)
 _SIZES = {"tiny": families.TESTS, "small": "PosNet Table 3 (small De-En)"}
+_BOTH = dict(at_size={"big": {"posnet_max_relative": 8}}, benchmark="mechanism", ctranslate2=families.OWN_PARAMETERS)
 families.declare(
     __name__, "PosNet position-based attention", "posnet",
     families.Family("rposnet_transformer", "gated rPosNet in encoder and decoder self-attention, MHA "
@@ -390,11 +391,9 @@ families.declare(
                     {"encoder_self_mixer": "rposnet", "decoder_self_mixer": "rposnet", "encoder_learned_pos": True,
                      "decoder_learned_pos": True, **_GATING_FOLLOWS_MIXERS, "posnet_max_relative": 16},
                     {**_SIZES, "base": "PosNet Tables 2, 4, 5 and 6",
-                     "big": "PosNet Table 3 (big En-De), K = 8 (section 5.2)"},
-                    at_size={"big": {"posnet_max_relative": 8}}, benchmark="mechanism"),
+                     "big": "PosNet Table 3 (big En-De), K = 8 (section 5.2)"}, **_BOTH),
     families.Family("aposnet_transformer", "the same with gated aPosNet and fairseq's sinusoids",
                     {"encoder_self_mixer": "aposnet", "decoder_self_mixer": "aposnet", **_GATING_FOLLOWS_MIXERS,
                      "posnet_max_relative": 16},
-                    {**_SIZES, "base": "PosNet Tables 2 and 6", "big": "PosNet Table 3 (big En-De)"},
-                    at_size={"big": {"posnet_max_relative": 8}}, benchmark="mechanism"),
+                    {**_SIZES, "base": "PosNet Tables 2 and 6", "big": "PosNet Table 3 (big En-De)"}, **_BOTH),
 )

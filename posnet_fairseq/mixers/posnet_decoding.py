@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from .attention import masked_softmax, real_positions
-from .clipped_decoding import clipped_decoding_step
-from .state_reorder import COPY
+from .clipped_decoding import clipped_decoding_step, slot_order
+from .state_reorder import COPY, SHARED
 
 
 def step_energies(mixer, relative, steps):
@@ -28,19 +28,43 @@ def step_energies(mixer, relative, steps):
     return table[:, steps - lo].permute(1, 2, 0, 3) * mixer.scaling
 
 
+def self_energies(mixer, relative, step):
+    """Scaled fp32 energies 1 x H x (K+1) of a causal query at position ``step``, in the order of
+    ``clipped_decoding_step``'s state (``slot_order``): it sees the slots m - n = -K..0, i.e. 0..K.
+
+    Every row of the batch is at the same step, so one row serves them all. From a table that covers
+    the step (folded or precomputed) the rows of every step are ordered and scaled once per table
+    (``relative.decoding_rows``), and a step reads its row without computing anything."""
+    k = relative.max_relative
+    table = relative.table
+    if table is None or not relative.covers(step + 1):  # computed per step (or grown to cover it first)
+        row = mixer.term_energies(relative, step, step + 1)[:, 0, : k + 1] * mixer.scaling  # H x (K+1)
+        return row[:, slot_order(k, step % k if k else 0, row.device)].unsqueeze(0)
+    made = relative.decoding_rows
+    key = (table.data_ptr(), table.dtype, table.shape)
+    if made is None or made[0] is not table or made[1] != key:
+        period = max(k, 1)  # the ring's slot is the step modulo K
+        orders = torch.stack([slot_order(k, n % period, torch.device("cpu")) for n in range(period)])
+        order = orders.to(table.device)[torch.arange(table.size(1), device=table.device) % period]  # N x (K+1)
+        rows = table.float()[:, :, : k + 1].gather(2, order.unsqueeze(0).expand(table.size(0), -1, -1))
+        # Held with the table it was made from, so that a new table (grown, or converted) is noticed.
+        made = relative.decoding_rows = (table, key, (rows * mixer.scaling).transpose(0, 1).contiguous())
+    return made[2][step: step + 1]  # 1 x H x (K+1)
+
+
 def decode_self(mixer, relative, buffer, value, pad, length):
     """Decoder self-attention, step by step: every key at distance >= K shares the slot-0 energy of
     Eq. 10, so the last K values, the sum of the older ones and their count replace the cache."""
     v = mixer.split_heads(mixer.v_proj(value))
-    steps = mixer.decoding_steps(buffer, v.size(0), length, v.device)
-    # A causal query sees the slots m - n = -K..0, i.e. 0..K. Every row is at the same step
-    # (clipped_decoding_step takes one), so row 0's energies serve the whole batch.
-    energy = step_energies(mixer, relative, steps[:1])[..., : relative.max_relative + 1]
-    return torch.cat([
-        clipped_decoding_step(mixer, buffer, int(steps[0, t]), v[:, :, t: t + 1],
-                              None if pad is None else pad[:, t: t + 1], energy[:, t], shared_tail=True,
-                              dropout=mixer.dropout, training=mixer.training)
-        for t in range(length)], dim=2)
+    # Every row is at the same step: one count for the batch, on the CPU (read without a device sync).
+    count = buffer.get("step_count")
+    first = 0 if count is None else int(count)
+    mixer.keep_state(buffer, "step_count", torch.tensor(first + length), SHARED)
+    outs = [clipped_decoding_step(mixer, buffer, first + t, v[:, :, t: t + 1],
+                                  None if pad is None else pad[:, t: t + 1], self_energies(mixer, relative, first + t),
+                                  shared_tail=True, dropout=mixer.dropout, training=mixer.training, ordered=True)
+            for t in range(length)]
+    return outs[0] if length == 1 else torch.cat(outs, dim=2)  # (a step: no copy)
 
 
 def cache_source(mixer, buffer, value, pad):

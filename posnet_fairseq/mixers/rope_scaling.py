@@ -77,6 +77,18 @@ FLAGS = flags.declare(
 )
 
 
+def refuse_without_rope(opts, mixers):
+    """Checks the scaling flags ``opts`` (this module's FLAGS) of a model whose mixers are ``mixers`` (every
+    site's and layer's names): as a RoPE model checks them, and refused (ValueError naming the flag) where no
+    ``rope`` mixer would use them. Without the refusal a Transformer given ``--model-overrides "{'rope_scaling':
+    'yarn'}"`` decodes as without it, and says nothing."""
+    scaling = RopeScaling.from_options(opts)
+    if scaling.method != "none" and "rope" not in mixers:
+        raise ValueError(f"--rope-scaling {scaling.method}: the model has no rope mixer (its mixers: "
+                         f"{', '.join(sorted(set(mixers)))}), so nothing would change; RoPE scaling is for a model "
+                         "trained with --encoder-self-mixer or --decoder-self-mixer rope")
+
+
 @dataclass(frozen=True)
 class RopeScaling:
     """One method and its factor; :meth:`frequencies` and :attr:`magnitude` are what ``Rotary`` uses."""

@@ -198,13 +198,17 @@ def _relative(mixer):
             "relative_max_distance": 16}
 
 
-_SIZES = {"tiny": families.TESTS, "small": "PosNet Table 3 (small De-En)", "base": "PosNet Table 2",
+_SIZES = {"tiny": families.TESTS, "small": "PosNet Table 3 (small De-En)", "base": "PosNet Tables 2 and 6",
                 "big": "PosNet Table 3 (big En-De), K = 8"}
+_RELATTN_SIZES = {"tiny": families.TESTS, "small": "the PosNet paper's small size (in no table)",
+                  "base": "PosNet Table 6", "big": "the PosNet paper's big size (in no table), K = 8"}
 families.declare(
     __name__, "Shaw et al. (2018) relative attention, relative-only attention", "posnet",
     families.Family("shaw_transformer", "Shaw et al., K = 16 (big: K = 8; base: Table 2, big: Table 3)",
                     _relative("shaw"), _SIZES, at_size={"big": {"relative_max_distance": 8}},
-                    benchmark="mechanism"),
-    families.Family("relattn_transformer", "the same with `relattn` (Table 6)", _relative("relattn"), _SIZES,
-                    at_size={"big": {"relative_max_distance": 8}}, benchmark="mechanism"),
+                    benchmark="mechanism",
+                    ctranslate2=families.CONVERTS),  # benchmark/ctranslate2_relative.py
+    families.Family("relattn_transformer", "the same with `relattn` (Table 6)", _relative("relattn"), _RELATTN_SIZES,
+                    at_size={"big": {"relative_max_distance": 8}}, benchmark="mechanism",
+                    ctranslate2=families.CONVERTS),  # benchmark/ctranslate2_relative.py
 )

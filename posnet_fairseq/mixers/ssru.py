@@ -116,4 +116,4 @@ class SSRU(Mixer):
 
 # The presets (families.py): the AAN+ paper's baseline; its base size has no suffix, as in that paper.
 families.declare(__name__, "SSRU", "aan-baselines", baseline_family(
-    "ssru", "ssru", "SSRU", "SSRU (Kim et al., 2019) in every decoder self-attention"))
+    "ssru", "ssru", "SSRU", "SSRU (Kim et al., 2019) in every decoder self-attention", families.OWN_PARAMETERS))

@@ -21,7 +21,10 @@ tensor), so every state tensor is declared where it is created, with
   LightConv's window, written in place by ``clipped_decoding.py``);
 * :data:`GROW`: into the released memory with one spare step on dim 2 for
   the next append, which ``growing_cache.append`` writes in place, so the
-  cache stays contiguous.
+  cache stays contiguous;
+* :data:`SHARED`: not copied: the same for every hypothesis, as the step
+  count (all hypotheses of a search decode the same step), kept on the CPU
+  so that reading it does not wait for the device (rPosNet's).
 
 A reorder refuses a state tensor that was stored without a declaration
 (``tests/test_state_reorder.py`` decodes every registered decoder mixer with
@@ -47,12 +50,14 @@ class Reorder:
     reuse: bool  # into the memory the previous reorder of this name released
     room: int = 0  # spare steps on dim 2 of the copy (B x H x S x D_h), for the next append
     slack: int = 0  # further steps of an allocation made anew: it then fits this many more reorders
+    shared: bool = False  # one value for the whole batch (no batch dim): kept as it is
 
 
 COPY = Reorder(reuse=False)
 REUSE = Reorder(reuse=True)
 # One reallocation every GROWTH steps of a cache that grows by one step per reorder.
 GROW = Reorder(reuse=True, room=1, slack=GROWTH)
+SHARED = Reorder(reuse=False, shared=True)
 
 
 def reorder(state: Tensor, order: Tensor, spare: Optional[Tensor], how: Reorder) -> Tuple[Tensor, Tensor]:

@@ -45,7 +45,8 @@ FLAGS = flags.declare(
 
 # Its presets (families.py): the scheme in every self-attention, at every size.
 families.declare(__name__, "T5 relative bias", "position-schemes", scheme_family(
-    "t5bias_transformer", "t5_bias", "T5's bucketed bias in every self-attention, no position embeddings"))
+    "t5bias_transformer", "t5_bias", "T5's bucketed bias in every self-attention, no position embeddings",
+    ctranslate2=families.CONVERTS))  # through benchmark/ctranslate2_relative.py
 
 
 def t5_buckets(distances: Tensor, bidirectional: bool, num_buckets: int, max_distance: int) -> Tensor:
@@ -96,4 +97,5 @@ class T5BiasAttention(ContentAttention):
         opts, causal = ctx.options(FLAGS), ctx.site.causal
         bias = ctx.shared_module(f"t5_bias_{ctx.site.name}", lambda: T5Bias(
             ctx.num_heads, opts.t5_bias_buckets, opts.t5_bias_max_distance, not causal, ctx.embed_dim))
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, causal, bias=bias, shared_bias=True)
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, causal, bias=bias, shared_bias=True,
+                   forward_context=ctx.forward_context)

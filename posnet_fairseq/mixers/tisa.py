@@ -134,7 +134,8 @@ class TisaAttention(ContentAttention):
         scorer = build_scorer(ctx)
         if scorer is None:  # F = 0: fairseq's attention, with its state-dict keys (those of mha)
             return ctx.build_fairseq_attention()
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=scorer)
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=scorer,
+                   forward_context=ctx.forward_context)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # Checkpoints from before TISA moved onto content attention: it wrapped
@@ -166,11 +167,13 @@ families.declare(
         "--decoder-learned-pos`, learned) position embeddings in every encoder and decoder self-attention", _TISA,
         {"tiny": families.TESTS, "small": "no paper table: recipes/tisa/mt.sh (small, mode a)",
          "base": "no paper table: recipes/tisa/mt.sh (base, mode a)", "big": "no paper table: the big size of mode a"},
-        benchmark="mechanism"),
+        benchmark="mechanism",
+        ctranslate2=families.OWN_PARAMETERS),
     families.Family(
         "tisa_nope_transformer", "mode (b): TISA instead of position embeddings; `tisa_nope_transformer_base "
         "--tisa-kernels 0` is the S = 0 bag-of-words baseline", {**_TISA, "no_token_positional_embeddings": True},
         {"tiny": families.TESTS, "small": "no paper table: recipes/tisa/mt.sh (small, mode b and S = 0)",
          "base": "no paper table: recipes/tisa/mt.sh (base, mode b and S = 0)",
-         "big": "no paper table: the big size of mode b"}),
+         "big": "no paper table: the big size of mode b"},
+        ctranslate2=families.NO_POSITION_EMBEDDINGS),
 )

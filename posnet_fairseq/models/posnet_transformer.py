@@ -34,6 +34,7 @@ from ..data.length_ratio import length_ratio_from_task
 from ..mixers.attention import real_positions
 from ..mixers.base import Mixer
 from ..mixers.forward_context import ForwardContext
+from ..mixers import rope_scaling
 from ..mixers.registry import MIXERS, MixerContext, build_site_mixer, lookup_mixer
 from ..sites import SITE, SITE_LIST, dest, per_layer
 from . import augmented_position_embeddings, int8
@@ -304,6 +305,7 @@ class PosNetTransformerModel(TransformerModel):
         flags.set_defaults(args)
         opts = FLAGS.options(args)
         names = {site.name: layer_mixer_names(opts, site, getattr(args, site.layers_attr)) for site in SITE_LIST}
+        rope_scaling.refuse_without_rope(rope_scaling.FLAGS.options(args), [n for ns in names.values() for n in ns])
         if getattr(args, "cross_self_attention", False) and set(names["decoder_self"]) != {"mha"}:
             raise ValueError(
                 f"--cross-self-attention needs --decoder-self-mixer mha (got {args.decoder_self_mixer}): "

@@ -74,15 +74,19 @@ DATASETS = {d.name: d for d in (
             _WMT14_TEST, 32_000_000, old_names=("wmt14_en_fr",)),
     Dataset("wmt14_en_fr_epcc", "bash recipes/data/prepare-wmt14-en-fr.sh --paper gaussian",
             "hard-coded Gaussian footnote 10: Europarl + Common Crawl only (~5.2M pairs); 32000 merges: the "
-            "authors' code (stupidNMT data/annotated.py, bpe.32000)", 32000, _WMT14_TEST, 4_000_000,
+            "authors' code (stupidNMT data/annotated.py, bpe.32000); ours, not the authors': valid = every 1,333th "
+            "pair (3,939 of 5,251,875 before cleaning; theirs newstest2013, 3,000), Moses tokenisation and BPE "
+            "learned on train (theirs spaCy, BPE on train+valid+test)", 32000, _WMT14_TEST, 4_000_000,
             extra={"corpora": "europarl-v7.fr-en,commoncrawl.fr-en"}),
     Dataset("wmt18_en_zh", "bash recipes/data/prepare-wmt18-en-zh.sh",
             "PosNet Table 1: vocabularies 32k (en) / 45k (zh), 17M training pairs, newstest2017 (2001)", 32000,
             {"test": 2001}, 15_000_000, {"en": _range(32_000), "zh": _range(45_000)}),
     Dataset("wmt16_en_ro_nodiacritics", "bash recipes/data/prepare-wmt16-en-ro.sh --paper gaussian",
             "hard-coded Gaussian Table 1: 612,422 training pairs, newstest2016 (1,999); Romanian without "
-            "diacritics (footnote 13: Sennrich et al., 2016) and 32000 merges: the authors' process_enro.sh",
-            32000, {"test": 1999}, 580_000, extra={"romanian_diacritics": "removed"}),
+            "diacritics (footnote 13: Sennrich et al., 2016), replace-unicode-punctuation, English dev/test from "
+            "*-roen-ref.en.sgm, only empty pairs dropped and 32000 merges: the authors' process_enro.sh/.py",
+            32000, {"test": 1999}, 600_000,
+            extra={"romanian_diacritics": "removed", "train_cleaning": "empty pairs only"}),
     Dataset("wmt16_en_ro", "bash recipes/data/prepare-wmt16-en-ro.sh",
             "WMT16 En-Ro with its Romanian diacritics (not the hard-coded Gaussian paper's preparation: "
             "wmt16_en_ro_nodiacritics), newstest2016 (1,999); 40000 merges (ours)", 40000, {"test": 1999}, 580_000),

@@ -28,7 +28,7 @@ import shlex
 import sys
 from typing import List, NamedTuple
 
-from ..launcher import FINISHED, Launcher, Unit, event_line, render_batch_script
+from ..launcher import FINISHED, Launcher, RunLocked, SlurmUnavailable, Unit, event_line, render_batch_script
 from ..launcher.flags import add_arguments, slurm_options
 from .plancheck import train_commands
 
@@ -127,9 +127,14 @@ def main(argv=None):
         for unit in planned:
             print(render_batch_script(unit, unit.options, run_dir, python=sys.executable))
         return 0
-    outcomes = Launcher(run_dir, "slurm", train, poll_s=args.poll_seconds,
-                        progress=lambda event: print(f"slurm: {event_line(event)}", file=sys.stderr,
-                                                     flush=True)).run(planned)
+    try:  # issue 49: no cluster that answers, or another driver on WORK, is one line
+        launcher = Launcher(run_dir, "slurm", train, poll_s=args.poll_seconds,
+                            progress=lambda event: print(f"slurm: {event_line(event)}", file=sys.stderr, flush=True))
+        outcomes = launcher.run(planned)
+    except RunLocked as err:
+        parser.error(f"--work {args.work}: {run_dir} {err}")
+    except SlurmUnavailable as err:
+        parser.error(f"--launcher slurm: {err}")
     failed = [o for o in outcomes.values() if o.status != FINISHED]
     for outcome in failed:
         print(f"slurm: {outcome.name} {outcome.status}: {outcome.message}", file=sys.stderr)

@@ -13,7 +13,12 @@
 # 32000 merges (the AAN+ paper's 32K for every task) -> data/wmt14_en_fr_bpe32k; --paper
 # gaussian: Europarl v7 + Common Crawl only (~5M pairs), as the hard-coded Gaussian paper
 # trains En-Fr (its footnote 10, after Akoury et al., 2019), 32000 merges (the paper does not
-# say; the authors' code reads bpe.32000, stupidNMT data/annotated.py) -> data/wmt14_en_fr_epcc. --bpe-merges N overrides the merges (and the posnet/aan name).
+# say; the authors' code reads bpe.32000, stupidNMT data/annotated.py) -> data/wmt14_en_fr_epcc; not
+# as the authors (ours, said): valid is every 1333rd pair as for the other preparations (3,939 of
+# the 5,251,875 Europarl v7 + Common Crawl pairs, before cleaning), where they validate on
+# newstest2013 (3,000), and the text is Moses-tokenised with BPE learned on train, where they
+# tokenise with spaCy and learn BPE on train, valid and test. --bpe-merges N overrides the merges
+# (and the posnet/aan name).
 # The merges, the dataset name and the vocabulary go to stats.json, which the tables check.
 source "$(dirname "$0")/../lib/data.sh"
 PAPER="$(arg_value --paper "$@")"; PAPER="${PAPER:-posnet}"; MERGES="$(arg_value --bpe-merges "$@")"

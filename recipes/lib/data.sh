@@ -31,12 +31,22 @@ arg_value() {
 # bpe_name MERGES: the suffix of a dataset named after its merges (32000 -> bpe32k, 500 -> bpe500).
 bpe_name() { if [ $(($1 % 1000)) = 0 ]; then echo "bpe$(($1 / 1000))k"; else echo "bpe$1"; fi; }
 
-# data_init NAME "$@": parses the common flags; the caller's own flags are left in EXTRA_ARGS.
+# data_usage: the calling script's header comment, then the flags every data script takes (this file's header).
+data_usage() {
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+  echo
+  awk '/^# Every data script takes/ { on = 1 } on && !/^#/ { exit } on { sub(/^# ?/, ""); print }' \
+    "$DATA_LIB/data.sh"
+}
+
+# data_init NAME "$@": parses the common flags; the caller's own flags are left in EXTRA_ARGS. --help prints the
+# usage and exits before anything is created.
 data_init() {
   DATASET="$1"; shift
   OUT="data/$DATASET"; ARCHIVES="${POSNET_ARCHIVES:-}"; WORKERS=4; EXTRA_ARGS=()
   while [ $# -gt 0 ]; do
     case "$1" in
+      -h|--help) data_usage; exit 0 ;;
       --out) OUT="$2"; shift ;;
       --archives) ARCHIVES="$2"; shift ;;
       --workers) WORKERS="$2"; shift ;;

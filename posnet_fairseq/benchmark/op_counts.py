@@ -1,0 +1,171 @@
+"""Operators per step, every mechanism against the Transformer: the per-step work a machine without a GPU can count.
+
+On a GPU a base model's decoding step is bound by per-step overhead, kernel
+launches above all (docs/install.md, "GPU runs"), so the number of operators a
+step runs predicts its speed where FLOPs (:mod:`.flops`) do not. For each
+architecture this counts, with ``torch.profiler``:
+
+* ``decoding step``: one incremental step of beam search as fairseq's
+  ``SequenceGenerator`` runs it on the model (``EnsembleModel``): reorder the
+  encoder output and the incremental state, then the decoder on the last
+  token and the log-softmax; at position ``--step``, on ``--batch-size`` x
+  ``--beam`` hypotheses of ``--source-length`` source tokens, the model
+  prepared as fairseq-generate prepares it (``make_generation_fast_``);
+* ``training step``: one :class:`.training_step.TrainingStep` (forward, loss,
+  backward, Adam) after an unprofiled one (the first builds Adam's state);
+
+each as a ratio to the first arch's (the Transformer). What is counted:
+
+* on CUDA, the GPU kernels (the profiler's CUDA events, copies and fills
+  included, as each is a launch);
+* on the CPU, the leaf ``aten::`` operators (those that call no other
+  ``aten::`` operator: each runs a kernel or a view); an operator that
+  composes others counts as the ones it calls.
+
+The counts do not depend on the weights, and hardly on the batch (CPU
+defaults are small so that counting takes seconds)::
+
+    python -m posnet_fairseq.benchmark.op_counts --archs transformer,aan_plus_avg,rposnet_transformer
+    python -m posnet_fairseq.benchmark.op_counts --device cuda --batch-size 128 --train-batch 128
+"""
+import argparse
+
+import torch
+
+from . import resolve
+from .training_step import TrainingStep, build_model, dictionary
+
+
+def counted(profiler, device):
+    """The operators ``profiler`` saw: CUDA kernels (copies and fills included) on ``cuda``, leaf ``aten::``
+    operators on ``cpu``."""
+    events = profiler.events()
+    if device == "cuda":
+        kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+        if not kernels:
+            raise RuntimeError("torch.profiler saw no CUDA kernel: is CUPTI available to the profiler?")
+        return len(kernels)
+    return sum(1 for e in events if e.name.startswith("aten::")
+               and not any(child.name.startswith("aten::") for child in e.cpu_children))
+
+
+def profiled(function, device):
+    """The operator count of one call of ``function`` (:func:`counted`)."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as profiler:
+        function()
+        if device == "cuda":
+            torch.cuda.synchronize()
+    return counted(profiler, device)
+
+
+def decoding_step_ops(arch, args):
+    """Operators of one incremental decoding step of ``arch`` at position ``args.step`` (see the module doc)."""
+    from fairseq.sequence_generator import EnsembleModel
+
+    vocab = dictionary(args.vocab)
+    model, _ = build_model(["--arch", arch, *args.model_flags], vocab, seed=0)
+    model.to(args.device).eval()
+    # as fairseq-generate prepares it (prepare_for_inference_): e.g. rPosNet's energies folded
+    model.make_generation_fast_(beamable_mm_beam_size=args.beam, need_attn=False)
+    model = EnsembleModel([model])
+    rows = args.batch_size * args.beam
+    generator = torch.Generator().manual_seed(1)
+    src = torch.randint(vocab.nspecial, len(vocab), (rows, args.source_length), generator=generator)
+    src[:, -1] = vocab.eos()
+    tokens = torch.randint(vocab.nspecial, len(vocab), (rows, args.step + 1), generator=generator)
+    tokens[:, 0] = vocab.eos()
+    src, tokens = src.to(args.device), tokens.to(args.device)
+    order = torch.arange(rows, device=args.device)
+    with torch.inference_mode():
+        encoder_outs = model.forward_encoder({"src_tokens": src,
+                                              "src_lengths": torch.full((rows,), args.source_length,
+                                                                                device=args.device)})
+        states = [{}]
+        for position in range(1, args.step + 1):  # the state of the steps before, unprofiled
+            model.forward_decoder(tokens[:, :position], encoder_outs, states)
+
+        def step():
+            outs = model.reorder_encoder_out(encoder_outs, order)
+            model.reorder_incremental_state(states, order)
+            model.forward_decoder(tokens, outs, states)
+
+        return profiled(step, args.device)
+
+
+def training_step_ops(arch, args):
+    """Operators of one training step of ``arch``, after an unprofiled one."""
+    step = TrainingStep(arch, args.train_batch, args.train_length, args.vocab, args.model_flags, args.device,
+                        args.precision)
+    step()
+    step.sync()
+    return profiled(step, args.device)
+
+
+def count(archs, args):
+    """{arch: {"decode": operators, "train": operators}}."""
+    return {arch: {"decode": decoding_step_ops(arch, args), "train": training_step_ops(arch, args)}
+            for arch in archs}
+
+
+def table(archs, counts, args):
+    base = archs[0]
+    unit = "CUDA kernels" if args.device == "cuda" else "leaf aten operators"
+    device = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
+    lines = [
+        f"# operators per step ({unit}, torch.profiler), {device}, torch {torch.__version__}, size {args.size}; "
+        f"decoding step at position {args.step}, batch {args.batch_size} x beam {args.beam}, "
+        f"{args.source_length} source tokens; training step {args.train_batch} x {args.train_length} tokens, "
+        f"precision {args.precision}, vocab {args.vocab}; ratios against {base}",
+        "",
+        "| arch | decoding step | decoding / Transformer | training step | training / Transformer |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for arch in archs:
+        c = counts[arch]
+        lines.append(f"| {arch} | {c['decode']} | {c['decode'] / counts[base]['decode']:.2f}x "
+                     f"| {c['train']} | {c['train'] / counts[base]['train']:.2f}x |")
+    return "\n".join(lines)
+
+
+def parse_args(argv=None):
+    from . import FAMILIES
+
+    p = argparse.ArgumentParser(prog="python -m posnet_fairseq.benchmark.op_counts",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--archs", default=",".join(FAMILIES), help="comma-separated presets without size; the first "
+                   "is the baseline (default: the Transformer, the -SA ceiling and every family)")
+    p.add_argument("--size", default="base", choices=["tiny", "small", "base", "big"])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--precision", choices=["fp32", "amp", "bf16"],
+                   help="of the training step (default: amp on cuda, fp32 on cpu)")
+    p.add_argument("--batch-size", type=int, default=4, help="sentences decoded (default: 4)")
+    p.add_argument("--beam", type=int, default=4)
+    p.add_argument("--source-length", type=int, default=30, help="source tokens, EOS included (default: 30)")
+    p.add_argument("--step", type=int, default=10, help="the decoding step counted (default: 10)")
+    p.add_argument("--train-batch", type=int, default=4, help="sentences per training batch (default: 4)")
+    p.add_argument("--train-length", type=int, default=30, help="tokens per training sentence (default: 30)")
+    p.add_argument("--vocab", type=int, default=32000, help="joined vocabulary (default: 32000)")
+    args, model_flags = p.parse_known_args(argv)
+    args.model_flags = model_flags[1:] if model_flags[:1] == ["--"] else model_flags
+    for flag in ("batch_size", "beam", "source_length", "step", "train_batch", "train_length", "vocab"):
+        if getattr(args, flag) < 1:
+            p.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: give a whole number >= 1")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: no CUDA device (torch.cuda.is_available() is False)")
+    if args.precision is None:
+        args.precision = "amp" if args.device == "cuda" else "fp32"
+    args.names = [a.strip() for a in args.archs.split(",") if a.strip()]
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    archs = [resolve(name, args.size) for name in args.names]
+    print(table(archs, count(archs, args), args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# A prepared GPU run (issue 48, item 6; docs/gpu/README.md): what only a GPU can measure,
+# in about 8.5 minutes on one GPU with no network, each part under its own time limit.
+#
+#   bash tests/gpu-measure.sh          in the repository root of the GPU machine
+#
+#   install   fairseq-fixed and the runtime dependencies the machine lacks, from the wheels carried in
+#             .whl/ (pip --no-index --no-deps; built and fetched by tests/gpu-wheels.sh); the plugin is
+#             imported from the working tree
+#   device    the GPU, torch, CUDA and the driver
+#   opcounts  operators (CUDA kernels) per decoding and per training step (benchmark.op_counts)
+#   decode    decoding speed at batch 128, 80 tokens, beam 4 (benchmark.decode_speed)
+#   train     training speed at base, amp, 128 x 30 tokens (benchmark.train_speed)
+#   ctranslate2  the CTranslate2 Transformer on the GPU against fairseq's in the same run
+#
+# Writes $POSNET_GPU_DOCS/DATE-DEVICE/ (default docs/gpu/): one log or table per part and summary.md, which
+# says what ran, what stopped at its limit and what was not measured. With $OUT set (the device tool's
+# output folder) it also writes there the folder as gpu-run.tar.gz and summary.md.
+# Each part's limit in seconds: POSNET_LIMIT_INSTALL, _OPCOUNTS, _DECODE, _TRAIN, _CTRANSLATE2.
+# POSNET_COMMIT names the code in the summary where the copy has no .git. POSNET_GPU_FAKE=1 runs the same
+# parts on the CPU with tiny models and checks the install instead of running it (tests/test_gpu_measure.py);
+# POSNET_GPU_ARCHS_{OPCOUNTS,DECODE,TRAIN} replace the arch lists.
+# The exit status is non-zero if any part failed or stopped at its limit.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+fake=${POSNET_GPU_FAKE:-0}
+wheels=${POSNET_WHEELS:-.whl}
+started=$(date +%s)
+
+if [ "$fake" = 1 ]; then
+  device=cpu
+  slug=fake-cpu
+  ops_args=(--size tiny --vocab 64 --batch-size 2 --train-batch 2 --train-length 8 --source-length 8 --step 4)
+  decode_args=(--quick)
+  ct2_args=(--quick)
+  train_args=(--quick)
+else
+  if ! "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+    echo "gpu-measure: no CUDA device visible to $PYTHON (torch.cuda.is_available() is False)" >&2
+    exit 1
+  fi
+  device=cuda
+  # "NVIDIA H100 80GB HBM3" -> h100
+  slug=$("$PYTHON" -c 'import re, torch; n = torch.cuda.get_device_name()
+m = re.search(r"\b[A-Z]\d{2,4}\b", n); print((m.group(0) if m else re.sub(r"\W+", "-", n)).lower())')
+  ops_args=(--batch-size 128 --train-batch 128)
+  decode_args=(--batch-size 128 --lengths 80 --sentences 256 --rounds 5)
+  ct2_args=(--batch-size 128 --lengths 80 --sentences 256 --rounds 3)
+  train_args=(--memory-cap-gib 0 --rounds 3)
+fi
+ops_archs=${POSNET_GPU_ARCHS_OPCOUNTS:-transformer,aan_plus_avg,hc_gaussian,rposnet_transformer,tisa_transformer,aposnet_transformer,rope_transformer,alibi_transformer}
+decode_archs=${POSNET_GPU_ARCHS_DECODE:-transformer,aan_plus_avg,hc_gaussian,rposnet_transformer,tisa_transformer}
+train_archs=${POSNET_GPU_ARCHS_TRAIN:-transformer,transformer_nosa,rposnet_transformer,aposnet_transformer,tisa_transformer,rope_transformer,alibi_transformer}
+
+dir=${POSNET_GPU_DOCS:-docs/gpu}/$(date -u +%Y-%m-%d)-$slug
+mkdir -p "$dir"
+work=$(mktemp -d)
+summary=$dir/summary.md
+rows=()      # the summary's table rows
+missing=()   # what was not measured, and why
+status=0
+
+# run PART LIMIT FILE COMMAND...: COMMAND's output to $dir/FILE under LIMIT seconds; a table row for it.
+run() {
+  local part=$1 limit=$2 file=$3 t0 rc result
+  shift 3
+  t0=$(date +%s)
+  echo "gpu-measure: $part (limit ${limit}s): $*" >&2
+  # through bash, so that COMMAND may be one of the functions below (exported)
+  timeout --kill-after=10 "$limit" bash -c '"$@"' gpu-measure "$@" > "$dir/$file" 2>&1
+  rc=$?
+  case $rc in
+    0) result="done" ;;
+    124|137) result="stopped at its limit: what its log shows unfinished was not measured"; status=1
+             missing+=("$part: stopped after ${limit}s (the rounds its log lists are all it reached)") ;;
+    *) result="failed (exit $rc): see its log"; status=1; missing+=("$part: failed (exit $rc), see $file") ;;
+  esac
+  rows+=("| $part | \`$*\` | $limit | $(( $(date +%s) - t0 )) | $result | $file |")
+  return $rc
+}
+
+skip() {  # skip PART WHY
+  rows+=("| $1 | | | | not run: $2 | |")
+  missing+=("$1: not run ($2)")
+}
+
+install() {
+  if [ "$fake" = 1 ]; then  # the install is the GPU machine's; here only what it must leave importable
+    "$PYTHON" -c 'import fairseq, posnet_fairseq; print("fake device: install not run; fairseq and posnet_fairseq import")'
+    return
+  fi
+  ls "$wheels"/*.whl || { echo "no wheels in $wheels (make them with tests/gpu-wheels.sh)"; return 1; }
+  "$PYTHON" -m pip install --disable-pip-version-check --no-index --no-deps "$wheels"/*.whl || return 1
+  # The package itself is imported from the working tree (PYTHONPATH below): an editable install would
+  # need setuptools to fetch build requirements, and the machine has no network (seen on the H100 run).
+  "$PYTHON" -m pip list --disable-pip-version-check 2>/dev/null | grep -iE "^(torch|fairseq-fixed|ctranslate2|numpy) "
+  "$PYTHON" -c 'import fairseq, posnet_fairseq; print("fairseq", fairseq.__version__, "and posnet_fairseq import")'
+}
+
+describe() {
+  "$PYTHON" -c 'import torch, sys
+gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none (fake device: CPU)"
+print(f"device: {gpu}, torch {torch.__version__}, CUDA {torch.version.cuda}, Python {sys.version.split()[0]}")'
+  command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  echo "load average: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
+}
+
+export -f install describe
+export PYTHON fake wheels
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+bench=("$PYTHON" -W ignore -m posnet_fairseq.benchmark)
+if run install "${POSNET_LIMIT_INSTALL:-45}" install.log install; then
+  run device 30 device.txt describe
+  run opcounts "${POSNET_LIMIT_OPCOUNTS:-75}" op_counts.md "${bench[@]}.op_counts" --device "$device" \
+    --archs "$ops_archs" "${ops_args[@]}"
+  run decode "${POSNET_LIMIT_DECODE:-150}" decode_speed_batch128.md "${bench[@]}.decode_speed" --device "$device" \
+    --archs "$decode_archs" --workdir "$work/decode" "${decode_args[@]}"
+  run train "${POSNET_LIMIT_TRAIN:-140}" train_speed.md "${bench[@]}.train_speed" --device "$device" \
+    --archs "$train_archs" "${train_args[@]}"
+  run ctranslate2 "${POSNET_LIMIT_CTRANSLATE2:-45}" decode_speed_ctranslate2.md "${bench[@]}.decode_speed" \
+    --device "$device" --archs transformer --ctranslate2 --workdir "$work/ctranslate2" "${ct2_args[@]}"
+else
+  for part in device opcounts decode train ctranslate2; do skip "$part" "the install failed"; done
+fi
+rm -rf "$work"
+
+{
+  echo "# GPU run $(date -u +%Y-%m-%dT%H:%MZ), $slug"
+  echo
+  echo "tests/gpu-measure.sh, code of commit ${POSNET_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo 'unknown (no git; set POSNET_COMMIT)')}, \
+$(( $(date +%s) - started )) s in all. Each part ran under its own limit; seconds are wall time."
+  echo
+  echo "| part | command | limit s | took s | result | output |"
+  echo "|---|---|---:|---:|---|---|"
+  printf '%s\n' "${rows[@]}"
+  echo
+  if [ ${#missing[@]} -eq 0 ]; then
+    echo "Every part finished: nothing was left unmeasured."
+  else
+    echo "Not measured:"
+    printf -- '- %s\n' "${missing[@]}"
+  fi
+} > "$summary"
+cat "$summary"
+if [ -n "${OUT:-}" ]; then
+  tar -czf "$OUT/gpu-run.tar.gz" -C "$(dirname "$dir")" "$(basename "$dir")" && cp "$summary" "$OUT/summary.md"
+fi
+exit $status

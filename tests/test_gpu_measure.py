@@ -1,0 +1,63 @@
+"""tests/gpu-measure.sh, the prepared GPU run, on the CPU with its device faked (POSNET_GPU_FAKE=1): every part
+runs or is reported as not measured, a part past its limit stops without stopping the others, and the
+results come back as the device tool takes them (a tar and the summary in $OUT)."""
+import os
+import subprocess
+import sys
+import tarfile
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "gpu-measure.sh")
+
+
+def _run(tmp_path, python=sys.executable, **env):
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "POSNET_GPU_FAKE": "1", "POSNET_GPU_DOCS": str(tmp_path / "docs"), "OUT": str(out),
+           "PYTHON": python, "OMP_NUM_THREADS": "1", **env}
+    done = subprocess.run(["bash", SCRIPT], capture_output=True, text=True, env=env, timeout=600)
+    (folder,) = (tmp_path / "docs").iterdir()
+    return done, folder, out
+
+
+def _summary_rows(text):
+    rows = [line.strip("|").split("|") for line in text.splitlines() if line.startswith("| ")]
+    return {cells[0].strip(): cells[4].strip() for cells in rows[1:]}
+
+
+def test_the_parts_run_and_one_past_its_limit_is_reported_not_measured(tmp_path):
+    done, folder, out = _run(tmp_path, POSNET_GPU_ARCHS_OPCOUNTS="transformer,rposnet_transformer",
+                             POSNET_GPU_ARCHS_DECODE="transformer", POSNET_LIMIT_TRAIN="1",
+                             POSNET_LIMIT_CTRANSLATE2="1")
+    assert done.returncode == 1, done.stderr  # a part stopped at its limit
+    assert folder.name.endswith("-fake-cpu")
+    summary = (folder / "summary.md").read_text()
+    result = _summary_rows(summary)
+    assert list(result) == ["install", "device", "opcounts", "decode", "train", "ctranslate2"]
+    assert [result[p] for p in ("install", "device", "opcounts", "decode")] == ["done"] * 4
+    for part in ("train", "ctranslate2"):
+        assert result[part].startswith("stopped at its limit")
+        assert f"- {part}: stopped after 1s" in summary
+    ops = (folder / "op_counts.md").read_text()
+    assert "| posnet_transformer_tiny |" in ops and "| rposnet_transformer_tiny |" in ops
+    assert "| 1.00x |" in ops
+    assert "| posnet_transformer_tiny |" in (folder / "decode_speed_batch128.md").read_text()
+    # what the device tool brings back: the folder as a tar, and the summary
+    assert (out / "summary.md").read_text() == summary
+    with tarfile.open(out / "gpu-run.tar.gz") as tar:
+        names = set(tar.getnames())
+    assert {f"{folder.name}/{f}" for f in ("summary.md", "op_counts.md", "device.txt", "install.log")} <= names
+
+
+def test_a_failed_install_runs_nothing_else_and_says_so(tmp_path):
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'No module named fairseq' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    done, folder, _ = _run(tmp_path, python=str(broken))
+    assert done.returncode == 1
+    summary = (folder / "summary.md").read_text()
+    result = _summary_rows(summary)
+    assert result["install"] == "failed (exit 1): see its log"
+    for part in ("device", "opcounts", "decode", "train", "ctranslate2"):
+        assert result[part] == "not run: the install failed"
+        assert f"- {part}: not run (the install failed)" in summary
+    assert "No module named fairseq" in (folder / "install.log").read_text()
