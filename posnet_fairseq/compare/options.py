@@ -149,7 +149,7 @@ def _check_archs(p, args):
         p.error(f"--archs {args.archs}: an architecture is listed twice")
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    import posnet_fairseq  # noqa: F401  (registers the architectures)
+    from .. import models  # noqa: F401  (registers the architectures)
 
     refused = [why for why in map(refused_name, args.arch_list) if why]
     unknown = [architecture(a) for a in args.arch_list if architecture(a) not in ARCH_MODEL_REGISTRY]

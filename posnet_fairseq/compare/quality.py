@@ -20,6 +20,7 @@ a neighbour is marked too small and not scored.
 """
 import os
 
+from .. import compat
 from ..evaluation import bootstrap
 from ..plugin import PLUGIN_DIR, subprocess_env
 from ..process_pool import python_command
@@ -102,8 +103,7 @@ def model_limits(checkpoint):
     if gone is not None:
         return tuple(gone["positions"])
 
-    import posnet_fairseq  # noqa: F401  (allow-lists fairseq's checkpoint classes)
-
+    compat.allow_fairseq_checkpoint_classes()  # torch's safe loader, as the plugin's import does
     model = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)["cfg"]["model"]
     # A Namespace (fairseq-train's legacy arguments) or a dict-like config.
     get = model.get if hasattr(model, "get") else lambda key: getattr(model, key)
