@@ -5,6 +5,7 @@ fixed-length tests; the resume test trains on that run's data-bin (``--data``),
 and ``--raw`` gets its own small corpus.
 """
 import csv
+import dataclasses
 import json
 import os
 import re
@@ -17,7 +18,8 @@ import pytest
 
 from posnet_fairseq.cli import compare
 from posnet_fairseq import fairseq_log, process_pool
-from posnet_fairseq.compare import data, devices, records, report, training
+from posnet_fairseq.compare import columns, data, devices, records, report, training
+from posnet_fairseq.compare import recipe as recipes
 from posnet_fairseq.compare.steps import Steps
 from posnet_fairseq.evaluation import bootstrap, generate_output
 
@@ -413,7 +415,7 @@ def test_too_small_bucket_in_table():
                 "scores": {"a": {"score": 30.0, "ci": 1.0}}},
                {"lo": 11, "hi": 20, "sentences": 3, "beyond_training": True, "too_small": True, "scores": {}}]
     quality = {"buckets": buckets, "systems": {}, "failed": {}}
-    table = report.rows(["a"], {"a": training.TrainOutcome("a", "c.pt", updates=1)}, records.Quality.read(quality),
+    table = report.rows(["a"], {"a": records.TrainOutcome("a", "c.pt", updates=1)}, records.Quality.read(quality),
                         records.Cost.read({"training_steps": {}, "decoding": {}, "parameters": {}}), {})
     assert table[0]["bleu_len_1_10"] == 30.0 and table[0]["bleu_len_11_20"] == "too few sentences (3)"
 
@@ -428,11 +430,12 @@ def test_bleu_kept_beyond_the_training_lengths():
     buckets = [bucket(1, 10, False, {"a": 40.0, "b": 0.0}), bucket(11, 20, False, {}, too_small=True),
                bucket(21, 30, True, {"a": 10.0, "b": 5.0}), bucket(31, 40, True, {"a": 30.0, "b": 1.0})]
     quality = records.Quality.read({"buckets": buckets, "systems": {}, "failed": {}})
-    table = report.rows(["a", "b"], {m: training.TrainOutcome(m, "c.pt", updates=1) for m in "ab"}, quality,
+    table = report.rows(["a", "b"], {m: records.TrainOutcome(m, "c.pt", updates=1) for m in "ab"}, quality,
                         records.Cost.read({"training_steps": {}, "decoding": {}, "parameters": {}}), {})
     assert (table[0]["bleu_kept_21_30"], table[0]["bleu_kept_31_40"]) == (25.0, 75.0)
     assert not any(key.startswith("bleu_kept") for key in table[1])
-    text = "\n".join(report._kept(table, quality.buckets, False, "words"))
+    view = columns.View("a", [None], dataclasses.replace(quality, length_unit="words"), None, False)
+    text = "\n".join(report._kept(view, table))
     assert "in % of the model's own BLEU on 1-10 words" in text
     assert "| `a` | 25% | 75% |" in text and "| `b` | - | - |" in text
 
@@ -468,9 +471,9 @@ def test_device_plan_with_faked_gpus(monkeypatch):
     assert (cpu.device, cpu.jobs, cpu.train_flags()) == ("cpu", 3, [])
     assert all(slot["OMP_NUM_THREADS"] == "1" for slot in cpu.slots)
     # the same recipe, so the same tokens per update: only --fp16 is added on the GPU
-    recipe, budget = training.Recipe(), training.Budget.parse("5e")
-    on_gpu = training.train_command("bin", "save", "a", [], recipe, budget, gpu.train_flags())
-    on_cpu = training.train_command("bin", "save", "a", [], recipe, budget, cpu.train_flags())
+    recipe, budget = recipes.Recipe(), recipes.Budget.parse("5e")
+    on_gpu = recipes.train_command("bin", "save", "a", [], recipe, budget, gpu.train_flags())
+    on_cpu = recipes.train_command("bin", "save", "a", [], recipe, budget, cpu.train_flags())
     assert [a for a in on_gpu if a not in on_cpu] == ["--fp16"] and len(on_gpu) == len(on_cpu) + 1
     assert "GPU (Fake GPU)" in gpu.describe() and "fp16" in gpu.describe() and "CPU" in cpu.describe()
 
@@ -496,9 +499,9 @@ def test_trainer_runs_one_model_per_gpu_at_a_time(monkeypatch, tmp_path):
 
     monkeypatch.setattr(training.subprocess, "Popen", FakeProcess)
     monkeypatch.setattr(process_pool.time, "sleep", lambda s: None)
-    monkeypatch.setattr(training.Trainer, "_finish", lambda self, arch: training.TrainOutcome(arch))
+    monkeypatch.setattr(training.Trainer, "_finish", lambda self, arch: records.TrainOutcome(arch))
     plan = devices.Plan("cuda", ({"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}), fp16=True)
-    trainer = training.Trainer(Steps(tmp_path), "bin", training.Budget.parse("1u"), training.Recipe(), plan,
+    trainer = training.Trainer(Steps(tmp_path), "bin", recipes.Budget.parse("1u"), recipes.Recipe(), plan,
                                lambda message: None)
     outcomes = trainer.run(["a", "b", "c"], {"a": [], "b": [], "c": []})
     assert sorted(outcomes) == ["a", "b", "c"] and most[0] == 2
@@ -509,14 +512,14 @@ def test_trainer_runs_one_model_per_gpu_at_a_time(monkeypatch, tmp_path):
 @pytest.mark.parametrize("text, amount, unit", [("5e", 5, "epochs"), ("2000u", 2000, "updates"),
                                                 ("1.5m", 1.5, "minutes"), (" 3 epochs", 3, "epochs")])
 def test_budget_parses(text, amount, unit):
-    budget = training.Budget.parse(text)
+    budget = recipes.Budget.parse(text)
     assert (budget.amount, budget.unit) == (amount, unit)
 
 
 @pytest.mark.parametrize("text", ["5", "0e", "2.5u", "10 hours", ""])
 def test_bad_budget_names_the_flag(text):
     with pytest.raises(ValueError, match="--budget"):
-        training.Budget.parse(text)
+        recipes.Budget.parse(text)
 
 
 @pytest.mark.parametrize("argv, flag", [
@@ -684,6 +687,30 @@ def test_a_step_made_with_more_inputs_differs_only_in_the_inputs_both_have(tmp_p
     assert steps.changed_inputs(record, {"third": tmp_path / "a"}, recorded_more=True) == ["third"]
 
 
+def test_a_step_made_for_more_members_serves_a_run_of_some_of_them(tmp_path):
+    """The cost step of models a, b, c serves a run of a and c (the same baseline first, the same measuring
+    settings, each one's own flags and checkpoint the same, its output intact), and nothing else."""
+    steps = Steps(tmp_path / "out")
+    for name in ("a", "b", "c", "cost.json"):
+        (tmp_path / name).write_text(name)
+    inputs = {f"checkpoint of {m}": tmp_path / m for m in "abc"}
+    steps.finish("cost", {"archs": ["a", "b", "c"], "rounds": 2, "generate_flags": {"c": ["--x"]}}, inputs,
+                 [tmp_path / "cost.json"])
+
+    def serves(archs, rounds=2, flags=None, checkpoints=None):
+        settings = {"archs": archs, "rounds": rounds, "generate_flags": flags or {"c": ["--x"]}}
+        mine = {f"checkpoint of {m}": (checkpoints or {}).get(m, tmp_path / m) for m in archs}
+        return steps.done_for_more("cost", settings, mine, "archs", per_member=("generate_flags",))
+    assert serves(["a", "c"]) and serves(["a", "b", "c"])
+    assert not serves(["c", "a"])  # another baseline
+    assert not serves(["a", "c"], rounds=3)  # measured otherwise
+    assert not serves(["a", "c"], flags={"c": ["--y"]})  # c translates with other flags
+    assert not serves(["a", "d"])  # d was not measured
+    assert not serves(["a", "c"], checkpoints={"c": tmp_path / "b"})  # c's checkpoint is another
+    (tmp_path / "cost.json").write_text("damaged")
+    assert not serves(["a", "c"])
+
+
 @pytest.mark.parametrize("signum,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_an_interrupted_compare_says_it_resumes_and_exits_with_the_signals_status(tmp_path, capsys, monkeypatch,
                                                                                    ctrl_c, signum, status):
@@ -732,7 +759,7 @@ def test_out_that_is_not_a_writable_directory_is_one_line(make, fix, tmp_path, c
 
 def _failing_training(monkeypatch, failing):
     """fairseq-train commands of the ``failing`` architectures exit 1 with a plugin-like error."""
-    real = training.train_command
+    real = recipes.train_command
 
     def command(data_bin, save_dir, arch, *rest):
         if arch in failing:
@@ -766,7 +793,7 @@ def test_a_failed_baseline_is_said_and_nothing_is_compared_to_another_model(tmp_
 def test_a_baseline_failed_in_another_seed_is_the_one_named(tmp_path, monkeypatch):
     """With --seeds, the baseline's seed-1 model may train and its seed-2 model fail: results.md names that one."""
     archs = ["posnet_transformer_tiny", "rope_transformer_tiny"]
-    real = training.train_command
+    real = recipes.train_command
 
     def command(data_bin, save_dir, arch, flags, recipe, *rest):
         if arch == archs[0] and recipe.seed == 2:

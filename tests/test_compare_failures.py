@@ -7,7 +7,7 @@ import types
 
 from posnet_fairseq import fairseq_log
 from posnet_fairseq.cli import compare
-from posnet_fairseq.compare import devices, training
+from posnet_fairseq.compare import devices, recipe, training
 from posnet_fairseq.compare.steps import Steps
 from test_compare import SMALL_SYNTHETIC, read_csv
 
@@ -56,7 +56,7 @@ def test_a_full_disk_is_said_in_the_report_the_run_fails_and_a_redone_translatio
 
 def _trainer(tmp_path, lines):
     steps = Steps(tmp_path / "out")
-    return training.Trainer(steps, str(tmp_path / "data-bin"), training.Budget.parse("4u"), training.Recipe(),
+    return training.Trainer(steps, str(tmp_path / "data-bin"), recipe.Budget.parse("4u"), recipe.Recipe(),
                             devices.plan("cpu", 1), lines.append)
 
 

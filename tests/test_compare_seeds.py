@@ -19,6 +19,8 @@ import pytest
 import sacrebleu
 
 from posnet_fairseq.compare import plots, records, report, training
+from posnet_fairseq.compare import recipe as recipes
+from posnet_fairseq.compare.run_clock import RunClock
 from posnet_fairseq.compare.steps import Steps
 from posnet_fairseq.evaluation import generate_output
 
@@ -138,14 +140,14 @@ def test_cost_and_analysis_once_per_architecture(seeds_run):
 def test_plots_show_the_spread_over_seeds(seeds_run, tmp_path):
     out, _, results = seeds_run
     table = results["table"]
-    ax = plots.bleu_vs_speed(table, 8, ARCHS[0], tmp_path / "s.png").axes[0]
+    ax = plots.bleu_vs_speed(table, 8, ARCHS[0], tmp_path / "s.png", results["seeds"]).axes[0]
     for container, row in zip(ax.containers, table):
         assert container.lines[0].get_ydata()[0] == pytest.approx(row["bleu"])  # the mean, +- one sd
         bar = container.lines[2][0].get_segments()[0]
         assert [y for _, y in bar] == pytest.approx([row["bleu"] - row["bleu_sd"], row["bleu"] + row["bleu_sd"]])
     marks = [sorted(c.get_offsets()[:, 1]) for c in ax.collections if len(c.get_offsets()) == 2]
     assert marks == [pytest.approx(sorted([r["bleu_seed1"], r["bleu_seed2"]])) for r in table]
-    ax = plots.bleu_by_length(table, results["buckets"], 10, "words", tmp_path / "b.png").axes[0]
+    ax = plots.bleu_by_length(table, results["buckets"], 10, "words", tmp_path / "b.png", results["seeds"]).axes[0]
     first = f"bleu_len_{results['buckets'][0]['lo']}_{results['buckets'][0]['hi']}"
     assert any(t.get_text() == f"{table[0][first]:.1f}±{table[0][first + '_sd']:.1f}" for t in ax.texts)
     assert "mean±sd over the seeds" in ax.get_title() and "* significant" not in ax.get_title()
@@ -259,8 +261,8 @@ def test_converge_stops_on_patience_and_flags_the_cap(seeds_run, tmp_path):
     outcomes = {}
     for cap, lr in (("20u", 1e-12), ("2u", 2e-3)):
         steps = Steps(tmp_path / cap)
-        budget = training.Budget.parse(f"converge:{cap}", patience=2)
-        recipe = training.Recipe(lr=lr, interval=1, average=2)
+        budget = recipes.Budget.parse(f"converge:{cap}", patience=2)
+        recipe = recipes.Recipe(lr=lr, interval=1, average=2)
         trainer = training.Trainer(steps, data_bin, budget, recipe, _cpu_plan(), lambda message: None)
         outcomes[cap] = trainer.run([ARCHS[0]], {ARCHS[0]: flags})[ARCHS[0]]
     stopped, capped = outcomes["20u"], outcomes["2u"]
@@ -279,10 +281,10 @@ def test_a_run_made_before_seeds_resumes_as_its_seed(tmp_path):
     model (a seed added beside it is ARCH.seedS); another --seed is refused as other settings."""
     from posnet_fairseq.compare import run
 
-    budget, plan = training.Budget.parse("5e"), _cpu_plan()
+    budget, plan = recipes.Budget.parse("5e"), _cpu_plan()
 
     def recipe_of(seed):
-        return training.step_settings(dataclasses.replace(training.Recipe(), seed=seed), budget, plan)
+        return recipes.step_settings(dataclasses.replace(recipes.Recipe(), seed=seed), budget, plan)
 
     steps = Steps(tmp_path)
     steps.begin("train/a", dict(recipe_of(1), flags=[]))
@@ -302,10 +304,10 @@ def _cpu_plan():
 @pytest.mark.parametrize("text, cap, patience", [("converge", "40 epochs", 10), ("converge:3000u", "3000 updates", 10),
                                                  ("converge:30m", "30 minutes", 10)])
 def test_converge_budget_parses_with_its_defaults(text, cap, patience):
-    budget = training.Budget.parse(text)
+    budget = recipes.Budget.parse(text)
     assert f"{budget.amount:g} {budget.unit}" == cap and budget.patience == patience
     assert str(budget) == f"until the validation loss has not improved for {patience} validations, at most {cap}"
-    flags = training.Recipe(average=3).fairseq_flags(budget)
+    flags = recipes.Recipe(average=3).fairseq_flags(budget)
     assert flags[flags.index("--patience") + 1] == "10" and flags[flags.index("--keep-best-checkpoints") + 1] == "3"
 
 
@@ -314,24 +316,24 @@ def test_converge_budget_parses_with_its_defaults(text, cap, patience):
                                                      ("5e", 3, "--patience 3 goes with --budget converge")])
 def test_bad_converge_budget_names_the_flag(text, patience, message):
     with pytest.raises(ValueError, match=message):
-        training.Budget.parse(text, patience)
+        recipes.Budget.parse(text, patience)
 
 
 def test_the_eta_of_a_converge_run_expects_the_finished_models_length():
     """The cap overstates a model that its patience stops: once models have finished, the ETA expects every
     model still training to train as long as they did on average, counted as ``Budget.used`` counts (epochs
     completed: a model stopped in its 14th epoch after 2,700 updates of 200 a epoch has trained 13.5)."""
-    outcome = training.TrainOutcome
+    outcome = records.TrainOutcome
     finished = [outcome("a", "a.pt", epochs=14, updates=2700, converged=True),
                 outcome("b", "b.pt", epochs=18, updates=3500, converged=True),
                 outcome("c", "c.pt", epochs=40, updates=8000, converged=False),  # its cap: as long as it trained
                 outcome("d", failed="it crashed", epochs=2, updates=300)]
-    assert training.Budget.parse("converge:40e").expected(finished, 200) == pytest.approx((13.5 + 17.5 + 40) / 3)
-    assert training.Budget.parse("converge:8000u").expected(finished, 200) == pytest.approx((2700 + 3500 + 8000) / 3)
-    assert training.Budget.parse("converge:40e").expected(finished[3:], 200) == 40  # none finished: the cap
-    assert training.Budget.parse("converge:30m").expected(finished, 200) == 30  # minutes are not recorded
-    assert training.Budget.parse("20e").expected(finished, 200) == 20  # a fixed budget is every model's length
-    used = training.Budget.parse("converge:40e").used(14, 100, 200, 2700, 0)  # what the ETA reads of model a
+    assert recipes.Budget.parse("converge:40e").expected(finished, 200) == pytest.approx((13.5 + 17.5 + 40) / 3)
+    assert recipes.Budget.parse("converge:8000u").expected(finished, 200) == pytest.approx((2700 + 3500 + 8000) / 3)
+    assert recipes.Budget.parse("converge:40e").expected(finished[3:], 200) == 40  # none finished: the cap
+    assert recipes.Budget.parse("converge:30m").expected(finished, 200) == 30  # minutes are not recorded
+    assert recipes.Budget.parse("20e").expected(finished, 200) == 20  # a fixed budget is every model's length
+    used = recipes.Budget.parse("converge:40e").used(14, 100, 200, 2700, 0)  # what the ETA reads of model a
     assert used == 13.5
 
 
@@ -339,12 +341,12 @@ def test_the_eta_leaves_out_a_pause_of_local_jobs_but_not_of_cluster_jobs():
     """A local run stopped with its children (SIGSTOP of the group, a suspend) trained nothing meanwhile;
     cluster jobs train on while the runner is stopped."""
     now = [1000.0]
-    local, cluster = training.RunClock(True, lambda: now[0]), training.RunClock(False, lambda: now[0])
+    local, cluster = RunClock(True, lambda: now[0]), RunClock(False, lambda: now[0])
     for step in [0.5] * 20 + [26 * 60.0] + [0.5] * 20:  # polls every half second, a 26-minute pause
         now[0] += step
         local.poll()
         cluster.poll()
     assert local.elapsed() == pytest.approx(20.0) and cluster.elapsed() == pytest.approx(20.0 + 26 * 60)
-    now[0] += training.RunClock.STALL - 1  # a slow poll (a model's checkpoints averaged) is no pause
+    now[0] += RunClock.STALL - 1  # a slow poll (a model's checkpoints averaged) is no pause
     local.poll()
-    assert local.elapsed() == pytest.approx(20.0 + training.RunClock.STALL - 1)
+    assert local.elapsed() == pytest.approx(20.0 + RunClock.STALL - 1)

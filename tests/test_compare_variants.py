@@ -8,6 +8,7 @@ import shlex
 import pytest
 
 from posnet_fairseq.compare import model_flags, options, training
+from posnet_fairseq.compare import recipe as recipes
 from tests.test_compare import CHEAP, run_compare
 
 SHAPE = "posnet_transformer_tiny+shape"
@@ -32,8 +33,8 @@ def test_the_same_architecture_twice_with_its_own_flags(tmp_path):
     args = parse(["--archs", f"posnet_transformer_tiny,{SHAPE}", "--arch-flags", f"{SHAPE}={SHAPE_FLAGS}"], tmp_path)
     assert args.arch_list == ["posnet_transformer_tiny", SHAPE]
     assert args.flags == {"posnet_transformer_tiny": [], SHAPE: shlex.split(SHAPE_FLAGS)}
-    command = training.train_command("bin", "save", SHAPE, args.flags[SHAPE], training.Recipe(),
-                                     training.Budget.parse("1u"))
+    command = recipes.train_command("bin", "save", SHAPE, args.flags[SHAPE], recipes.Recipe(),
+                                     recipes.Budget.parse("1u"))
     assert command[command.index("--arch") + 1] == "posnet_transformer_tiny"  # fairseq is given the architecture
     assert command[-len(args.flags[SHAPE]):] == args.flags[SHAPE]
 

@@ -32,15 +32,9 @@ LAYERS = (
 )
 LAYER = {area: i for i, areas in enumerate(LAYERS) for area in areas}
 
-SPLITTING = "compare/: being split (issue 46)"
 # (importer, imported) pairs that break the layering, and circles (the modules of one strongly connected
-# component of the import graph), each with why it is still here.
-ALLOWED = {
-    (f"{PACKAGE}.compare.options", PACKAGE): SPLITTING,
-    (f"{PACKAGE}.compare.quality", PACKAGE): SPLITTING,
-    frozenset({f"{PACKAGE}.compare.concatenated", f"{PACKAGE}.compare.data", f"{PACKAGE}.compare.quality"}):
-        SPLITTING,
-}
+# component of the import graph), each with why it is still here: none today.
+ALLOWED = {}
 
 
 def _modules():

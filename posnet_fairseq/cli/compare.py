@@ -41,10 +41,12 @@ from . import interruption
 def main(argv=None):
     # Warnings only (matplotlib's and fairseq's INFO/DEBUG lines stay out) unless LOGLEVEL asks for more.
     logging.basicConfig(level=os.environ.get("LOGLEVEL", "WARNING").upper())
-    from ..compare import options, run
+    from ..compare import options
 
     parser = options.build_parser(description=__doc__.split("\n\n")[0].split(": ", 1)[1])
     args = options.check_args(parser, parser.parse_args(argv))
+    from ..compare import run  # after the checks: a wrong flag is told before torch and matplotlib load
+
     # SIGTERM unwinds like Ctrl-C, so running trainings and translations are stopped, not orphaned; then one
     # line and exit status 130 / 143.
     return interruption.run("posnet-compare", lambda: run.run(parser, args, argv), resumes=True)

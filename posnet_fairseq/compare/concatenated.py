@@ -103,25 +103,6 @@ def buckets(lengths, train_limit):
     return spans
 
 
-def add_buckets(quality_result, joined, archs, parts, limits, train_limit, minimum, force):
-    """Adds the joined examples' buckets to ``quality_result`` (quality.score's), each marked
-    ``concatenated``: K, after the natural ones, and ``quality_result["concatenated"]``: what results.md
-    says of them. ``parts``: the joined part of :func:`split_outputs`; ``minimum``: --min-bucket-sentences;
-    ``force``: sacreBLEU's (the synthetic corpus)."""
-    # Here, not at the top: data imports this module (the data step joins the test pairs).
-    from . import data, quality
-
-    lengths = joined["lengths"]
-    spans = data.merge_small_buckets(buckets(lengths, train_limit), lengths, minimum, train_limit)
-    outputs, refs, src_tokens, tgt_tokens = parts
-    rows = quality.score_buckets(archs, outputs, refs, lengths, src_tokens, tgt_tokens, limits, spans, train_limit,
-                                 quality.metrics(force)[0], quality_result["samples"])
-    quality_result["buckets"] += [dict(row, concatenated=joined["k"]) for row in rows]
-    quality_result["concatenated"] = dict({key: v for key, v in joined.items() if key != "lengths"},
-                                          within_training=sum(n <= train_limit for n in lengths))
-    return quality_result
-
-
 def bucket_name(lo, hi, k=None):
     """A bucket's name in results.csv and results.json's table (bleu_len_NAME): LO_HI, or concatK_LO_HI
     for joined examples (a joined bucket may span the same lengths as a natural one)."""

@@ -23,17 +23,22 @@ Medians over rounds; the report divides by the first model's figures from
 the same run. Output lengths a model cannot reach are recorded as
 ``{"beyond": N}`` (its decoder takes N positions).
 """
+import functools
+import os
+import shutil
 import statistics
 
-from ..benchmark import decode_speed, training_step
+from .. import fairseq_log, precompute
+from ..benchmark import decode_speed, flops, training_step
 from ..evaluation.evaluate import count_parameters
 from ..precompute import DEFAULT_LENGTH as PRECOMPUTE_LENGTH
+from . import data
+from .model_flags import architecture
+from .steps import load_json, require_checkpoints, save_json
 
 
 def parameters(checkpoint, data_bin):
     """{"params": trained model, "precomputed": after folding PosNet energies (None: not applicable)}."""
-    from .. import precompute
-
     result = {"params": count_parameters(checkpoint, data_bin), "precomputed": None}
     _, _, model = precompute.load_checkpoint_model(checkpoint, data_bin)
     if precompute.position_mixers(model):
@@ -47,8 +52,6 @@ def parameters(checkpoint, data_bin):
 def training_steps(archs, flags, vocab, batch, length, rounds, timed_steps, log):
     """{model: training_step.measure_rounds' record} (medians over ``rounds``, models alternating; ``archs``:
     the models' names, :func:`posnet_fairseq.compare.model_flags.architecture`)."""
-    from .model_flags import architecture
-
     timings = training_step.measure_rounds(archs, batch, length, vocab, flags, timed_steps, rounds,
                                            lambda r: log(f"cost: training-step round {r + 1}/{rounds} done"),
                                            architecture=architecture)
@@ -59,11 +62,7 @@ def decoding_flops(checkpoints, limits, speed_bin, lengths, langs, beam):
     """{arch: {length: FLOPs per generated token}} of each trained checkpoint decoding the speed set's mean
     source sentence (EOS included, rounded as the decoding benchmark does) with ``beam`` rows to each output
     length it can reach (L tokens + EOS)."""
-    from .. import precompute
-    from ..benchmark import flops
-    from .data import split_lengths
-
-    source_length = round(statistics.mean(split_lengths(speed_bin, "test", *langs)) + 1)
+    source_length = round(statistics.mean(data.split_lengths(speed_bin, "test", *langs)) + 1)
     result = {}
     for arch, checkpoint in checkpoints.items():
         reachable = [n for n in lengths if n + 1 <= limits[arch][1]]
@@ -101,8 +100,6 @@ def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs
 
 def _ctranslate2_engines(checkpoints, limits, speed_bin, work_dir, langs, beam, batch_size, log):
     """({row: decode(length)}, {row: target positions}, why there are none) of the models that convert."""
-    import functools
-
     from ..benchmark import ctranslate2_decoding as ct2
 
     why = ct2.missing()
@@ -143,3 +140,101 @@ def ctranslate2_decoding(checkpoints, limits, speed_bin, lengths, rounds, work_d
                                        lambda r: log(f"cost: CTranslate2 decoding round {r + 1}/{rounds} done"))
     return {row: {n: timings[row, n].record() if (row, n) in timings else {"beyond": limit[row]} for n in lengths}
             for row in engines}
+
+
+def write_speed_set(data_bin, out_dir, sentences, src, tgt):
+    """OUT/speed-bin: the first ``sentences`` test sentences as the split "test", with the dictionaries
+    (made again each time: the number of sentences is a setting of the cost measurement), and the training
+    split linked: a model may read corpus statistics from it when it loads (the length ratio of a decoder's
+    spread test positions, which checkpoints trained before it was stored at training lack)."""
+    from fairseq.data import indexed_dataset
+
+    speed = os.path.join(out_dir, data.SPEED_DIR)
+    shutil.rmtree(speed, ignore_errors=True)
+    os.makedirs(speed)
+    for lang in (src, tgt):
+        shutil.copyfile(os.path.join(data_bin, f"dict.{lang}.txt"), os.path.join(speed, f"dict.{lang}.txt"))
+        dataset = data.load_split(data_bin, "test", src, tgt, lang)
+        prefix = os.path.join(speed, f"test.{src}-{tgt}.{lang}")
+        builder = indexed_dataset.make_builder(prefix + ".bin", impl="mmap",
+                                               vocab_size=len(data.load_dictionary(data_bin, lang)))
+        for i in range(min(sentences, len(dataset))):
+            builder.add_item(dataset[i])
+        builder.finalize(prefix + ".idx")
+    for name in os.listdir(data_bin):
+        if name.startswith("train.") and name.endswith((".bin", ".idx")):
+            os.symlink(os.path.abspath(os.path.join(data_bin, name)), os.path.join(speed, name))
+    return speed
+
+
+def _settings(args, trained):
+    """The step "cost"'s settings: how the models ``trained`` are measured."""
+    step_length = args.train_max_len or 32
+    settings = {"archs": list(trained), "decode_lengths": args.lengths, "decode_sentences": args.decode_sentences,
+                "decode_beam": args.decode_beam, "decode_batch": args.decode_batch,
+                "decode_rounds": args.decode_rounds, "step_rounds": args.step_rounds,
+                "timed_steps": args.timed_steps, "step_length": step_length,
+                "step_batch": max(1, args.max_tokens // step_length)}
+    own_flags = {arch: args.generate_flags[arch] for arch in trained if args.generate_flags.get(arch)}
+    if own_flags:  # only then, so that a run measured before models had their own flags here keeps its cost
+        settings["generate_flags"] = own_flags
+    if args.plan.device == "cuda":
+        settings.update(device=args.plan.name, fp16=args.plan.fp16)
+    return settings
+
+
+def measure(args, steps, info, trained, limits, train_logs, log):
+    """OUT/cost.json (the step "cost"), measured again when the models, their checkpoints or the measuring
+    settings change. On a GPU (``args.plan``) decoding is timed there and the training speed is
+    fairseq-train's own on its GPU (``train_logs``: {arch: its log}); see
+    :mod:`posnet_fairseq.compare.devices`."""
+    path = os.path.join(steps.out, "cost.json")
+    settings = _settings(args, trained)
+    step_length, own_flags = settings["step_length"], settings.get("generate_flags", {})
+    gpu = args.plan.device == "cuda"
+    inputs = {"data": info.data_bin, **{f"checkpoint of {arch}": c for arch, c in trained.items()}}
+    why = steps.why_not_done("cost", settings, inputs)
+    if why is None:
+        log(f"cost: skipped, measured earlier ({path})")
+        return load_json(path)
+    # A run of some of the models of a finished cost step reads their figures there, beside the baseline they
+    # were measured with (after --delete-checkpoints too).
+    if steps.done_for_more("cost", settings, inputs, "archs", per_member=("generate_flags",)):
+        log(f"cost: skipped, measured earlier with more models ({path})")
+        return load_json(path)
+    require_checkpoints(trained, f"measuring the cost again ({why})")
+    log(f"cost: measured ({why})")
+    log("cost: parameters")
+    params = {arch: parameters(checkpoint, info.data_bin) for arch, checkpoint in trained.items()}
+    log(f"cost: training steps ({settings['step_batch']} x {step_length} tokens, {args.step_rounds} rounds)")
+    steps_ = training_steps(list(trained), args.flags, info.vocab, settings["step_batch"], step_length,
+                            args.step_rounds, args.timed_steps, log)
+    if gpu:
+        for arch, log_path in train_logs.items():
+            if arch in steps_:
+                steps_[arch]["tokens_per_s"] = fairseq_log.train_speed(log_path)["wps"]
+    log(f"cost: decoding speed at output lengths {args.lengths} ({args.decode_rounds} rounds)")
+    speed_bin = write_speed_set(info.data_bin, steps.out, args.decode_sentences, *info.langs)
+    decoded = decoding(trained, limits, speed_bin, args.lengths, args.decode_rounds,
+                       os.path.join(steps.out, "gen", "speed"), info.langs, args.decode_beam,
+                       args.decode_batch, log, cpu=not gpu, flags=own_flags)
+    converted = ctranslate2_decoding(trained, limits, speed_bin, args.lengths, args.decode_rounds,
+                                     os.path.join(steps.out, "ctranslate2"), info.langs, args.decode_beam,
+                                     args.decode_batch, log)
+    log(f"cost: FLOPs per generated token at output lengths {args.lengths}")
+    counted = decoding_flops(trained, limits, speed_bin, args.lengths, info.langs, args.decode_beam)
+    precompute_lengths = {p["precompute_length"] for p in params.values() if p.get("precompute_length")}
+    result = {"settings": settings, "parameters": params, "training_steps": steps_,
+              "decoding": {arch: {str(n): v for n, v in per.items()} for arch, per in decoded.items()},
+              "decoding_flops": {arch: {str(n): v for n, v in per.items()} for arch, per in counted.items()},
+              "ctranslate2": {row: per if row == "missing" else {str(n): v for n, v in per.items()}
+                              for row, per in converted.items()},
+              "decode_lengths": args.lengths, "decode_sentences": args.decode_sentences,
+              "decode_beam": args.decode_beam, "decode_batch": args.decode_batch,
+              "decode_rounds": args.decode_rounds, "step_rounds": args.step_rounds, "timed_steps": args.timed_steps,
+              "step_length": step_length, "step_batch": settings["step_batch"],
+              "precompute_length": ", ".join(map(str, sorted(precompute_lengths))) or None,
+              "devices": args.plan.describe()}
+    save_json(path, result)
+    steps.finish("cost", settings, inputs, [path])
+    return load_json(path)

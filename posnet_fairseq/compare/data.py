@@ -37,7 +37,8 @@ from ..process_pool import python_command
 from . import concatenated
 
 SPLITS = ("train", "valid", "test")
-# The test split's first sentences, binarized again as the decoding-speed set (cost phase).
+# The test split's first sentences, binarized again as the decoding-speed set
+# (posnet_fairseq.compare.cost.write_speed_set).
 SPEED_DIR = "speed-bin"
 MAX_BUCKETS = 8
 
@@ -151,17 +152,17 @@ def infer_languages(data_bin):
     return src, tgt
 
 
-def _dictionary(data_bin, lang):
+def load_dictionary(data_bin, lang):
     from fairseq.data import Dictionary
 
     return Dictionary.load(os.path.join(data_bin, f"dict.{lang}.txt"))
 
 
-def _dataset(data_bin, split, src, tgt, lang):
+def load_split(data_bin, split, src, tgt, lang):
     from fairseq.data import data_utils
 
     prefix = os.path.join(data_bin, f"{split}.{src}-{tgt}.{lang}")
-    dataset = data_utils.load_indexed_dataset(prefix, _dictionary(data_bin, lang))
+    dataset = data_utils.load_indexed_dataset(prefix, load_dictionary(data_bin, lang))
     if dataset is None:
         raise ValueError(f"no binarized {split} split at {prefix}.{{bin,idx}}")
     return dataset
@@ -169,35 +170,11 @@ def _dataset(data_bin, split, src, tgt, lang):
 
 def split_lengths(data_bin, split, src, tgt, lang=None):
     """Tokens (EOS excluded) of every sentence of a binarized split, on the ``lang`` side (source)."""
-    dataset = _dataset(data_bin, split, src, tgt, lang or src)
+    dataset = load_split(data_bin, split, src, tgt, lang or src)
     # sizes is a view into the dataset's memory map: read it while the dataset is alive.
     lengths = [int(n) - 1 for n in dataset.sizes]
     del dataset
     return lengths
-
-
-def write_speed_set(data_bin, out_dir, sentences, src, tgt):
-    """OUT/speed-bin: the first ``sentences`` test sentences as the split "test", with the dictionaries
-    (made again each time: the number of sentences is a setting of the cost measurement), and the training
-    split linked: a model may read corpus statistics from it when it loads (the length ratio of a decoder's
-    spread test positions, which checkpoints trained before it was stored at training lack)."""
-    from fairseq.data import indexed_dataset
-
-    speed = os.path.join(out_dir, SPEED_DIR)
-    shutil.rmtree(speed, ignore_errors=True)
-    os.makedirs(speed)
-    for lang in (src, tgt):
-        shutil.copyfile(os.path.join(data_bin, f"dict.{lang}.txt"), os.path.join(speed, f"dict.{lang}.txt"))
-        dataset = _dataset(data_bin, "test", src, tgt, lang)
-        prefix = os.path.join(speed, f"test.{src}-{tgt}.{lang}")
-        builder = indexed_dataset.make_builder(prefix + ".bin", impl="mmap", vocab_size=len(_dictionary(data_bin, lang)))
-        for i in range(min(sentences, len(dataset))):
-            builder.add_item(dataset[i])
-        builder.finalize(prefix + ".idx")
-    for name in os.listdir(data_bin):
-        if name.startswith("train.") and name.endswith((".bin", ".idx")):
-            os.symlink(os.path.abspath(os.path.join(data_bin, name)), os.path.join(speed, name))
-    return speed
 
 
 def buckets_for(train_max_len, longest_test):
@@ -283,18 +260,9 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
     run's models take; --raw pairs longer than that are left out (None: none is). ``concat_test``: K of
     --concat-test (:mod:`posnet_fairseq.compare.concatenated`), None without."""
     out_dir = steps.out
-    inputs = {"data-bin": data_bin} if mode == "data" else {}
-    if mode == "raw":
-        inputs.update({"raw source": raw[0], "raw target": raw[1]})
-        for split, (src, tgt) in (raw_given or {}).items():
-            inputs.update({f"{split} source": src, f"{split} target": tgt})
-    settings = {"mode": mode, "post_process": post_process,
-                "train_max_len": train_max_len, "test_max_len": test_max_len, "buckets_requested": n_buckets,
-                "synth_train": synth_train, "valid": valid, "test": test, "vocab_size": vocab_size, "seed": seed}
-    if mode == "raw" or concat_test:  # pairs longer than the models take are left out
-        settings["positions"] = list(positions) if positions else None
-    if concat_test:
-        settings["concat_test"] = concat_test
+    settings = _settings(mode, post_process, train_max_len, test_max_len, n_buckets, synth_train, valid, test,
+                         vocab_size, seed, positions, concat_test)
+    inputs = _inputs(mode, raw, raw_given, data_bin)
     why = steps.why_not_done("data", settings, inputs)
     if why is None:
         log(f"data: skipped, prepared earlier ({steps.relative(steps.dir)}/data.json)")
@@ -308,68 +276,101 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
     for name in ("raw", "spm_text", "data-bin", SPEED_DIR):
         shutil.rmtree(os.path.join(out_dir, name), ignore_errors=True)
     raw_dir = os.path.join(out_dir, "raw")
-    if mode == "synthetic":
-        stats = synth.write_corpus(raw_dir, train=synth_train, valid=valid, test=test, seed=seed,
-                                   max_len=train_max_len, test_max_len=test_max_len, test_buckets=n_buckets)
-        log(f"data: synthetic corpus in {raw_dir}: " + ", ".join(f"{k}={v}" for k, v in stats.items()))
-    elif mode == "raw":
-        origin = split_raw(raw[0], raw[1], raw_dir, valid, test, seed, raw_given)
-        for split in SPLITS:
-            log(f"data: {split}: {origin[split]}")
-    # Joined from the test split as given, before an over-long pair is left out: a run is K consecutive lines.
-    runs = concatenated.joined_test(raw_dir, concat_test) if concat_test else None
-    joined = None  # what the test split holds of them, once appended
-    if mode in ("synthetic", "raw"):
-        kept, too_long = sentencepiece(raw_dir, out_dir, vocab_size, train_max_len if mode == "raw" else None,
-                                       positions if mode == "raw" else None)
-        log(f"data: SentencePiece ({vocab_size} pieces at most) -> {out_dir}/spm.model; pairs kept: "
-            + ", ".join(f"{k} {v}" for k, v in kept.items()))
-        if any(too_long.values()):
-            log(f"data: left out as longer than the models take ({positions[0]} source / {positions[1]} target "
-                "positions): " + ", ".join(f"{k} {v}" for k, v in too_long.items()))
-        if runs:
-            joined = concatenated.append_to_test(runs, concat_test, raw_dir, os.path.join(out_dir, "spm_text"),
-                                                 sentencepiece_model.encoder(os.path.join(out_dir, "spm.model")),
-                                                 positions)
-            log(f"data: --concat-test {concat_test}: {joined['examples']} joined test examples, "
-                f"{joined['too_long']} left out as longer than the models take, the last {joined['tail']} test "
-                "pairs not joined")
+    origin, too_long, joined = None, None, None
+    if mode == "data":
+        data_bin = os.path.abspath(data_bin)
+        src, tgt = infer_languages(data_bin)
+        references = None  # fairseq-generate's T- lines, post-processed like the hypotheses
+    else:
+        if mode == "synthetic":
+            stats = synth.write_corpus(raw_dir, train=synth_train, valid=valid, test=test, seed=seed,
+                                       max_len=train_max_len, test_max_len=test_max_len, test_buckets=n_buckets)
+            log(f"data: synthetic corpus in {raw_dir}: " + ", ".join(f"{k}={v}" for k, v in stats.items()))
+        else:
+            origin = split_raw(raw[0], raw[1], raw_dir, valid, test, seed, raw_given)
+            for split in SPLITS:
+                log(f"data: {split}: {origin[split]}")
+        too_long, joined = _pieces(out_dir, raw_dir, mode, vocab_size, train_max_len, positions, concat_test, log)
         data_bin = os.path.join(out_dir, "data-bin")
         binarize(os.path.join(out_dir, "spm_text"), data_bin, os.path.join(out_dir, "preprocess.log"))
         src, tgt, post_process = "src", "tgt", "sentencepiece"
         references = os.path.join(raw_dir, "test.tgt")
-    else:
-        data_bin = os.path.abspath(data_bin)
-        src, tgt = infer_languages(data_bin)
-        references = None  # fairseq-generate's T- lines, post-processed like the hypotheses
     log(f"data: binarized corpus {data_bin} ({src} -> {tgt})")
-
-    train_lengths = split_lengths(data_bin, "train", src, tgt)
-    if mode == "synthetic":
-        # The generator counts words (a piece is a word unless --vocab-size is tiny).
-        unit = "words"
-        test_lengths = [len(line.split()) for line in read_lines(os.path.join(raw_dir, "test.src"))]
-        longest_train = max(len(line.split()) for split in ("train", "valid") for lang in ("src", "tgt")
-                            for line in read_lines(os.path.join(raw_dir, f"{split}.{lang}")))
-    else:
-        unit = "pieces" if mode == "raw" else "tokens"
-        test_lengths = split_lengths(data_bin, "test", src, tgt)
-        longest_train = max(train_lengths + split_lengths(data_bin, "train", src, tgt, tgt))
+    train_pairs, test_lengths, longest_train, unit = _lengths(data_bin, raw_dir, mode, src, tgt)
     test_lengths, joined = concatenated.separate(test_lengths, joined)
     buckets = (synth.length_buckets(test_max_len, n_buckets) if mode == "synthetic"
                else buckets_for(train_max_len or longest_train, max(test_lengths)))
-    outputs = [] if mode == "data" else [data_bin, raw_dir]
     info = {"splits": origin if mode == "raw" else None,
             "too_long": too_long if mode == "raw" else None,
             "positions": list(positions) if mode == "raw" and positions else None, "concatenated": joined,
             "source_lang": src, "target_lang": tgt, "post_process": post_process,
             "references": None if references is None else steps.relative(references),
             "train_max_len": train_max_len, "longest_train": longest_train,
-            "vocab": len(_dictionary(data_bin, tgt)), "buckets": buckets, "length_unit": unit,
-            "test_lengths": test_lengths, "test_sentences": len(test_lengths), "train_pairs": len(train_lengths)}
-    steps.finish("data", settings, inputs, outputs, info)
+            "vocab": len(load_dictionary(data_bin, tgt)), "buckets": buckets, "length_unit": unit,
+            "test_lengths": test_lengths, "test_sentences": len(test_lengths), "train_pairs": train_pairs}
+    steps.finish("data", settings, inputs, [] if mode == "data" else [data_bin, raw_dir], info)
     # Read back as a re-run reads it, so that the first run and a re-run see the same figures.
     return _info(steps, steps.result("data"), data_bin)
+
+
+def _inputs(mode, raw, raw_given, data_bin):
+    """The step "data"'s inputs: the user's files, known by their content."""
+    inputs = {"data-bin": data_bin} if mode == "data" else {}
+    if mode == "raw":
+        inputs.update({"raw source": raw[0], "raw target": raw[1]})
+        for split, (src, tgt) in (raw_given or {}).items():
+            inputs.update({f"{split} source": src, f"{split} target": tgt})
+    return inputs
+
+
+def _settings(mode, post_process, train_max_len, test_max_len, n_buckets, synth_train, valid, test, vocab_size,
+              seed, positions, concat_test):
+    """The step "data"'s settings (:func:`prepare`'s arguments that make the corpus)."""
+    settings = {"mode": mode, "post_process": post_process,
+                "train_max_len": train_max_len, "test_max_len": test_max_len, "buckets_requested": n_buckets,
+                "synth_train": synth_train, "valid": valid, "test": test, "vocab_size": vocab_size, "seed": seed}
+    if mode == "raw" or concat_test:  # pairs longer than the models take are left out
+        settings["positions"] = list(positions) if positions else None
+    if concat_test:
+        settings["concat_test"] = concat_test
+    return settings
+
+
+def _pieces(out_dir, raw_dir, mode, vocab_size, train_max_len, positions, concat_test, log):
+    """The SentencePiece text of the raw splits in ``out_dir``/spm_text, the joined test examples of
+    --concat-test after the natural ones; returns (over-long pairs left out per split, what the test split
+    holds of the joined examples or None)."""
+    # Joined from the test split as given, before an over-long pair is left out: a run is K consecutive lines.
+    runs = concatenated.joined_test(raw_dir, concat_test) if concat_test else None
+    kept, too_long = sentencepiece(raw_dir, out_dir, vocab_size, train_max_len if mode == "raw" else None,
+                                   positions if mode == "raw" else None)
+    log(f"data: SentencePiece ({vocab_size} pieces at most) -> {out_dir}/spm.model; pairs kept: "
+        + ", ".join(f"{k} {v}" for k, v in kept.items()))
+    if any(too_long.values()):
+        log(f"data: left out as longer than the models take ({positions[0]} source / {positions[1]} target "
+            "positions): " + ", ".join(f"{k} {v}" for k, v in too_long.items()))
+    if not runs:
+        return too_long, None
+    joined = concatenated.append_to_test(runs, concat_test, raw_dir, os.path.join(out_dir, "spm_text"),
+                                         sentencepiece_model.encoder(os.path.join(out_dir, "spm.model")), positions)
+    log(f"data: --concat-test {concat_test}: {joined['examples']} joined test examples, "
+        f"{joined['too_long']} left out as longer than the models take, the last {joined['tail']} test "
+        "pairs not joined")
+    return too_long, joined
+
+
+def _lengths(data_bin, raw_dir, mode, src, tgt):
+    """(training pairs, each test sentence's source length, the longest training length, their unit)."""
+    train_lengths = split_lengths(data_bin, "train", src, tgt)
+    if mode == "synthetic":
+        # The generator counts words (a piece is a word unless --vocab-size is tiny).
+        test_lengths = [len(line.split()) for line in read_lines(os.path.join(raw_dir, "test.src"))]
+        longest_train = max(len(line.split()) for split in ("train", "valid") for lang in ("src", "tgt")
+                            for line in read_lines(os.path.join(raw_dir, f"{split}.{lang}")))
+        return len(train_lengths), test_lengths, longest_train, "words"
+    test_lengths = split_lengths(data_bin, "test", src, tgt)
+    longest_train = max(train_lengths + split_lengths(data_bin, "train", src, tgt, tgt))
+    return len(train_lengths), test_lengths, longest_train, "pieces" if mode == "raw" else "tokens"
 
 
 def finished(steps, data_bin=None) -> Optional[DataInfo]:

@@ -4,8 +4,13 @@ import math
 import os
 import shlex
 
+from ..launcher.flags import add_arguments, slurm_options
+from ..launcher.queues import QUEUES
 from ..presets import suggest
-from . import seeds
+from . import model_flags, seeds
+from .devices import Cluster, cluster_plan, plan
+from .model_flags import architecture, refused_name
+from .recipe import Budget, Recipe
 
 DEFAULT_TRAIN_MAX_LEN = 20
 EXTRAPOLATION = 2.5  # the synthetic test set reaches this multiple of --train-max-len
@@ -42,7 +47,18 @@ def build_parser(description=None):
                    help="extra fairseq-generate flags for one architecture (or ARCH+LABEL) when it translates the "
                    "test set and when its decoding is timed, e.g. a RoPE scaling as --model-overrides; a model whose "
                    "architecture, seed and training flags are an earlier model's shares that training (repeatable)")
-    data = p.add_argument_group("data (default: the synthetic corpus)")
+    _data_flags(p.add_argument_group("data (default: the synthetic corpus)"))
+    _recipe_flags(p.add_argument_group("the shared recipe"))
+    _evaluation_flags(p.add_argument_group("evaluation"))
+    p.add_argument("--progress-every", type=float, default=30, help="seconds between progress lines (30)")
+    p.add_argument("--launcher", choices=["local", "slurm"], default="local",
+                   help="local: models train and translate in processes of this machine (default); slurm: each "
+                   "model's training, and then its translation, is a SLURM job (docs/cluster.md)")
+    add_arguments(p)
+    return p
+
+
+def _data_flags(data):
     source = data.add_mutually_exclusive_group()
     source.add_argument("--data", metavar="DATA_BIN", help="a fairseq data-bin, used as it is")
     source.add_argument("--raw", nargs=2, metavar=("SRC", "TGT"),
@@ -66,24 +82,30 @@ def build_parser(description=None):
     data.add_argument("--valid", type=int, default=300, help="validation pairs (synthetic, --raw) (300)")
     data.add_argument("--test", type=int, default=500, help="test pairs (synthetic, --raw) (500)")
     data.add_argument("--vocab-size", type=int, help="SentencePiece pieces (synthetic: 1000, --raw: 8000)")
-    recipe = p.add_argument_group("the shared recipe")
-    recipe.add_argument("--seed", type=int, default=1,
-                        help="seed of the data (synthetic corpus, splits) and of the first training (1)")
-    recipe.add_argument("--lr", type=float, default=0.002)
-    recipe.add_argument("--warmup-updates", type=int, default=200)
-    recipe.add_argument("--max-tokens", type=int, default=2048)
-    recipe.add_argument("--dropout", type=float, default=0.1)
+
+
+def _recipe_flags(recipe):
+    recipe.add_argument("--seed", type=int, default=Recipe.seed,
+                        help=f"seed of the data (synthetic corpus, splits) and of the first training ({Recipe.seed})")
+    recipe.add_argument("--lr", type=float, default=Recipe.lr)
+    recipe.add_argument("--warmup-updates", type=int, default=Recipe.warmup_updates)
+    recipe.add_argument("--max-tokens", type=int, default=Recipe.max_tokens)
+    recipe.add_argument("--dropout", type=float, default=Recipe.dropout)
     recipe.add_argument("--concat-train", metavar="K[,RATE]",
                         help="train every model on the training pairs plus examples of 2..K concatenated pairs, "
                              "RATE their share (--task translation_concat; docs/length-generalisation.md)")
-    recipe.add_argument("--interval", type=int, default=50, help="updates between validations and checkpoints (50)")
-    recipe.add_argument("--average", type=int, default=3, help="last checkpoints averaged (3)")
+    recipe.add_argument("--interval", type=int, default=Recipe.interval,
+                        help=f"updates between validations and checkpoints ({Recipe.interval})")
+    recipe.add_argument("--average", type=int, default=Recipe.average,
+                        help=f"last checkpoints averaged ({Recipe.average})")
     recipe.add_argument("--jobs", type=int, help="models trained at once: on CPU one core each (default: the cores), "
                         "with CUDA one GPU each (default: the GPUs)")
     recipe.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                         help="where models train and translate (auto: the GPUs when torch sees any, else the CPU)")
     recipe.add_argument("--no-fp16", action="store_true", help="on a GPU, train in fp32 (default: --fp16)")
-    evaluation = p.add_argument_group("evaluation")
+
+
+def _evaluation_flags(evaluation):
     evaluation.add_argument("--beam", type=int, default=5, help="test translation beam (5)")
     evaluation.add_argument("--batch-size", type=int, default=64, help="test translation batch (64)")
     evaluation.add_argument("--max-len-a", type=float, default=2.0,
@@ -101,20 +123,20 @@ def build_parser(description=None):
     evaluation.add_argument("--decode-rounds", type=int, default=3)
     evaluation.add_argument("--step-rounds", type=int, default=2, help="training-step measurements per model (2)")
     evaluation.add_argument("--timed-steps", type=int, default=3, help="timed training steps per measurement (3)")
-    p.add_argument("--progress-every", type=float, default=30, help="seconds between progress lines (30)")
-    p.add_argument("--launcher", choices=["local", "slurm"], default="local",
-                   help="local: models train and translate in processes of this machine (default); slurm: each "
-                   "model's training, and then its translation, is a SLURM job (docs/cluster.md)")
-    from ..launcher.flags import add_arguments
-
-    add_arguments(p)
-    return p
 
 
 def check_args(p, args):
     """Parses and validates what argparse cannot; errors name the flag."""
-    from .training import Budget
+    _check_archs(p, args)
+    _check_out(p, args.out)
+    _check_model_flags(p, args)
+    _check_budget(p, args)
+    _check_data(p, args)
+    _check_measuring(p, args)
+    return args
 
+
+def _check_archs(p, args):
     args.arch_list = [a.strip() for a in args.archs.split(",") if a.strip()]
     if not args.arch_list:
         p.error("--archs: no architecture given")
@@ -127,16 +149,16 @@ def check_args(p, args):
         p.error(f"--archs {args.archs}: an architecture is listed twice")
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    import posnet_fairseq  # noqa: F401  (registers the architectures)
-
-    from .model_flags import architecture, refused_name
+    from .. import models  # noqa: F401  (registers the architectures)
 
     refused = [why for why in map(refused_name, args.arch_list) if why]
     unknown = [architecture(a) for a in args.arch_list if architecture(a) not in ARCH_MODEL_REGISTRY]
     if refused or unknown:
         p.error("--archs: " + "; ".join(refused + [f"unknown architecture {a}{suggest(a, ARCH_MODEL_REGISTRY)}"
                                                    for a in unknown]))
-    _check_out(p, args.out)
+
+
+def _check_model_flags(p, args):
     args.flags = {arch: shlex.split(args.model_flags) for arch in args.arch_list}
     for spec in args.arch_flags:
         arch, sep, flags = spec.partition("=")
@@ -153,6 +175,9 @@ def check_args(p, args):
         if unknown:
             p.error(f"--arch-generate-flags {spec!r}: fairseq-generate has no flag {' '.join(unknown)} (a model "
                     "flag is given at generation as --model-overrides \"{'rope_scaling': 'yarn', ...}\")")
+
+
+def _check_budget(p, args):
     args.train_task_flags = _concat_train_flags(p, args.concat_train)
     if args.patience is not None and args.patience < 1:
         p.error(f"--patience {args.patience}: must be at least 1")
@@ -161,6 +186,9 @@ def check_args(p, args):
         args.seed_list = seeds.parse(args.seeds, args.seed) if args.seeds else [args.seed]
     except ValueError as err:
         p.error(str(err))
+
+
+def _check_data(p, args):
     args.mode = "data" if args.data else "raw" if args.raw else "synthetic"
     if args.mode == "data":
         if not args.post_process:
@@ -200,6 +228,9 @@ def check_args(p, args):
     if args.train_max_len is not None and args.train_max_len < 10:
         p.error(f"--train-max-len {args.train_max_len}: must be at least 10")
     args.vocab_size = args.vocab_size or (1000 if args.mode == "synthetic" else 8000)
+
+
+def _check_measuring(p, args):
     try:
         args.lengths = [int(n) for n in args.decode_lengths.split(",") if n.strip()]
     except ValueError:
@@ -212,21 +243,16 @@ def check_args(p, args):
             p.error(f"--{flag.replace('_', '-')} must be at least 1")
     if args.jobs is not None and args.jobs < 1:
         p.error("--jobs must be at least 1")
-    from .devices import plan
-
     try:
         args.plan = plan(args.device, args.jobs, fp16=not args.no_fp16) if args.launcher == "local" \
             else _cluster_plan(p, args)
     except ValueError as err:
         p.error(str(err))
-    from . import model_flags
-
     errors, args.model_limits = model_flags.check(args.flags, args.generate_flags)
     if errors:
         p.error("model flags refused (nothing was prepared): "
                 + "; ".join(f"{arch}: {why}" for arch, why in errors.items()) + "; fix them in --model-flags or "
                 "--arch-flags")
-    return args
 
 
 def _unknown_generate_flags(flags):
@@ -257,10 +283,6 @@ def _concat_train_flags(p, spec):
 
 def _cluster_plan(p, args):
     """The plan of --launcher slurm: one job per model, with the job flags' resources."""
-    from ..launcher.flags import slurm_options
-    from ..launcher.queues import QUEUES
-    from .devices import Cluster, cluster_plan
-
     if args.jobs is not None:
         p.error("--jobs: with --launcher slurm every model is a job of its own, and SLURM decides how many run "
                 "at once")

@@ -31,7 +31,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import SymLogNorm, TwoSlopeNorm, to_rgba  # noqa: E402
 
+from .columns import BLEU, BUCKET_BLEU, DECODE_SPEED  # noqa: E402
 from .concatenated import bucket_label, bucket_name, plot_note  # noqa: E402
+from .seeds import several  # noqa: E402
 
 MARKERS = "osD^vP*Xh<>p"
 # Beyond 20 models the qualitative maps are chained: tab20b and tab20c share no colour with tab20.
@@ -73,28 +75,28 @@ def _seed_values(row, name):
     return [v for k, v in row.items() if k.startswith(f"{name}_seed") and k[len(name) + 5:].isdigit()]
 
 
-def bleu_vs_speed(table, length, base, path):
+def bleu_vs_speed(table, length, base, path, seed_list=(None,)):
     """One point per model: BLEU (error bar: bootstrap 95% CI around the bootstrap mean; with several seeds
     the mean over the seeds, one standard deviation, and each seed's BLEU as a small mark) against
-    sentences/s at forced output length ``length``; model i is numbered i beside its point and in the legend."""
+    sentences/s at forced output length ``length``; model i is numbered i beside its point and in the legend.
+    ``seed_list``: the run's seeds (results.json's ``seeds``)."""
+    seeded = several(seed_list)
     colours = palette(len(table))
     fig, ax = plt.subplots(figsize=(7.5, max(4.5, 0.19 * len(table) + 0.8)), layout="constrained")
     for i, row in enumerate(table):
-        speed = row.get(f"decode_{length}_sentences_per_s")
-        if row.get("bleu") is None or not isinstance(speed, float):
+        speed, bleu = row.get(DECODE_SPEED.key_of(length)), BLEU.key
+        if row.get(bleu) is None or not isinstance(speed, float):
             continue
-        seeded = "bleu_sd" in row
-        centre, spread = (row["bleu"], row["bleu_sd"]) if seeded else (row["bleu_mean"], row["bleu_ci"])
+        centre, spread = (row[bleu], row[f"{bleu}_sd"]) if seeded else (row[f"{bleu}_mean"], row[f"{bleu}_ci"])
         ax.errorbar([speed], [centre], yerr=[[spread], [spread]], capsize=4,
                     linestyle="none", markersize=7, label=f"{i + 1}  {row['arch']}", color=colours[i],
                     marker=MARKERS[i % len(MARKERS)])
         if seeded:
-            each = _seed_values(row, "bleu")
+            each = _seed_values(row, bleu)
             ax.scatter([speed] * len(each), each, s=12, marker="_", color=colours[i], linewidths=1.2)
         ax.annotate(str(i + 1), (speed, centre), xytext=(5, 3), textcoords="offset points", fontsize=7,
                     color="0.15")
     ax.set_xlabel(f"decoding speed, sentences/s (beam search, output forced to {length} tokens)")
-    seeded = any("bleu_sd" in row for row in table)
     ax.set_ylabel("BLEU (test set), mean ± sd over the seeds (marks: each seed)" if seeded
                   else "BLEU (test set), 95% bootstrap CI")
     ax.set_title(f"Quality vs decoding speed (speed ratios against {base} in results.md)", fontsize=10)
@@ -104,14 +106,14 @@ def bleu_vs_speed(table, length, base, path):
     return _save(fig, path)
 
 
-def bleu_by_length(table, buckets, train_limit, unit, path):
+def bleu_by_length(table, buckets, train_limit, unit, path, seed_list=(None,)):
     """Model x source-length bucket heat map: each cell holds the model's BLEU on the bucket, coloured by
     its difference from the baseline's (``table[0]``) on the same bucket; * marks a difference the paired
     bootstrap finds significant (``direction`` of the bucket's score). A cell not scored (too few
     sentences, or beyond the model's positions) is grey; the buckets beyond the training lengths are
     marked, and the buckets of joined test pairs (--concat-test) set apart."""
     archs = [row["arch"] for row in table]
-    keys = [f"bleu_len_{bucket_name(b['lo'], b['hi'], b.get('concatenated'))}" for b in buckets]
+    keys = [BUCKET_BLEU.key_of(bucket_name(b["lo"], b["hi"], b.get("concatenated"))) for b in buckets]
     scores = np.array([[row.get(k) if isinstance(row.get(k), float) else np.nan for k in keys] for row in table],
                       dtype=float).reshape(len(table), len(buckets))
     gap = scores - scores[:1]
@@ -125,9 +127,8 @@ def bleu_by_length(table, buckets, train_limit, unit, path):
     for (r, c), value in np.ndenumerate(scores):
         if math.isnan(value):
             continue
-        sd = table[r].get(keys[c] + "_sd")
-        if sd is not None:  # several seeds: the spread, and significance is the verdict's (results.md)
-            text = f"{value:.1f}±{sd:.1f}"
+        if several(seed_list):  # the spread, and significance is the verdict's (results.md)
+            text = f"{value:.1f}±{table[r][keys[c] + '_sd']:.1f}"
         else:
             significant = (buckets[c]["scores"].get(archs[r]) or {}).get("direction") in ("better", "worse")
             text = f"{value:.1f}{'*' if significant else ''}"
@@ -139,9 +140,9 @@ def bleu_by_length(table, buckets, train_limit, unit, path):
         ax.text(beyond[0] - 0.5, -0.6, f" beyond the training lengths (> {train_limit} {unit})", ha="left",
                 va="bottom", fontsize=8)
     ax.set_xlabel(f"source length in {unit} (sentences in the bucket)" + plot_note(ax, buckets))
-    seeded = any(k + "_sd" in row for row in table for k in keys)
     ax.set_title(f"BLEU by source length; colour: difference from {archs[0]}\n("
-                 + ("mean±sd over the seeds; which differences are real: the Verdict in results.md" if seeded
+                 + ("mean±sd over the seeds; which differences are real: the Verdict in results.md"
+                    if several(seed_list)
                     else "* significant, paired bootstrap p <= 0.05") + "; grey: not scored)", fontsize=9, pad=16)
     fig.colorbar(image, ax=ax, shrink=min(1.0, 12 / len(table)), extend="both",
                  label=f"BLEU minus {archs[0]}'s on the bucket")
@@ -150,9 +151,9 @@ def bleu_by_length(table, buckets, train_limit, unit, path):
 
 def valid_loss(archs, curves, path, seed_curves=None):
     """Validation loss against updates, one panel per model (small multiples): the model in blue, the
-    baseline ``archs[0]`` dashed black in every other panel; each panel names the last validation loss and the training wall time to
-    it. ``seed_curves[arch][seed]``: the curves of the model's other seeds, thin light blue lines. The y axis
-    stops at twice the worst last loss, so the ends of the curves can be told apart."""
+    baseline ``archs[0]`` dashed black in every other panel; each panel names the last validation loss and the
+    training wall time to it. ``seed_curves[arch][seed]``: the curves of the model's other seeds, thin light
+    blue lines. The y axis stops at twice the worst last loss, so the ends of the curves can be told apart."""
     drawn = [a for a in archs if curves.get(a)]
     columns = min(PANEL_COLUMNS, max(len(drawn), 1))
     rows = max(1, math.ceil(len(drawn) / columns))
@@ -234,8 +235,10 @@ def replot(results, plot_dir, length_unit):
     os.makedirs(plot_dir, exist_ok=True)
     paths = {name: os.path.join(plot_dir, f"{name}.png")
              for name in ("bleu_vs_speed", "bleu_by_length", "valid_loss", "position_mixing")}
-    bleu_vs_speed(table, results["decode_lengths"][0], scored[0], paths["bleu_vs_speed"])
-    bleu_by_length(table, results["buckets"], results["train_limit"], length_unit, paths["bleu_by_length"])
+    seed_list = results.get("seeds", [None])
+    bleu_vs_speed(table, results["decode_lengths"][0], scored[0], paths["bleu_vs_speed"], seed_list)
+    bleu_by_length(table, results["buckets"], results["train_limit"], length_unit, paths["bleu_by_length"],
+                   seed_list)
     valid_loss(trained, results["curves"], paths["valid_loss"], results.get("seed_curves"))
     position_mixing(scored, results["mixing"], paths["position_mixing"])
     return list(paths.values())

@@ -20,12 +20,12 @@ a neighbour is marked too small and not scored.
 """
 import os
 
+from .. import compat
 from ..evaluation import bootstrap
 from ..plugin import PLUGIN_DIR, subprocess_env
 from ..process_pool import python_command
-from . import data
-from .steps import deleted
-from .training import require_checkpoints
+from . import concatenated, data
+from .steps import deleted, require_checkpoints
 
 SEED = 12345  # sacreBLEU's default bootstrap seed
 
@@ -103,8 +103,7 @@ def model_limits(checkpoint):
     if gone is not None:
         return tuple(gone["positions"])
 
-    import posnet_fairseq  # noqa: F401  (allow-lists fairseq's checkpoint classes)
-
+    compat.allow_fairseq_checkpoint_classes()  # torch's safe loader, as the plugin's import does
     model = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)["cfg"]["model"]
     # A Namespace (fairseq-train's legacy arguments) or a dict-like config.
     get = model.get if hasattr(model, "get") else lambda key: getattr(model, key)
@@ -191,6 +190,23 @@ def merge(results):
         for bucket, row in zip(merged["buckets"], result["buckets"]):
             bucket["scores"].update(row["scores"])
     return merged
+
+
+def add_joined_buckets(quality_result, joined, archs, parts, limits, train_limit, minimum, force):
+    """Adds the joined examples' buckets to ``quality_result`` (:func:`score`'s), each marked
+    ``concatenated``: K, after the natural ones, and ``quality_result["concatenated"]``: what results.md
+    says of them (:mod:`posnet_fairseq.compare.concatenated`). ``parts``: the joined part of
+    :func:`posnet_fairseq.compare.concatenated.split_outputs`; ``minimum``: --min-bucket-sentences;
+    ``force``: sacreBLEU's (the synthetic corpus)."""
+    lengths = joined["lengths"]
+    spans = data.merge_small_buckets(concatenated.buckets(lengths, train_limit), lengths, minimum, train_limit)
+    outputs, refs, src_tokens, tgt_tokens = parts
+    rows = score_buckets(archs, outputs, refs, lengths, src_tokens, tgt_tokens, limits, spans, train_limit,
+                         metrics(force)[0], quality_result["samples"])
+    quality_result["buckets"] += [dict(row, concatenated=joined["k"]) for row in rows]
+    quality_result["concatenated"] = dict({key: v for key, v in joined.items() if key != "lengths"},
+                                          within_training=sum(n <= train_limit for n in lengths))
+    return quality_result
 
 
 def references(info, outputs_refs):

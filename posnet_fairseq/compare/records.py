@@ -1,11 +1,12 @@
-"""The figures of a ``posnet-compare`` run as typed records, for the report.
+"""The figures of a ``posnet-compare`` run as typed records, for the report, and a training's outcome
+(:class:`TrainOutcome`, kept by its step train/MODEL).
 
 ``quality.json`` and ``cost.json`` keep their JSON form (scripts and the
 saved ``docs/compare`` run read it); :meth:`Quality.read` and :meth:`Cost.read`
 turn it into these records, so that :mod:`posnet_fairseq.compare.report`
 reads named fields, not string keys.
 """
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .concatenated import bucket_label, bucket_name
@@ -138,3 +139,26 @@ class Cost:
             converted = {row: {str(n): DecodeCost(e.get("rate"), e.get("cpu_s"), e.get("beyond"))
                                for n, e in per.items()} for row, per in converted.items()}
         return cls(parameters, steps, decoding, flops, settings, converted)
+
+
+@dataclass
+class TrainOutcome:
+    """One model's training: its averaged checkpoint, or why it failed."""
+
+    arch: str
+    checkpoint: Optional[str] = None
+    averaged: List[str] = field(default_factory=list)  # the files averaged into ``checkpoint``
+    epochs: Optional[int] = None
+    updates: Optional[int] = None
+    failed: Optional[str] = None
+    converged: Optional[bool] = None  # --budget converge: stopped by its patience (False: by the cap)
+    trained_as: Optional[str] = None  # the model whose training this one shares (Trainer.run)
+    reused_from: Optional[str] = None  # the run of --reuse-from it was trained in
+
+
+def stored(outcome):
+    """What the step train/MODEL keeps of a TrainOutcome (its result): ``trained_as`` and ``reused_from`` only
+    where set, so that a run's records stay readable by versions before them."""
+    optional = ("trained_as", "reused_from")
+    return {k: v for k, v in asdict(outcome).items()
+            if k not in ("arch", "checkpoint", "failed") and (k not in optional or v is not None)}

@@ -13,7 +13,7 @@ import csv
 import os
 
 from ..benchmark.measurements import against, ratio as _ratio
-from . import concatenated, seeds as _seeds, stopping, verdict as _verdict
+from . import columns, seeds as _seeds, stopping, verdict as _verdict
 from .records import BucketScore, DecodeCost
 
 # Figures of one seed that several seeds replace by the verdict: the bootstrap's per-seed intervals and p-values.
@@ -44,17 +44,17 @@ def _quality(model, outcome, quality):
                    max_target_positions=system.limits[1])
     for bucket in quality.buckets:
         entry = bucket.scores.get(model, BucketScore())
-        key = f"bleu_len_{bucket.name}"
+        key = columns.BUCKET_BLEU.key_of(bucket.name)
         row[key] = (f"beyond its {entry.beyond} positions" if entry.beyond is not None
                     else too_few(bucket) if bucket.too_small else entry.score)
         row[key + "_ci"] = entry.ci
-        row[f"length_ratio_{bucket.name}"] = entry.length_ratio
+        row[columns.LENGTH_RATIO.key_of(bucket.name)] = entry.length_ratio
     reference = _kept_reference(quality.buckets)
-    within = row.get(f"bleu_len_{reference.name}") if reference else None
+    within = row.get(columns.BUCKET_BLEU.key_of(reference.name)) if reference else None
     for bucket in quality.buckets:
-        beyond = row[f"bleu_len_{bucket.name}"]
+        beyond = row[columns.BUCKET_BLEU.key_of(bucket.name)]
         if bucket.beyond_training and isinstance(beyond, float) and isinstance(within, float) and within > 0:
-            row[f"bleu_kept_{bucket.name}"] = 100 * beyond / within
+            row[columns.KEPT.key_of(bucket.name)] = 100 * beyond / within
     return row
 
 
@@ -89,7 +89,7 @@ def _combined(per_seed, seed_list):
 def rows(archs, training, quality, cost, analysis, seed_list=(None,), model_of=lambda arch, seed: arch,
          stops=None):
     """One dict per model with every figure of the run (the CSV's rows); ``training``: {model:
-    :class:`~posnet_fairseq.compare.training.TrainOutcome`} with ``model_of(arch, seed)`` the model of ``arch``
+    :class:`~posnet_fairseq.compare.records.TrainOutcome`} with ``model_of(arch, seed)`` the model of ``arch``
     trained with each seed of ``seed_list``; ``quality`` and ``cost``: the run's
     :class:`~posnet_fairseq.compare.records.Quality` and :class:`~posnet_fairseq.compare.records.Cost`
     (the cost by architecture); ``stops``: {model: :func:`posnet_fairseq.compare.stopping.bucket_rows`}."""
@@ -154,156 +154,28 @@ def write_csv(path, table):
             writer.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
 
 
-def _num(value, fmt):
-    if value is None:
-        return "-"
-    if isinstance(value, str):
-        return value
-    return format(value, fmt)
-
-
-def _with_ratio(value, ratio, fmt):
-    if isinstance(value, str) or value is None:
-        return _num(value, fmt)
-    return f"{format(value, fmt)} ({_num(ratio, '.2f')})"
-
-
-def _ceiling_cell(row, prefix):
-    ceiling, share = row.get(f"{prefix}_ceiling"), row.get(f"{prefix}_share")
-    if ceiling is None:
-        return "-"
-    return f"{ceiling:.2f}x ({'-' if share is None else format(share, '.0%')})"
-
-
-def _ctranslate2_line(cost, base, lengths):
-    """The CTranslate2 rows: `base` (and each other model that converts) converted and decoded as the models above,
-    sentences/s (ratio to `base`)."""
-    converted = cost.ctranslate2
-    if converted is None:
-        return "- CTranslate2: not measured in this run's cost.json (made before it was)."
-    if "missing" in converted:
-        return f"- CTranslate2: not measured: {converted['missing']}."
-    cells = []
-    for row, per in converted.items():
-        for n in lengths:
-            entry, base_entry = per.get(str(n)), cost.decoding.get(base, {}).get(str(n))
-            if entry is None or entry.beyond is not None:
-                cells.append(f"{row} L={n}: beyond its {entry.beyond if entry else '?'} positions")
-                continue
-            ratio = _ratio(entry.rate, base_entry.rate if base_entry else None)
-            cells.append(f"{row} L={n}: {entry.rate:.1f} sent/s ({_num(ratio, '.2f')})")
-    return (f"- CTranslate2: `{base}` converted in-process (a row named after another model: that model; the "
-            "Transformer through ctranslate2's FairseqConverter, Shaw-relative and T5-bias models through "
-            "posnet_fairseq.benchmark.ctranslate2_relative) and decoded with "
-            "the same sources, forced lengths, beam and batch, one thread, alternating within each round; "
-            "sentences/s (ratio to `" + base + "`): " + "; ".join(cells) + ".")
-
-
-def _updates_cell(row, several):
-    cell = _seeds.mean_sd(row, "updates", ".0f") if several else _num(row.get("updates"), ",")
-    return cell + (" (not converged)" if row.get("converged") is False else "")
-
-
 def markdown(table, quality, cost, context, seed_list=(None,), stops=None):
-    """results.md: the run's settings, the table, what the columns mean, signatures and figures; with
-    several seeds each quality figure is mean ± sd over ``seed_list``."""
-    base = table[0]["arch"]
-    c = cost.settings
-    lengths = c["decode_lengths"]
-    buckets = quality.buckets
-    limit = quality.train_limit
-    several = len(seed_list) > 1
-    converge = any("converged" in row for row in table)
-    header = ["model", *(["updates"] if converge else []), "params", "params, precomputed", "BLEU", "chrF",
-              *([] if several else [f"p (BLEU) vs {base}"])]
-    header += [f"BLEU {b.label}{' *' if b.beyond_training else ''} (n={b.sentences})" for b in buckets]
-    header += ["train tokens/s (ratio)", "train ceiling (share)", "step memory MiB (ratio)"]
-    for n in lengths:
-        header += [f"decode L={n} sent/s (ratio)", f"decode L={n} ceiling (share)"]
+    """results.md: the run's settings, the table (:mod:`posnet_fairseq.compare.columns`), what the columns
+    mean, signatures and figures; with several seeds each quality figure is mean ± sd over ``seed_list``."""
+    view = columns.View(table[0]["arch"], list(seed_list), quality, cost, any("converged" in row for row in table))
+    made = columns.table(view)
     lines = [f"# posnet-compare: {len(table)} model{'s' if len(table) != 1 else ''}", ""]
     lines += [f"- {key}: {value}" for key, value in context.items()]
-    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["", "| " + " | ".join(header for _, header, _ in made) + " |", "|" + "---|" * len(made)]
     for row in table:
         if "failed" in row and "bleu" not in row:
-            cells = [f"`{row['arch']}`", f"FAILED: {_one_line(row['failed'])}"] + [""] * (len(header) - 2)
-            lines.append("| " + " | ".join(cells) + " |")
-            continue
-        cells = [f"`{row['arch']}`", *([_updates_cell(row, several)] if converge else []),
-                 _num(row.get("params"), ","), _num(row.get("params_precomputed"), ",")]
-        for metric in ("bleu", "chrf"):
-            if several:
-                cells.append(_seeds.mean_sd(row, metric))
-                continue
-            cells.append(f"{row[metric]:.1f} ({row[metric + '_mean']:.1f} ± {row[metric + '_ci']:.1f})"
-                         if row.get(metric) is not None else "-")
-        if not several:
-            cells.append(("(baseline)" if row["arch"] == base else _num(row.get("bleu_p"), ".4f")
-                          + (f" ({row['bleu_direction']})" if row.get("bleu_direction") else "")))
-        for b in buckets:
-            key = f"bleu_len_{b.name}"
-            cells.append(_seeds.mean_sd(row, key) if several else _num(row.get(key), ".1f"))
-        cells.append(_with_ratio(row.get("train_tokens_per_s"), row.get("train_speed_ratio"), ",.0f"))
-        cells.append(_ceiling_cell(row, "train"))
-        cells.append(_with_ratio(row.get("step_memory_mib"), row.get("step_memory_ratio"), ".1f"))
-        for n in lengths:
-            cells.append(_with_ratio(row.get(f"decode_{n}_sentences_per_s"), row.get(f"decode_{n}_ratio"), ".1f"))
-            cells.append(_ceiling_cell(row, f"decode_{n}"))
+            cells = [f"`{row['arch']}`", f"FAILED: {_one_line(row['failed'])}"] + [""] * (len(made) - 2)
+        else:
+            cells = [column.cell(row, view, key) for column, _, key in made]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        (f"- BLEU / chrF / BLEU a-b: sacreBLEU, the mean ± the standard deviation over the seeds "
-         f"{', '.join(map(str, seed_list))} (each seed's value in results.csv, `bleu_seedS`; each seed's bootstrap "
-         "interval and p-value against the baseline's same seed in quality.json); whether a difference lies "
-         "inside the noise: the Verdict below." if several else
-         f"- BLEU / chrF: sacreBLEU on the whole test set, then (in brackets) the bootstrap mean ± the 95% "
-         f"confidence half-width; p: paired bootstrap against `{base}` ({quality.samples} resamples, every "
-         "model on the same ones; posnet_fairseq.evaluation.bootstrap), two-sided: twice the smaller of P(not "
-         "better) and P(not worse), with the direction where it is at most 0.05."),
-        *([f"- updates: the updates each model trained{' (mean ± sd over the seeds)' if several else ''}; "
-           "(not converged): stopped by the cap of --budget converge before its validation loss stopped improving"
-           f"{' (in at least one seed)' if several else ''}."] if converge else []),
-        *[f"- `{row['arch']}` shares the training of `{_seeds.split(row['trained_as'], None)[0]}` (the same "
-          "architecture, seed and training flags): it differs in its --arch-generate-flags only."
-          for row in table if row.get("trained_as")],
-        *[f"- `{row['arch']}`: taken from `{row['reused_from']}` by --reuse-from (trained there with the same "
-          "data, recipe, budget, seed and flags)."
-          for row in table if row.get("reused_from")],
-        f"- BLEU a-b (n=N): corpus BLEU on the N test sentences with a source length of a to b "
-        f"{quality.length_unit}. * = beyond the training lengths: every training pair has at most {limit} "
-        f"{quality.length_unit} per side. A bucket of fewer than {_num(quality.min_bucket_sentences, 'd')} "
-        "sentences is merged into its neighbour on the same side of the training lengths; one that cannot be "
-        "reads 'too few sentences' and is not scored.",
-        *concatenated.legend(quality.concatenated, quality.length_unit),
-        ("- params, precomputed: after folding the aPosNet/rPosNet energies into tables of "
-         f"{c['precompute_length']} positions (`posnet-precompute`); '-' where nothing is precomputed."
-         if c["precompute_length"] else "- params, precomputed: '-': no model of this run has position energies "
-         "to fold into tables (`posnet-precompute`)."),
-        f"- train tokens/s: one training step (forward, backward, Adam) on {c['step_batch']} x "
-        f"{c['step_length']} random tokens, one thread, median over {c['step_rounds']} rounds of "
-        f"{c['timed_steps']} steps (on a GPU: fairseq-train's own throughput); step memory: the peak resident "
-        f"memory the step adds to the built model. Ratios against `{base}` measured in the same run.",
-        f"- decode: fairseq-generate, beam {c['decode_beam']}, {c['decode_sentences']} sentences in "
-        f"batches of {c['decode_batch']}, every hypothesis forced to L tokens (+ EOS), one thread, median of "
-        f"{c['decode_rounds']} rounds with the models alternating; ratio against `{base}`. CPU timings on a "
-        "machine shared with other jobs are noisy; `results.csv` also has the CPU-time ratios.",
-        _ctranslate2_line(cost, base, lengths),
-        f"- ceiling (share): the speed ratio the model's arithmetic allows against `{base}`, i.e. `{base}`'s "
-        "FLOPs per token over the model's (per training token: the step above, forward and backward; per generated "
-        "token: beam search to L tokens on the speed sentences' mean source length; matrix products only, "
-        "posnet_fairseq.benchmark.flops), and in brackets the share of it the measured ratio reaches (ratio / "
-        "ceiling: below 100% the model loses time its arithmetic does not explain).",
-        "",
-        "Signatures:",
-        "",
-    ]
+    lines += ["", *columns.legend(view, table), "", "Signatures:", ""]
     lines += [f"- {name}: `{sig}`" for name, sig in quality.signatures.items()]
-    lines += ["", *_length_ratios(table, buckets, several), *_kept(table, buckets, several, quality.length_unit)]
+    ratio_note = "(sacreBLEU tokens" + (", mean ± sd over the seeds" if view.several else "") + ")"
+    lines += ["", *_bucket_table(columns.LENGTH_RATIO, view, table, quality.buckets,
+                                 "## Length: hypothesis / reference", "", ratio_note), *_kept(view, table)]
     if stops:
         lines += [*stopping.markdown(stops), ""]
-    if quality.verdict is not None:
-        reference = _kept_reference(buckets)
-        lines += _verdict.lines(quality.verdict, quality.kept, base, list(seed_list), limit, quality.length_unit,
-                                reference.label if reference else None)
+    lines += verdict_section(quality, view)
     lines += ["## Plots", ""]
     for name, title in (("bleu_vs_speed", "BLEU vs decoding speed"), ("bleu_by_length", "BLEU by source length"),
                         ("valid_loss", "Validation loss"),
@@ -313,35 +185,38 @@ def markdown(table, quality, cost, context, seed_list=(None,), stops=None):
     return "\n".join(lines)
 
 
-def _length_ratios(table, buckets, several):
-    """The hypothesis / reference length of each model on each bucket (below 1: it stops too early)."""
-    out = ["## Length: hypothesis / reference", "",
-           "| model | " + " | ".join(f"{b.label}{' *' if b.beyond_training else ''}" for b in buckets) + " |",
-           "|" + "---|" * (len(buckets) + 1)]
+def verdict_section(quality, view):
+    """results.md's Verdict section (:mod:`posnet_fairseq.compare.verdict`); none for a run not judged."""
+    if quality.verdict is None:
+        return []
+    reference = _kept_reference(quality.buckets)
+    return _verdict.lines(quality.verdict, quality.kept, view.base, list(view.seed_list), quality.train_limit,
+                          quality.length_unit, reference.label if reference else None)
+
+
+def _bucket_table(column, view, table, buckets, title, intro, note):
+    """A table of one figure per model and bucket (``column``, over ``buckets``): ``title``, ``intro`` (a
+    paragraph, or "" for none), the table, ``note`` under it."""
+    out = [title, ""] + ([intro, ""] if intro else [])
+    out += ["| model | " + " | ".join(column.header(view, b) for b in buckets) + " |",
+            "|" + "---|" * (len(buckets) + 1)]
     for row in table:
         if "failed" not in row:
             out.append(f"| `{row['arch']}` | " + " | ".join(
-                _seeds.mean_sd(row, f"length_ratio_{b.name}", ".2f") if several
-                else _num(row.get(f"length_ratio_{b.name}"), ".2f") for b in buckets) + " |")
-    return out + ["", "(sacreBLEU tokens" + (", mean ± sd over the seeds" if several else "") + ")", ""]
+                column.cell(row, view, column.key_of(b.name)) for b in buckets) + " |")
+    return out + [""] + ([note, ""] if note else [])
 
 
-def _kept(table, buckets, several, unit):
+def _kept(view, table):
     """BLEU on each bucket beyond the training lengths as a share of the model's BLEU on the longest bucket
     within them: how much of its quality a model keeps where it never trained."""
+    buckets, unit = view.quality.buckets, view.quality.length_unit
     reference, beyond = _kept_reference(buckets), [b for b in buckets if b.beyond_training and not b.too_small]
     if reference is None or not beyond:
         return []
-    out = ["## Beyond the training lengths: BLEU kept", "",
-           f"BLEU on each bucket beyond the training lengths, in % of the model's own BLEU on {reference.label} "
-           f"{unit}" + (" (per seed, then mean ± sd)" if several else "") + "; the csv's `bleu_kept_BUCKET`.", "",
-           "| model | " + " | ".join(f"{b.label} *" for b in beyond) + " |", "|" + "---|" * (len(beyond) + 1)]
-    for row in table:
-        if "failed" not in row:
-            out.append(f"| `{row['arch']}` | " + " | ".join(
-                (_seeds.mean_sd(row, key, ".0f") if several else _num(row[key], ".0f")) + "%" if key in row else "-"
-                for key in (f"bleu_kept_{b.name}" for b in beyond)) + " |")
-    return out + [""]
+    intro = (f"BLEU on each bucket beyond the training lengths, in % of the model's own BLEU on {reference.label} "
+             f"{unit}" + (" (per seed, then mean ± sd)" if view.several else "") + "; the csv's `bleu_kept_BUCKET`.")
+    return _bucket_table(columns.KEPT, view, table, beyond, "## Beyond the training lengths: BLEU kept", intro, "")
 
 
 def _one_line(text):

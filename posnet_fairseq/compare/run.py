@@ -1,10 +1,19 @@
 """One ``posnet-compare`` run from its checked arguments: data, training, translation, scores, cost, analysis,
 report and plots, each step skipped when a previous run finished it (see docs/compare.md)."""
+import contextlib
+import dataclasses
 import datetime
-import json
+import functools
 import os
 import shlex
 import sys
+
+from .. import fairseq_log, translation_invariance
+from ..evaluation import generate_output
+from . import concatenated, cost, data, mixing, plots, quality, recipe as recipes, records, report, run_lock, seeds, \
+    stopping, training, verdict
+from .exit_status import of_run
+from .steps import CheckpointsDeleted, Steps, load_json, require_checkpoints, save_json
 
 
 class Log:
@@ -30,8 +39,6 @@ def check_settings(steps, recipe_of, flags, first_seed):
     would not be comparable): ValueError naming what changed. ``recipe_of(seed)``: the settings every step
     train/MODEL of that seed shares (MODEL: :func:`posnet_fairseq.compare.seeds.key`); ``flags``: {arch: its
     flags}. A model whose training failed recorded nothing, so its flags lock nothing."""
-    from . import seeds
-
     changed = set()
     for name in steps.names("train/"):
         arch, seed = seeds.split(name.split("/", 1)[1], first_seed)
@@ -45,114 +52,10 @@ def check_settings(steps, recipe_of, flags, first_seed):
                          f"would not be comparable with new ones; use a new --out")
 
 
-def _load_json(path):
-    with open(path) as f:
-        return json.load(f)
-
-
-def _save_json(path, value):
-    with open(path + ".tmp", "w") as f:
-        json.dump(value, f, indent=1)
-    os.replace(path + ".tmp", path)
-
-
-def _measured_with_more(steps, settings, inputs):
-    """Whether the step "cost" finished for more architectures than ``settings["archs"]``, the same baseline
-    first, with the same measuring settings, data and checkpoints, its output intact: a run of some of its
-    models (after --delete-checkpoints too) reads their figures there, beside the baseline they were measured
-    with."""
-    record = steps.load("cost")
-    if record is None or record.outputs is None:
-        return False
-    ours, theirs = settings["archs"], record.settings.get("archs", [])
-    if ours[:1] != theirs[:1] or not set(ours) <= set(theirs):
-        return False
-    mine, recorded = ({k: v for k, v in of.items() if k not in ("archs", "generate_flags")}
-                      for of in (settings, record.settings))  # how, not which models, they were measured
-    if mine != recorded:
-        return False
-    flags = record.settings.get("generate_flags", {})
-    if settings.get("generate_flags", {}) != {a: flags[a] for a in ours if a in flags}:
-        return False
-    if steps.changed_inputs(record, inputs, recorded_more=True):
-        return False
-    return steps.damaged_output(record) is None
-
-
-def measure_cost(args, steps, info, trained, limits, train_logs, log):
-    """OUT/cost.json (the step "cost"), measured again when the models, their checkpoints or the measuring
-    settings change. On a GPU (``args.plan``) decoding is timed there and the training speed is
-    fairseq-train's own on its GPU (``train_logs``: {arch: its log}); see
-    :mod:`posnet_fairseq.compare.devices`."""
-    from .. import fairseq_log
-    from . import cost, data, training
-
-    path = os.path.join(steps.out, "cost.json")
-    step_length = args.train_max_len or 32
-    settings = {"archs": list(trained), "decode_lengths": args.lengths, "decode_sentences": args.decode_sentences,
-                "decode_beam": args.decode_beam, "decode_batch": args.decode_batch,
-                "decode_rounds": args.decode_rounds, "step_rounds": args.step_rounds,
-                "timed_steps": args.timed_steps, "step_length": step_length,
-                "step_batch": max(1, args.max_tokens // step_length)}
-    own_flags = {arch: args.generate_flags[arch] for arch in trained if args.generate_flags.get(arch)}
-    if own_flags:  # only then, so that a run measured before models had their own flags here keeps its cost
-        settings["generate_flags"] = own_flags
-    gpu = args.plan.device == "cuda"
-    if gpu:
-        settings.update(device=args.plan.name, fp16=args.plan.fp16)
-    inputs = {"data": info.data_bin, **{f"checkpoint of {arch}": c for arch, c in trained.items()}}
-    why = steps.why_not_done("cost", settings, inputs)
-    if why is None:
-        log(f"cost: skipped, measured earlier ({path})")
-        return _load_json(path)
-    if _measured_with_more(steps, settings, inputs):
-        log(f"cost: skipped, measured earlier with more models ({path})")
-        return _load_json(path)
-    training.require_checkpoints(trained, f"measuring the cost again ({why})")
-    log(f"cost: measured ({why})")
-    log("cost: parameters")
-    parameters = {arch: cost.parameters(path_, info.data_bin) for arch, path_ in trained.items()}
-    log(f"cost: training steps ({settings['step_batch']} x {step_length} tokens, {args.step_rounds} rounds)")
-    steps_ = cost.training_steps(list(trained), args.flags, info.vocab, settings["step_batch"], step_length,
-                                 args.step_rounds, args.timed_steps, log)
-    if gpu:
-        for arch, log_path in train_logs.items():
-            if arch in steps_:
-                steps_[arch]["tokens_per_s"] = fairseq_log.train_speed(log_path)["wps"]
-    log(f"cost: decoding speed at output lengths {args.lengths} ({args.decode_rounds} rounds)")
-    speed_bin = data.write_speed_set(info.data_bin, steps.out, args.decode_sentences, *info.langs)
-    decoding = cost.decoding(trained, limits, speed_bin, args.lengths, args.decode_rounds,
-                             os.path.join(steps.out, "gen", "speed"), info.langs, args.decode_beam,
-                             args.decode_batch, log, cpu=not gpu, flags=own_flags)
-    converted = cost.ctranslate2_decoding(trained, limits, speed_bin, args.lengths, args.decode_rounds,
-                                          os.path.join(steps.out, "ctranslate2"), info.langs, args.decode_beam,
-                                          args.decode_batch, log)
-    log(f"cost: FLOPs per generated token at output lengths {args.lengths}")
-    counted = cost.decoding_flops(trained, limits, speed_bin, args.lengths, info.langs, args.decode_beam)
-    precompute_lengths = {p["precompute_length"] for p in parameters.values() if p.get("precompute_length")}
-    result = {"settings": settings, "parameters": parameters, "training_steps": steps_,
-              "decoding": {arch: {str(n): v for n, v in per.items()} for arch, per in decoding.items()},
-              "decoding_flops": {arch: {str(n): v for n, v in per.items()} for arch, per in counted.items()},
-              "ctranslate2": {row: per if row == "missing" else {str(n): v for n, v in per.items()}
-                              for row, per in converted.items()},
-              "decode_lengths": args.lengths, "decode_sentences": args.decode_sentences,
-              "decode_beam": args.decode_beam, "decode_batch": args.decode_batch,
-              "decode_rounds": args.decode_rounds, "step_rounds": args.step_rounds, "timed_steps": args.timed_steps,
-              "step_length": step_length, "step_batch": settings["step_batch"],
-              "precompute_length": ", ".join(map(str, sorted(precompute_lengths))) or None,
-              "devices": args.plan.describe()}
-    _save_json(path, result)
-    steps.finish("cost", settings, inputs, [path])
-    return _load_json(path)
-
-
 def analyse(steps, info, trained, log):
     """posnet-analyze's figures and numbers per model (OUT/analysis/ARCH/, the step analysis/ARCH), its
     Toeplitz R^2 per position table ({arch: {side: R^2}}), and each model's position-mixing profiles
     (OUT/analysis/ARCH/mixing.json, posnet_fairseq.compare.mixing)."""
-    from .. import translation_invariance
-    from . import mixing, training
-
     max_positions = max(b[1] for b in info.buckets)
     profiles, r2s = {}, {}
     for arch, checkpoint in trained.items():
@@ -163,24 +66,20 @@ def analyse(steps, info, trained, log):
         if steps.why_not_done(name, settings, inputs) is None:
             log(f"analysis: skipped {arch}, analysed earlier ({out})")
         else:
-            training.require_checkpoints({arch: checkpoint}, f"analysing {arch} again")
+            require_checkpoints({arch: checkpoint}, f"analysing {arch} again")
             log(f"analysis: {arch}")
             lines, r2 = translation_invariance.analyse_checkpoint(checkpoint, out, max_positions)
             with open(text_path, "w") as f:
                 f.write("\n".join(lines) + "\n")
-            _save_json(profile_path, mixing.offset_profiles(checkpoint, info.data_bin))
+            save_json(profile_path, mixing.offset_profiles(checkpoint, info.data_bin))
             steps.finish(name, settings, inputs, [profile_path, text_path], r2)
-        profiles[arch], r2s[arch] = _load_json(profile_path), steps.result(name)
+        profiles[arch], r2s[arch] = load_json(profile_path), steps.result(name)
     return profiles, r2s
 
 
 def run(p, args, argv):
     """The run of the checked ``args`` (:func:`posnet_fairseq.compare.options.check_args`); ``p``: the parser
     that reports errors; ``argv``: the command line as given (for the log and results.md)."""
-    import contextlib
-
-    from .training import CheckpointsDeleted
-
     try:
         with contextlib.ExitStack() as lock:  # the lock of --out, taken by _run (posnet_fairseq.compare.run_lock)
             return _run(p, args, argv, lock)
@@ -189,41 +88,83 @@ def run(p, args, argv):
 
 
 def _run(p, args, argv, lock):
+    """The run, step by step: data, training, translation, scores and verdict, cost, analysis, report."""
+    log = _open_log(p, args, argv, lock)
+    steps = Steps(args.out)
+    name = functools.partial(_model_name, args.seed)
+    recipe, train_flags = _recipe(p, args, steps)
+    info = _data(p, args, steps, log)
+    trainer = training.Trainer(steps, info.data_bin, args.budget_obj, recipe, args.plan, log, args.progress_every,
+                               split=lambda model: seeds.split(model, args.seed),
+                               reuse_from=[Steps(run) for run in args.reuse_from])
+    models = [name(arch, seed) for seed in args.seed_list for arch in args.arch_list]
+    outcomes = _train(args, trainer, models, train_flags, name, log)
+    trained = {m: outcomes[m].checkpoint for m in models if outcomes[m].checkpoint}
+    failed = _translate(args, steps, info, trained, name, log)
+    translated = {m: c for m, c in trained.items() if m not in failed}
+    # An architecture is compared when every one of its seeds translated.
+    complete = [a for a in args.arch_list if all(name(a, s) in translated for s in args.seed_list)]
+    if args.arch_list[0] not in complete:
+        return _failed_baseline(args, models, outcomes, failed, translated, trainer.dir, name, log)
+    limits = {m: quality.model_limits(checkpoint) for m, checkpoint in trained.items()}
+    quality_result, stops = _quality(args, steps, info, translated, limits, failed, complete, name, log)
+    # Cost and analysis do not depend on the seed: once per architecture, on its first seed's model.
+    firsts = {arch: name(arch, args.seed_list[0]) for arch in complete}
+    cost_result = cost.measure(args, steps, info, {a: translated[m] for a, m in firsts.items()},
+                               {a: limits[m] for a, m in firsts.items()},
+                               {a: trainer.log_path(m) for a, m in firsts.items()}, log)
+    profiles, r2s = analyse(steps, info, {a: translated[m] for a, m in firsts.items()}, log)
+    table, text = report.write(args.out, args.arch_list, outcomes, records.Quality.read(quality_result),
+                               records.Cost.read(cost_result), r2s, _context(args, argv, info, outcomes),
+                               args.seed_list, name, stops)
+    _plots(args, info, trainer, table, quality_result, complete, profiles, name)
+    log(f"wrote {args.out}/results.md, results.csv, plots/*.png")
+    if args.delete_checkpoints:  # every step that reads a compared model's checkpoints is done
+        _delete_checkpoints(trainer, [name(a, s) for a in complete for s in args.seed_list], limits, log)
+    print(text)
+    return of_run(models, outcomes, failed, log)  # issue 49: a failed model fails the run, its report written
+
+
+def _model_name(first, arch, seed):
+    """The model of ``arch`` trained with ``seed`` (its steps, checkpoints and translation)."""
+    return seeds.key(arch, seed, first)
+
+
+def _command_line(argv):
+    return " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+
+
+def _open_log(p, args, argv, lock):
+    """OUT/compare.log, once ``lock`` holds --out (issue 49: one run at a time on it)."""
     try:
         os.makedirs(args.out, exist_ok=True)
         log = Log(args.out)
         log.check()
     except OSError as err:
         p.error(f"--out {args.out} cannot be written ({err.strerror}); give a directory you can write to")
-    from . import run_lock
+    lock.enter_context(run_lock.held(p, args.out, log))
+    log(f"posnet-compare {_command_line(argv)}")
+    return log
 
-    lock.enter_context(run_lock.held(p, args.out, log))  # issue 49: one run at a time on --out
-    log(f"posnet-compare {' '.join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))}")
 
-    import dataclasses
-
-    from .. import fairseq_log
-    from ..evaluation import generate_output
-    from . import concatenated, data, plots, quality, records, report, seeds, stopping, training, verdict
-    from .steps import Steps
-
-    steps = Steps(args.out)
-    recipe = training.Recipe(seed=args.seed, lr=args.lr, warmup_updates=args.warmup_updates,
-                             max_tokens=args.max_tokens, dropout=args.dropout, interval=args.interval,
-                             average=args.average)
-    # fairseq-train's flags of each model: its model flags, then the training task's (--concat-train).
+def _recipe(p, args, steps):
+    """The shared recipe and each model's fairseq-train flags (its model flags, then the training task's of
+    --concat-train); a parser error when --out holds models of other settings."""
+    recipe = recipes.Recipe(seed=args.seed, lr=args.lr, warmup_updates=args.warmup_updates,
+                            max_tokens=args.max_tokens, dropout=args.dropout, interval=args.interval,
+                            average=args.average)
     train_flags = {arch: flags + args.train_task_flags for arch, flags in args.flags.items()}
     try:
-        check_settings(steps, lambda seed: training.step_settings(dataclasses.replace(recipe, seed=seed),
-                                                                  args.budget_obj, args.plan), train_flags, args.seed)
+        check_settings(steps, lambda seed: recipes.step_settings(dataclasses.replace(recipe, seed=seed),
+                                                                 args.budget_obj, args.plan), train_flags, args.seed)
     except ValueError as err:
         p.error(str(err))
-    seed_list, first = args.seed_list, args.seed_list[0]
+    return recipe, train_flags
 
-    def name(arch, seed):  # the model of arch trained with seed (its steps, checkpoints and translation)
-        return seeds.key(arch, seed, args.seed)
+
+def _data(p, args, steps, log):
     try:
-        info = data.prepare(steps, args.mode, log, raw=args.raw, raw_given=args.raw_given, data_bin=args.data,
+        return data.prepare(steps, args.mode, log, raw=args.raw, raw_given=args.raw_given, data_bin=args.data,
                             post_process=args.post_process, train_max_len=args.train_max_len,
                             test_max_len=args.test_max_len, n_buckets=args.buckets, synth_train=args.train_pairs,
                             valid=args.valid, test=args.test, vocab_size=args.vocab_size, seed=args.seed,
@@ -231,106 +172,123 @@ def _run(p, args, argv, lock):
                             concat_test=args.concat_test)
     except (ValueError, FileNotFoundError) as err:
         p.error(str(err))
-    train_limit = info.train_limit
-    trainer = training.Trainer(steps, info.data_bin, args.budget_obj, recipe, args.plan, log, args.progress_every,
-                               split=lambda model: seeds.split(model, args.seed),
-                               reuse_from=[Steps(run) for run in args.reuse_from])
-    models = [name(arch, seed) for seed in seed_list for arch in args.arch_list]
+
+
+def _train(args, trainer, models, train_flags, name, log):
+    seed_list = args.seed_list
     log(f"train: {len(args.arch_list)} models x {len(seed_list)} seed{'s' if len(seed_list) > 1 else ''} "
         f"({', '.join(map(str, seed_list))}), {args.budget_obj} each, {args.plan.jobs} at a time on "
         + (f"{args.plan.jobs} GPU(s), {'fp16' if args.plan.fp16 else 'fp32'}" if args.plan.device == "cuda"
            else "the CPU, one thread each"))
-    outcomes = trainer.run(models, {name(a, s): train_flags[a] for a in args.arch_list for s in seed_list})
-    trained = {m: outcomes[m].checkpoint for m in models if outcomes[m].checkpoint}
-    baseline = args.arch_list[0]
-    failed = {} if any(name(baseline, s) not in trained for s in seed_list) else quality.translate_all(
+    return trainer.run(models, {name(a, s): train_flags[a] for a in args.arch_list for s in seed_list})
+
+
+def _translate(args, steps, info, trained, name, log):
+    """{model: why its translation failed}; nothing is translated while a model of the baseline is missing."""
+    if any(name(args.arch_list[0], s) not in trained for s in args.seed_list):
+        return {}
+    return quality.translate_all(
         steps, trained, info, args.plan, ["--beam", str(args.beam), "--batch-size", str(args.batch_size),
                                           "--max-len-a", repr(args.max_len_a), "--max-len-b", str(args.max_len_b)],
-        log, {name(a, s): args.generate_flags[a] for a in args.arch_list for s in seed_list})
-    translated = {m: c for m, c in trained.items() if m not in failed}
-    # An architecture is compared when every one of its seeds translated.
-    complete = [a for a in args.arch_list if all(name(a, s) in translated for s in seed_list)]
-    if baseline not in complete:
-        # Every ratio and p-value is against the baseline: none is computed against another model.
-        model = next(name(baseline, s) for s in seed_list if name(baseline, s) not in translated)
-        why = outcomes[model].failed or failed[model]
-        log(f"baseline {model} FAILED ({why.splitlines()[0]}); nothing compared; see the logs in {trainer.dir}")
-        print(report.write_failed_baseline(args.out, models, outcomes, failed, trainer.dir, model))
-        return 1
-    limits = {m: quality.model_limits(checkpoint) for m, checkpoint in trained.items()}
+        log, {name(a, s): args.generate_flags[a] for a in args.arch_list for s in args.seed_list})
+
+
+def _failed_baseline(args, models, outcomes, failed, translated, logs, name, log):
+    """Every ratio and p-value is against the baseline: none is computed against another model."""
+    baseline = args.arch_list[0]
+    model = next(name(baseline, s) for s in args.seed_list if name(baseline, s) not in translated)
+    why = outcomes[model].failed or failed[model]
+    log(f"baseline {model} FAILED ({why.splitlines()[0]}); nothing compared; see the logs in {logs}")
+    print(report.write_failed_baseline(args.out, models, outcomes, failed, logs, model))
+    return 1
+
+
+def _outputs(args, info, translated):
+    """(outputs {model: (hypotheses, skipped ids)}, references, source tokens, target tokens) of the natural
+    test sentences and of the joined ones (--concat-test), and {model: its parsed translation file}."""
     src_tokens, tgt_tokens = quality.token_lengths(info)
     parsed, outputs, t_lines, n = {}, {}, {}, len(src_tokens)
     for model in translated:
         parsed[model] = output = generate_output.read(os.path.join(args.out, "gen", f"{model}.out"))
         outputs[model] = (output.ordered("hypotheses", n), output.missing(n))
         t_lines = {**output.references, **t_lines}
+    refs = quality.references(info, [t_lines.get(i, "") for i in range(n)])
+    natural, joined = concatenated.split_outputs(outputs, refs, src_tokens, tgt_tokens, info.test_sentences)
+    return natural, joined, parsed
+
+
+def _quality(args, steps, info, translated, limits, failed, complete, name, log):
+    """OUT/quality.json (each seed's models against the baseline of the same seed, and the verdict) and where
+    each model's hypotheses ended, per bucket."""
+    (outputs, refs, src_tokens, tgt_tokens), joined, parsed = _outputs(args, info, translated)
+    train_limit, force = info.train_limit, args.mode == "synthetic"
     buckets = data.merge_small_buckets(info.buckets, info.test_lengths, args.min_bucket_sentences, train_limit)
     log(f"quality: sacreBLEU with {args.bootstrap_samples} bootstrap resamples; length buckets "
         + ", ".join(f"{lo}-{hi}" + (" (too few sentences)" if small else "") for lo, hi, small in buckets))
-    refs = quality.references(info, [t_lines.get(i, "") for i in range(n)])
-    (outputs, refs, src_tokens, tgt_tokens), joined = concatenated.split_outputs(outputs, refs, src_tokens, tgt_tokens,
-                                                                                 info.test_sentences)
-    force = args.mode == "synthetic"
-    bleu = quality.metrics(force)[0]  # the verdicts' and the stopping table's sentence-level BLEU
 
-    def seed_quality(seed):  # this seed's models against the baseline of the same seed
+    def seed_quality(seed):
         models = [name(a, seed) for a in complete]
         result = quality.score(models, outputs, refs, info.test_lengths, src_tokens, tgt_tokens, limits, buckets,
                                train_limit, force=force, samples=args.bootstrap_samples)
         if info.concatenated:
-            concatenated.add_buckets(result, info.concatenated, models, joined, limits, train_limit,
-                                     args.min_bucket_sentences, force=force)
+            quality.add_joined_buckets(result, info.concatenated, models, joined, limits, train_limit,
+                                       args.min_bucket_sentences, force=force)
         return result
 
-    quality_result = quality.merge([seed_quality(s) for s in seed_list])
-    log(f"verdict: t-test over {len(seed_list)} seed pair(s) and the test sentences, Holm over the report")
-    hypotheses = {m: outputs[m][0] for m in outputs}
-    quality_result.update(
-        min_bucket_sentences=args.min_bucket_sentences, length_unit=info.length_unit, failed=failed,
-        seeds=seed_list,
-        verdict=verdict.verdicts(bleu, complete, seed_list, hypotheses, name, refs,
-                                 verdict.by_length(info.test_lengths, train_limit)))
-    if info.concatenated:  # the joined examples beyond the training lengths: a verdict of their own
-        joined_outputs, joined_refs = joined[0], joined[1]
-        beyond = verdict.by_length(info.concatenated["lengths"], train_limit)["beyond"]
-        longer = verdict.verdicts(bleu, complete, seed_list,
-                                  {m: joined_outputs[m][0] for m in joined_outputs}, name, joined_refs,
-                                  {"joined": beyond})
-        for arch, sides in longer.items():
-            quality_result["verdict"][arch]["joined"] = sides["joined"]
-    kept = verdict.kept(bleu, complete, seed_list, hypotheses, name, refs,
+    quality_result = quality.merge([seed_quality(s) for s in args.seed_list])
+    bleu = quality.metrics(force)[0]  # the verdicts' and the stopping table's sentence-level BLEU
+    quality_result.update(min_bucket_sentences=args.min_bucket_sentences, length_unit=info.length_unit,
+                          failed=failed, seeds=args.seed_list,
+                          verdict=_verdicts(args, info, bleu, complete, outputs, refs, joined, name, log))
+    kept = verdict.kept(bleu, complete, args.seed_list, {m: outputs[m][0] for m in outputs}, name, refs,
                         *verdict.kept_subsets(buckets, info.test_lengths, train_limit))
     quality_result["verdict"], quality_result["kept"] = verdict.corrected(quality_result["verdict"], kept)
-    _save_json(os.path.join(args.out, "quality.json"), quality_result)
-    # where each model's hypotheses ended, per bucket
-    stops = stopping.tables(steps, info, quality_result["buckets"], bleu,
-                            [m for m in models if m in translated], parsed)
+    save_json(os.path.join(args.out, "quality.json"), quality_result)
+    models = [name(a, s) for s in args.seed_list for a in args.arch_list]
+    stops = stopping.tables(steps, info, quality_result["buckets"], bleu, [m for m in models if m in translated],
+                            parsed)
+    return quality_result, stops
 
-    # Cost and analysis do not depend on the seed: once per architecture, on its first seed's model.
-    firsts = {arch: name(arch, first) for arch in complete}
-    cost_result = measure_cost(args, steps, info, {a: translated[m] for a, m in firsts.items()},
-                               {a: limits[m] for a, m in firsts.items()},
-                               {a: trainer.log_path(m) for a, m in firsts.items()}, log)
-    profiles, r2s = analyse(steps, info, {a: translated[m] for a, m in firsts.items()}, log)
-    curves = {arch: fairseq_log.valid_curve(trainer.log_path(name(arch, first))) for arch in args.arch_list
-              if os.path.exists(trainer.log_path(name(arch, first)))}
-    seed_curves = {arch: {str(s): fairseq_log.valid_curve(trainer.log_path(name(arch, s))) for s in seed_list[1:]
-                          if os.path.exists(trainer.log_path(name(arch, s)))} for arch in args.arch_list}
 
+def _verdicts(args, info, bleu, complete, outputs, refs, joined, name, log):
+    """quality.json's "verdict": each model against the baseline in range and beyond, and on the joined
+    examples beyond the training lengths (--concat-test) a verdict of their own."""
+    seed_list, train_limit = args.seed_list, info.train_limit
+    log(f"verdict: t-test over {len(seed_list)} seed pair(s) and the test sentences, Holm over the report")
+    result = verdict.verdicts(bleu, complete, seed_list, {m: outputs[m][0] for m in outputs}, name, refs,
+                              verdict.by_length(info.test_lengths, train_limit))
+    if info.concatenated:
+        joined_outputs, joined_refs = joined[0], joined[1]
+        beyond = verdict.by_length(info.concatenated["lengths"], train_limit)["beyond"]
+        longer = verdict.verdicts(bleu, complete, seed_list, {m: joined_outputs[m][0] for m in joined_outputs},
+                                  name, joined_refs, {"joined": beyond})
+        for arch, sides in longer.items():
+            result[arch]["joined"] = sides["joined"]
+    return result
+
+
+def _budget_line(args):
+    """results.md's "budget": the budget, the seeds and the recipe (its fixed parts read from
+    :mod:`posnet_fairseq.compare.recipe`)."""
+    seed_list, budget = args.seed_list, args.budget_obj
+    return (f"{budget} per model; "
+            + (f"seeds {', '.join(map(str, seed_list))} (every model once per seed; data seed {args.seed})"
+               if len(seed_list) > 1 else f"seed {seed_list[0]}")
+            + f"; Adam {recipes.ADAM_BETAS}, lr {args.lr:g}, inverse-sqrt schedule with {args.warmup_updates} "
+            f"warm-up updates, label smoothing {recipes.LABEL_SMOOTHING:g}, dropout {args.dropout:g}, at most "
+            f"{args.max_tokens} tokens per batch; evaluated: the average of the "
+            + (f"{args.average} best checkpoints (lowest validation loss)" if budget.patience else
+               f"last {args.average} {'epoch' if budget.unit == 'epochs' else 'update'} checkpoints")
+            + f" (saved every {args.interval} updates)" + (f"; model flags {args.model_flags}"
+                                                           if args.model_flags else ""))
+
+
+def _context(args, argv, info, outcomes):
+    """The settings at the top of results.md."""
     context = {
-        "command": "`posnet-compare " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-        + "`",
+        "command": f"`posnet-compare {_command_line(argv)}`",
         "data": describe_data(args, info),
-        "budget": f"{args.budget_obj} per model; "
-                  + (f"seeds {', '.join(map(str, seed_list))} (every model once per seed; data seed {args.seed})"
-                     if len(seed_list) > 1 else f"seed {seed_list[0]}")
-                  + f"; Adam (0.9, 0.98), lr {args.lr:g}, inverse-sqrt "
-                  f"schedule with {args.warmup_updates} warm-up updates, label smoothing 0.1, dropout "
-                  f"{args.dropout:g}, at most {args.max_tokens} tokens per batch; evaluated: the average of the "
-                  + (f"{args.average} best checkpoints (lowest validation loss)" if args.budget_obj.patience else
-                     f"last {args.average} {'epoch' if args.budget_obj.unit == 'epochs' else 'update'} checkpoints")
-                  + f" (saved every {args.interval} updates)" + (f"; model flags {args.model_flags}"
-                                                                 if args.model_flags else ""),
+        "budget": _budget_line(args),
         "trained": ", ".join(f"`{m}` {o.updates} updates" + (" (not converged)" if o.converged is False else "")
                              for m, o in outcomes.items() if o.checkpoint),
         "test translation": f"fairseq-generate, beam {args.beam}, at most {args.max_len_a:g} x source length + "
@@ -341,34 +299,40 @@ def _run(p, args, argv, lock):
     extra = {a: f for a, f in args.flags.items() if f and f != shlex.split(args.model_flags)}
     if extra:
         context["per-model flags"] = "; ".join(f"`{a}`: `{' '.join(f)}`" for a, f in extra.items())
-    table, text = report.write(args.out, args.arch_list, outcomes, records.Quality.read(quality_result),
-                               records.Cost.read(cost_result), r2s, context, seed_list, name, stops)
+    return context
+
+
+def _plots(args, info, trainer, table, quality_result, complete, profiles, name):
+    """OUT/plots/*.png and OUT/results.json, from which :func:`posnet_fairseq.compare.plots.replot` draws them
+    again."""
+    first, seed_list = args.seed_list[0], args.seed_list
+    curves = {arch: fairseq_log.valid_curve(trainer.log_path(name(arch, first))) for arch in args.arch_list
+              if os.path.exists(trainer.log_path(name(arch, first)))}
+    seed_curves = {arch: {str(s): fairseq_log.valid_curve(trainer.log_path(name(arch, s))) for s in seed_list[1:]
+                          if os.path.exists(trainer.log_path(name(arch, s)))} for arch in args.arch_list}
     plot_dir = os.path.join(args.out, "plots")
     os.makedirs(plot_dir, exist_ok=True)
-    plots.bleu_vs_speed(table, args.lengths[0], args.arch_list[0], os.path.join(plot_dir, "bleu_vs_speed.png"))
-    plots.bleu_by_length(table, quality_result["buckets"], train_limit, info.length_unit,
-                         os.path.join(plot_dir, "bleu_by_length.png"))
+    plots.bleu_vs_speed(table, args.lengths[0], args.arch_list[0], os.path.join(plot_dir, "bleu_vs_speed.png"),
+                        seed_list)
+    plots.bleu_by_length(table, quality_result["buckets"], info.train_limit, info.length_unit,
+                         os.path.join(plot_dir, "bleu_by_length.png"), seed_list)
     plots.valid_loss(args.arch_list, curves, os.path.join(plot_dir, "valid_loss.png"), seed_curves)
     plots.position_mixing(complete, profiles, os.path.join(plot_dir, "position_mixing.png"))
-    _save_json(os.path.join(args.out, "results.json"), {"table": table, "buckets": quality_result["buckets"],
-                                                        "train_limit": train_limit, "curves": curves,
+    save_json(os.path.join(args.out, "results.json"), {"table": table, "buckets": quality_result["buckets"],
+                                                        "train_limit": info.train_limit, "curves": curves,
                                                         "mixing": profiles,
                                                         "decode_lengths": args.lengths, "seeds": seed_list,
                                                         "seed_curves": seed_curves})
-    log(f"wrote {args.out}/results.md, results.csv, plots/*.png")
-    if args.delete_checkpoints:  # every step that reads a compared model's checkpoints is done
-        freed = {model: trainer.delete_checkpoints(model, limits[model])
-                 for model in (name(a, s) for a in complete for s in seed_list)}
-        emptied = [model for model, size in freed.items() if size]  # the others' went in an earlier run
-        if emptied:
-            log(f"checkpoints: deleted those of {len(emptied)} models ({sum(freed.values()) / 2 ** 20:.0f} MiB); "
-                "their translations, training logs and step records stay (--delete-checkpoints)")
-        else:
-            log("checkpoints: none left to delete, an earlier run deleted them (--delete-checkpoints)")
-    print(text)
-    from .exit_status import of_run
 
-    return of_run(models, outcomes, failed, log)  # issue 49: a failed model fails the run, its report written
+
+def _delete_checkpoints(trainer, models, limits, log):
+    freed = {model: trainer.delete_checkpoints(model, limits[model]) for model in models}
+    emptied = [model for model, size in freed.items() if size]  # the others' went in an earlier run
+    if emptied:
+        log(f"checkpoints: deleted those of {len(emptied)} models ({sum(freed.values()) / 2 ** 20:.0f} MiB); "
+            "their translations, training logs and step records stay (--delete-checkpoints)")
+    else:
+        log("checkpoints: none left to delete, an earlier run deleted them (--delete-checkpoints)")
 
 
 def describe_data(args, info):

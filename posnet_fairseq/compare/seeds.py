@@ -63,6 +63,11 @@ def combine(per_seed, seeds, fixed=()):
     return row
 
 
+def several(seed_list):
+    """Whether a run of ``seed_list`` has several seeds: then each quality figure is mean ± sd over them."""
+    return len(seed_list) > 1
+
+
 def mean_sd(row, name, fmt=".1f"):
     """``mean ± sd`` of a combined figure (or the figure as it is when it is not a number)."""
     value = row.get(name)

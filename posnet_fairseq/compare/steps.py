@@ -12,7 +12,8 @@ only when
   the same relative path to other contents, is recognised as what it is), and
 * every output the step claims is there and intact;
 
-otherwise the step runs again (a damaged or deleted output is made again).
+otherwise the step runs again (a damaged or deleted output is made again). A step made for more members
+(the cost of more models) serves a run of some of them (:meth:`Steps.done_for_more`).
 A file removed by :meth:`Steps.delete` (``--delete-checkpoints``) leaves
 ``FILE.deleted`` in its place: its content as it was, so that every record
 naming it still finds it intact, and the facts later steps read instead of
@@ -29,6 +30,18 @@ from typing import Dict, Iterable, List, Optional
 
 _CHUNK = 1 << 20
 DELETED = ".deleted"  # the suffix of what Steps.delete leaves in place of a file
+
+
+def load_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def save_json(path, value):
+    """Writes ``value`` to ``path`` whole or not at all (a temporary file, then renamed)."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(value, f, indent=1)
+    os.replace(path + ".tmp", path)
 
 
 def deleted(path) -> Optional[dict]:
@@ -123,10 +136,7 @@ class Steps:
 
     def _save(self, name, record):
         os.makedirs(self.dir, exist_ok=True)
-        path = self._path(name)
-        with open(path + ".tmp", "w") as f:
-            json.dump(asdict(record), f, indent=1)
-        os.replace(path + ".tmp", path)
+        save_json(self._path(name), asdict(record))
 
     def names(self, prefix=""):
         """The steps recorded under ``prefix`` ("train/": every model's training)."""
@@ -171,6 +181,26 @@ class Steps:
                 return f"its output {path} is {'missing' if found is None else 'damaged'}"
         return None
 
+    def done_for_more(self, name, settings, inputs: Dict[str, str], members, per_member=()):
+        """Whether step ``name`` finished for more members than ``settings[members]`` (a list; the same first
+        one), with the same other settings, each of our members' entries of the ``per_member`` settings
+        ({member: value}) the same, the inputs both have of the same content, and its outputs intact."""
+        record = self.load(name)
+        if record is None or record.outputs is None:
+            return False
+        ours, theirs = settings[members], record.settings.get(members, [])
+        if ours[:1] != theirs[:1] or not set(ours) <= set(theirs):
+            return False
+        mine, recorded = ({k: v for k, v in of.items() if k not in (members, *per_member)}
+                          for of in (settings, record.settings))  # how, not which members, it was made
+        if mine != recorded:
+            return False
+        for key in per_member:
+            kept = record.settings.get(key, {})
+            if settings.get(key, {}) != {m: kept[m] for m in ours if m in kept}:
+                return False
+        return not self.changed_inputs(record, inputs, recorded_more=True) and self.damaged_output(record) is None
+
     def result(self, name):
         return self.load(name).result
 
@@ -187,3 +217,18 @@ class Steps:
             os.remove(self._path(name))
         except FileNotFoundError:
             pass
+
+
+class CheckpointsDeleted(RuntimeError):
+    """A step that must run again needs checkpoints that --delete-checkpoints removed."""
+
+
+def require_checkpoints(checkpoints, why):
+    """Raises :class:`CheckpointsDeleted` when one of ``checkpoints`` ({model: averaged checkpoint}) was deleted;
+    ``why``: what needs them, for the message."""
+    gone = [model for model, path in checkpoints.items() if deleted(path) is not None]
+    if gone:
+        raise CheckpointsDeleted(
+            f"{why} needs the checkpoints of {', '.join(gone)}, which --delete-checkpoints removed after an earlier "
+            f"run; train them again in a new --out, or remove their records (steps/train--MODEL.json) from this "
+            f"one to train them again here")

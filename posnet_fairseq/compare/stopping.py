@@ -30,6 +30,12 @@ import sys
 from dataclasses import dataclass
 from typing import Optional
 
+from ..evaluation import generate_output
+from . import data, quality
+from .concatenated import bucket_label, bucket_name
+from .steps import Steps
+from .training import AVERAGE
+
 EARLY, LATE = 0.8, 1.2
 KINDS = ("early", "right", "late")
 
@@ -90,8 +96,6 @@ def bucket_rows(buckets, sentences, stops_):
 def columns(rows):
     """results.csv / results.json columns of one model: stop_KIND_BUCKET (KIND: early, right, late,
     limit; BUCKET: the bleu_len_ name of :func:`posnet_fairseq.compare.concatenated.bucket_name`)."""
-    from .concatenated import bucket_name
-
     out = {}
     for row in rows:
         name = bucket_name(row["lo"], row["hi"], row["concatenated"])
@@ -106,8 +110,6 @@ def _percent(share):
 
 def markdown(tables):
     """results.md's section for ``tables`` ({model: its bucket_rows}, all on the same buckets)."""
-    from .concatenated import bucket_label
-
     first = next(iter(tables.values()))
     header = ["model"] + [bucket_label(r["lo"], r["hi"], r["concatenated"]) for r in first]
     lines = ["## Where decoding stopped", "",
@@ -129,9 +131,6 @@ def _flag(flags, name, default):
 def from_run(out, data_bin=None):
     """{model: bucket_rows} of a finished posnet-compare run in ``out``, for every model it translated, on
     the buckets of its quality.json; ``data_bin``: a --data run's data-bin (the run's own otherwise)."""
-    from . import data, quality
-    from .steps import Steps
-
     steps = Steps(out)
     info = data.finished(steps, data_bin)
     if info is None:
@@ -148,10 +147,6 @@ def tables(steps, info, buckets, bleu, models=None, parsed=None):
     """{model: bucket_rows} for ``models`` (in that order; default: every model of the run of ``steps``), each
     that translated (its step translate/MODEL), from its translation file; ``info``: the run's DataInfo,
     ``buckets``: quality.json's; ``parsed``: {model: generate_output.read result} of the files already read."""
-    from ..evaluation import generate_output
-    from . import data, quality
-    from .training import AVERAGE
-
     buckets = [(b["lo"], b["hi"], b.get("concatenated")) for b in buckets]
     joined = info.concatenated or {}
     sentences = [(n, None) for n in info.test_lengths] + [(n, joined.get("k")) for n in joined.get("lengths", [])]

@@ -17,7 +17,7 @@ says so, and starts a new log (its validation curve and time start again).
 With ``--delete-checkpoints`` a compared model's checkpoints are removed
 after the report (:meth:`Trainer.delete_checkpoints`); its step stays
 finished, and a later step that must read them is refused
-(:func:`require_checkpoints`).
+(:func:`posnet_fairseq.compare.steps.require_checkpoints`).
 
 While models train, a progress line for the whole run (models done, each
 running model's epoch and update, ETA) is printed every ``progress_every``
@@ -29,205 +29,24 @@ import re
 import shutil
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field, replace
-from typing import Iterable, List, Optional
+from dataclasses import replace
 
 from .. import fairseq_log
 from ..checkpoint_averaging import best_copies, write_average
-from ..plugin import PLUGIN_DIR, subprocess_env
-from ..process_pool import python_command
+from ..plugin import subprocess_env
 from . import restart, wrapper_lines
 from .model_flags import architecture
+from .records import TrainOutcome, stored
+from .recipe import step_settings, train_command
+from .run_clock import RunClock
 from .steps import deleted
 
-_BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(e|epochs?|u|updates?|m|min|minutes?)\s*$")
 AVERAGE = "checkpoint_avg.pt"
-CONVERGE = "converge"
-# --budget converge: the tiny models on the synthetic corpus were still improving at 20 epochs (2,540 updates,
-# docs/compare.md), so the cap is twice that; 10 validations of --interval 50 updates are 500 updates, about
-# 4 epochs of that corpus without a better validation loss.
-DEFAULT_CAP = "40e"
-DEFAULT_PATIENCE = 10
-
-
-@dataclass(frozen=True)
-class Budget:
-    """The same training budget for every model: epochs, updates or minutes of training time; with
-    ``patience`` (``--budget converge:CAP``) that budget is a cap, and a model stops earlier once its
-    validation loss has not improved for ``patience`` validations (fairseq's ``--patience``)."""
-
-    amount: float
-    unit: str  # "epochs" | "updates" | "minutes"
-    patience: Optional[int] = None
-
-    @classmethod
-    def parse(cls, text, patience=None):
-        """``5e``, ``2000u``, ``20m``, or ``converge`` / ``converge:CAP`` (CAP one of those, default
-        :data:`DEFAULT_CAP`) with ``patience`` validations (default :data:`DEFAULT_PATIENCE`)."""
-        head, sep, cap = text.strip().partition(":")
-        if head == CONVERGE:
-            if sep and not cap:
-                raise ValueError(f"--budget {text!r}: give the cap after the colon, e.g. converge:40e")
-            capped = cls.parse(cap if sep else DEFAULT_CAP)
-            return cls(capped.amount, capped.unit, DEFAULT_PATIENCE if patience is None else patience)
-        if patience is not None:
-            raise ValueError(f"--patience {patience} goes with --budget converge (the budget is {text})")
-        match = _BUDGET.match(text)
-        if not match or float(match.group(1)) <= 0:
-            raise ValueError(f"--budget {text!r}: expected a positive number with a unit: "
-                             f"5e (epochs), 2000u (updates) or 20m (minutes), or converge:CAP (converge:40e)")
-        unit = {"e": "epochs", "u": "updates", "m": "minutes"}[match.group(2)[0]]
-        amount = float(match.group(1))
-        if unit != "minutes" and amount != int(amount):
-            raise ValueError(f"--budget {text!r}: {unit} must be a whole number")
-        return cls(amount, unit)
-
-    def __str__(self):
-        if self.patience:
-            return (f"until the validation loss has not improved for {self.patience} validations, at most "
-                    f"{self.amount:g} {self.unit}")
-        return f"{self.amount:g} {self.unit}"
-
-    def fairseq_flags(self):
-        if self.unit == "epochs":
-            return ["--max-epoch", str(int(self.amount))]
-        if self.unit == "updates":
-            return ["--max-update", str(int(self.amount))]
-        # fairseq counts the training time of earlier runs (stored in the checkpoint) too.
-        return ["--stop-time-hours", repr(self.amount / 60)]
-
-    def used(self, epoch, step, steps_per_epoch, updates, seconds):
-        """How much a model has trained, in the budget's unit."""
-        if self.unit == "epochs":
-            return epoch - 1 + step / max(steps_per_epoch, 1)
-        if self.unit == "updates":
-            return updates
-        return seconds / 60
-
-    def expected(self, finished: Iterable["TrainOutcome"], steps_per_epoch: int):
-        """How long, in the budget's unit, a model still training is expected to train (for the ETA): the
-        budget; with ``patience``, the mean length of the ``finished`` models that trained to a checkpoint
-        (of this run and earlier ones), since the cap overstates every model that its patience stops (run (b)
-        of docs/compare.md: 13-18 of 40 epochs). In epochs that length is updates / ``steps_per_epoch``, as
-        :meth:`used` counts: a model that its patience stopped in epoch 18 has trained 17 and a part."""
-        if self.patience and self.unit != "minutes":  # a finished model's minutes are not recorded
-            lengths = [o.updates / (steps_per_epoch if self.unit == "epochs" else 1)
-                       for o in finished if o.checkpoint and o.updates]
-            if lengths:
-                return min(self.amount, sum(lengths) / len(lengths))
-        return self.amount
-
-
-@dataclass
-class Recipe:
-    """What every model shares: seed, optimiser, schedule, batch, checkpoints and averaging."""
-
-    seed: int = 1
-    lr: float = 0.002
-    warmup_updates: int = 200
-    max_tokens: int = 2048
-    dropout: float = 0.1
-    interval: int = 50  # updates between validations and checkpoints
-    average: int = 3  # last checkpoints averaged
-
-    def fairseq_flags(self, budget):
-        return [
-            "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--lr", repr(self.lr),
-            "--lr-scheduler", "inverse_sqrt", "--warmup-updates", str(self.warmup_updates),
-            "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-            "--dropout", repr(self.dropout), "--max-tokens", str(self.max_tokens), "--seed", str(self.seed),
-            "--num-workers", "0", "--log-format", "simple", "--log-interval", "10",
-            "--validate-interval-updates", str(self.interval), "--save-interval-updates", str(self.interval),
-            "--keep-interval-updates", str(self.average), "--keep-last-epochs", str(self.average),
-            # fairseq drops a last batch whose size is not a multiple of this (default 8): a small
-            # validation set would lose sentences, one of fewer than 8 sentences all of them.
-            "--required-batch-size-multiple", "1",
-            "--skip-invalid-size-inputs-valid-test", *budget.fairseq_flags(),
-            # converge: the best checkpoints (by validation loss) are kept to be averaged.
-            *(["--patience", str(budget.patience), "--keep-best-checkpoints", str(self.average)] if budget.patience
-              else []),
-        ]
-
-
-def train_command(data_bin, save_dir, arch, flags, recipe, budget, device_flags=()):
-    return python_command("posnet_fairseq.cli.fairseq_wrappers", "train", data_bin, "--user-dir", PLUGIN_DIR,
-                          "--arch", architecture(arch), "--save-dir", save_dir, *recipe.fairseq_flags(budget), *device_flags,
-                          *flags)
-
-
-def step_settings(recipe, budget, plan):
-    """What every step train/ARCH depends on besides the data and its own flags: the shared recipe."""
-    settings = {"budget": str(budget), **vars(recipe)}
-    if plan.device == "cuda":
-        settings.update(device="cuda", fp16=plan.fp16)
-    return settings
-
-
-class RunClock:
-    """The seconds a run has trained, for its ETA: wall time less the stalls of its poll loop when its jobs stop
-    with it. A local pool's loop that has not polled for ``STALL`` seconds was stopped together with its
-    fairseq-train children (SIGSTOP of the process group, a suspended machine), which trained nothing meanwhile:
-    counted as training, a 26-minute pause of run (b) of docs/compare.md made its ETA read 553 minutes. Cluster
-    jobs train on while the runner is stopped: there every second counts."""
-
-    STALL = 300.0  # far above any poll interval and any finished model's averaging
-
-    def __init__(self, jobs_stop_with_runner, now=time.time):
-        self.jobs_stop_with_runner, self.now = jobs_stop_with_runner, now
-        self.started = self.last_poll = now()
-        self.stalled = 0.0
-
-    def poll(self):
-        now = self.now()
-        if self.jobs_stop_with_runner and now - self.last_poll > self.STALL:
-            self.stalled += now - self.last_poll
-        self.last_poll = now
-
-    def elapsed(self):
-        return self.now() - self.started - self.stalled
-
-
-@dataclass
-class TrainOutcome:
-    """One model's training: its averaged checkpoint, or why it failed."""
-
-    arch: str
-    checkpoint: Optional[str] = None
-    averaged: List[str] = field(default_factory=list)  # the files averaged into ``checkpoint``
-    epochs: Optional[int] = None
-    updates: Optional[int] = None
-    failed: Optional[str] = None
-    converged: Optional[bool] = None  # --budget converge: stopped by its patience (False: by the cap)
-    trained_as: Optional[str] = None  # the model whose training this one shares (Trainer.run)
-    reused_from: Optional[str] = None  # the run of --reuse-from it was trained in
-
-
-class CheckpointsDeleted(RuntimeError):
-    """A step that must run again needs checkpoints that --delete-checkpoints removed."""
-
-
-def require_checkpoints(checkpoints, why):
-    """Raises :class:`CheckpointsDeleted` when one of ``checkpoints`` ({model: averaged checkpoint}) was deleted;
-    ``why``: what needs them, for the message."""
-    gone = [model for model, path in checkpoints.items() if deleted(path) is not None]
-    if gone:
-        raise CheckpointsDeleted(
-            f"{why} needs the checkpoints of {', '.join(gone)}, which --delete-checkpoints removed after an earlier "
-            f"run; train them again in a new --out, or remove their records (steps/train--MODEL.json) from this "
-            f"one to train them again here")
 
 
 # fairseq-preprocess writes its log, which names the paths it ran with, into the data-bin: data-bins of the
 # same data differ there only.
 DATA_LOG = ("preprocess.log",)
-
-
-def _stored(outcome):
-    """What the step train/MODEL keeps of a TrainOutcome (its result): ``trained_as`` and ``reused_from`` only
-    where set, so that a run's records stay readable by versions before them."""
-    optional = ("trained_as", "reused_from")
-    return {k: v for k, v in asdict(outcome).items()
-            if k not in ("arch", "checkpoint", "failed") and (k not in optional or v is not None)}
 
 
 def _link(source, target):
@@ -389,7 +208,7 @@ class Trainer:
                                converged=fairseq_log.stopped_early(self.log_path(arch)) if self.budget.patience
                                else None)
         self.steps.finish(f"train/{arch}", self.steps.load(f"train/{arch}").settings, self._inputs(), [checkpoint],
-                          _stored(outcome))
+                          stored(outcome))
         self.log(f"train: {arch} finished ({outcome.updates} updates, epoch {outcome.epochs}"
                  + ({True: ", converged", False: ", stopped by the cap: not converged"}.get(outcome.converged, ""))
                  + "; averaged "
@@ -517,7 +336,7 @@ class Trainer:
         outcome = replace(outcome, checkpoint=os.path.join(self.save_dir(arch), AVERAGE))
         _link(checkpoint, outcome.checkpoint)
         _link(log, self.log_path(arch))
-        self.steps.finish(name, settings, self._inputs(), [outcome.checkpoint], _stored(outcome))
+        self.steps.finish(name, settings, self._inputs(), [outcome.checkpoint], stored(outcome))
         self.log(f"train: {arch} {how}")
         return outcome
 
