@@ -5,6 +5,7 @@ ctranslate2 (requirements/ctranslate2.txt; setup.sh installs it)."""
 import contextlib
 import io
 import os
+import types
 
 import numpy as np
 import pytest
@@ -201,7 +202,7 @@ def test_the_cost_report_has_rows_for_every_model_that_converts(data_bin, tmp_pa
     """posnet-compare's cost step: the first model's rows keep their names, a relative model that converts gets
     its own (a length beyond its positions recorded so), one that does not is logged, and results.md's line
     gives each row's rate and ratio to the first model."""
-    from posnet_fairseq.compare import cost, records, report
+    from posnet_fairseq.compare import columns, cost, records
 
     checkpoints = {}
     for arch in ("posnet_transformer_tiny", "t5bias_transformer_tiny", "aan_plus_avg_tiny"):
@@ -222,7 +223,8 @@ def test_the_cost_report_has_rows_for_every_model_that_converts(data_bin, tmp_pa
     assert any(line.startswith(refused) for line in log)
     read = records.Cost.read({"training_steps": {}, "parameters": {}, "ctranslate2": converted, "decoding": {
         "posnet_transformer_tiny": {"4": {"rate": 2.0, "cpu_s": 1.0}, "8": {"rate": 1.0, "cpu_s": 2.0}}}})
-    line = report._ctranslate2_line(read, "posnet_transformer_tiny", [4, 8])
+    view = types.SimpleNamespace(cost=read, base="posnet_transformer_tiny", lengths=[4, 8])
+    (line,) = columns._ctranslate2(view, [])
     rate = converted["t5bias_transformer_tiny ctranslate2 int8"][4]["rate"]
     assert f"t5bias_transformer_tiny ctranslate2 int8 L=4: {rate:.1f} sent/s ({rate / 2.0:.2f})" in line
     assert "t5bias_transformer_tiny ctranslate2 int8 L=8: beyond its 6 positions" in line
