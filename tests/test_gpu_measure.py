@@ -61,3 +61,14 @@ def test_a_failed_install_runs_nothing_else_and_says_so(tmp_path):
         assert result[part] == "not run: the install failed"
         assert f"- {part}: not run (the install failed)" in summary
     assert "No module named fairseq" in (folder / "install.log").read_text()
+
+
+def test_ctranslate2_without_its_cuda_library_is_not_run_and_says_why(tmp_path):
+    done, folder, _ = _run(tmp_path, POSNET_GPU_ARCHS_OPCOUNTS="transformer", POSNET_GPU_ARCHS_DECODE="transformer",
+                           POSNET_GPU_ARCHS_TRAIN="transformer", POSNET_LIMIT_TRAIN="1",
+                           POSNET_CT2_LIBRARY="libposnet-absent.so.12")
+    summary = (folder / "summary.md").read_text()
+    why = "CTranslate2's CUDA build needs libposnet-absent.so.12, which does not load here"
+    assert _summary_rows(summary)["ctranslate2"] == f"not run: {why}"
+    assert f"- ctranslate2: not run ({why})" in summary
+    assert not (folder / "decode_speed_ctranslate2.md").exists()
