@@ -1,5 +1,5 @@
 """docs/figures.py: the figures the docs' prose quotes from a run are the run's saved figures (results.json
-or results.csv, its verdicts from quality.json or results.md), on the length
+or results.csv, its verdicts from quality.json or results.md), on the guide (docs/compare.md), the length
 study's page and every shipped run's page; a figure changed in a run's file is found; the run pages carry
 no absolute path of the machine they ran on and their relative links resolve."""
 import importlib.util
@@ -17,7 +17,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(REPO, "docs")
 RUN_PAGES = ["compare/README.md", "compare/verdict-synthetic/README.md", "compare/verdict-bible/README.md",
              "compare/verdict-bible-seed1/README.md", "compare/t5-20-epochs/README.md"]
-PAGES = ["length-generalisation.md"] + RUN_PAGES  # the pages whose headline figures are rendered
+PAGES = ["length-generalisation.md", "compare.md"] + RUN_PAGES  # the pages whose headline figures are rendered
 
 
 def _figures():
@@ -98,7 +98,8 @@ def _archived_quality(root):  # the three-seed Bible run's verdicts: quality.jso
 
 @pytest.mark.parametrize("page,change", [
     ("compare/verdict-synthetic/README.md", _results_json), ("compare/t5-20-epochs/README.md", _results_csv),
-    ("compare/verdict-bible-seed1/README.md", _report_verdict), ("compare/verdict-bible/README.md", _archived_quality)])
+    ("compare/verdict-bible-seed1/README.md", _report_verdict), ("compare/verdict-bible/README.md", _archived_quality),
+    ("compare.md", _archived_quality)])
 def test_a_figure_changed_in_its_runs_file_fails_the_page(tmp_path, page, change):
     text = _read(page)
     _copy_runs(page, str(tmp_path))
