@@ -1,5 +1,5 @@
 """docs/figures.py: the figures the docs' prose quotes from a run are the run's saved figures (results.json
-or results.csv, its verdicts from quality.json or results.md), on the guide (docs/compare.md), the length
+or results.csv, its verdicts from quality.json or results.md), on the guide (docs/compare.md and compare-reference.md), the length
 study's page, the verdict's calibration page and every shipped run's page; a figure changed in a run's file is found; the run pages carry
 no absolute path of the machine they ran on and their relative links resolve."""
 import importlib.util
@@ -17,7 +17,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(REPO, "docs")
 RUN_PAGES = ["compare/README.md", "compare/verdict-synthetic/README.md", "compare/verdict-bible/README.md",
              "compare/verdict-bible-seed1/README.md", "compare/t5-20-epochs/README.md"]
-PAGES = ["length-generalisation.md", "verdict-calibration.md", "compare.md"] + RUN_PAGES  # the pages whose headline figures are rendered
+PAGES = ["length-generalisation.md", "verdict-calibration.md", "compare.md", "compare-reference.md"] + RUN_PAGES  # the pages whose headline figures are rendered
 
 
 def _figures():
