@@ -6,8 +6,8 @@ A quoted figure is written between two markers that GitHub does not show:
     <!-- figure RUN ARCH WHAT FORMAT [SCALE] -->77<!-- /figure -->
 
 RUN: a run's folder under docs/ (e.g. length-study/bible-seed1), ARCH: a model of it (a row of the table
-of its results.json, or of its results.csv where it has no results.json), FORMAT: a Python format spec (".0f", "+.2f", "s" for a verdict's word), SCALE: a factor
-(100 for a share in %). WHAT is one of
+of its results.json, or of its results.csv where it has no results.json), FORMAT: a Python format spec
+(".0f", "+.2f", "s" for a verdict's word), SCALE: a factor (100 for a share in %). WHAT is one of
 
 * COLUMN: a column of that table (results.csv's columns);
 * A/B: column A over column B; with seeds the mean over the seeds of each seed's A / B (the A_seedN and

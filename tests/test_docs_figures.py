@@ -1,7 +1,7 @@
 """docs/figures.py: the figures the docs' prose quotes from a run are the run's saved figures (results.json
-or results.csv, its verdicts from quality.json or results.md), on the guide (docs/compare.md and compare-reference.md), the length
-study's page, the verdict's calibration page and every shipped run's page; a figure changed in a run's file is found; the run pages carry
-no absolute path of the machine they ran on and their relative links resolve."""
+or results.csv, its verdicts from quality.json or results.md), on the compare guide and its reference page, the
+length study's page, the verdict's calibration page and every shipped run's page; a figure changed in a run's
+file is found; the run pages carry no absolute path of the machine they ran on and their links resolve."""
 import importlib.util
 import io
 import json
@@ -17,7 +17,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(REPO, "docs")
 RUN_PAGES = ["compare/README.md", "compare/verdict-synthetic/README.md", "compare/verdict-bible/README.md",
              "compare/verdict-bible-seed1/README.md", "compare/t5-20-epochs/README.md"]
-PAGES = ["length-generalisation.md", "verdict-calibration.md", "compare.md", "compare-reference.md"] + RUN_PAGES  # the pages whose headline figures are rendered
+# the pages whose headline figures are rendered
+PAGES = ["length-generalisation.md", "verdict-calibration.md", "compare.md", "compare-reference.md"] + RUN_PAGES
 
 
 def _figures():
@@ -81,7 +82,8 @@ def _results_csv(root):  # the 20-epoch run has no results.json: T5 bias's 11-20
 
 
 def _report_verdict(root):  # seed 1 of the Bible run shipped no quality.json: its results.md's Verdict line
-    _edit(os.path.join(root, "compare", "verdict-bible-seed1", "results.md"), "beyond better (+6.6", "beyond better (+6.1")
+    path = os.path.join(root, "compare", "verdict-bible-seed1", "results.md")
+    _edit(path, "beyond better (+6.6", "beyond better (+6.1")
 
 
 def _archived_quality(root):  # the three-seed Bible run's verdicts: quality.json inside its run.tar.xz
