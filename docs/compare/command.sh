@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The converged run of docs/compare.md ("A converged run: every family"), from the checkout: every
+# The early run of every family (docs/compare/README.md), from the checkout: every
 # mechanism family of posnet_fairseq.benchmark.FAMILIES at tiny size, 5 epochs each. It ran in two
 # parts in the same --out (the cost step was re-run after an interruption, see compare.log).
 OMP_NUM_THREADS=1 posnet-compare \

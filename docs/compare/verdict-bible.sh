@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/compare.md, "The verdict runs", run (b): the Bible corpus Es->En (recipes/data/prepare-bible-es-en.sh),
+# Verdict run (b) (docs/compare/verdict-bible/README.md): the Bible corpus Es->En (recipes/data/prepare-bible-es-en.sh),
 # the recipe's eight families at tiny size trained on pairs of at most 32 pieces, tested on the held-out
 # books and on runs of 4 consecutive test verses joined (--concat-test 4); 3 seeds, converged (at most 40
 # epochs). The same command in the same --out resumes it; --jobs changes no result. Its first attempt

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# docs/compare.md, "The verdict runs", run (a): the synthetic corpus (train <= 20 words, test up to 50),
+# Verdict run (a) (docs/compare/verdict-synthetic/README.md): the synthetic corpus (train <= 20 words, test up to 50),
 # eight families at tiny size, 3 seeds each, trained until the validation loss stops improving (at most
 # 40 epochs). The same command in the same --out resumes it.
 OMP_NUM_THREADS=1 posnet-compare \

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# T5 bias beside the Transformer at four times the budget of docs/compare.md's converged run (20 epochs).
+# T5 bias beside the Transformer at four times the budget of the early run of every family (20 epochs;
+# docs/compare/t5-20-epochs/README.md).
 OMP_NUM_THREADS=1 posnet-compare \
   --archs posnet_transformer_tiny,t5bias_transformer_tiny \
   --budget 20e --jobs 1 \
