@@ -71,6 +71,9 @@ def test_a_groups_file_of_another_length_is_refused(tmp_path):
     assert str(err.value) == (f"--test-groups {path}: 3 lines, but the test set has 5 natural test sentences "
                               "(one label per sentence, in the test set's order)")
     assert test_groups.read(str(path), 3) == ["Ruth", "Ruth", "John"]
+    with pytest.raises(ValueError, match=r"order\); 1 test pairs were left out as longer than the models take: "
+                                         "label the others$"):
+        test_groups.read(str(path), 2, left_out=1)
 
 
 def test_joined_examples_take_their_first_pairs_group_or_mixed():

@@ -260,10 +260,11 @@ def _quality(args, steps, info, translated, limits, failed, complete, name, log,
     weights = None
     if groups:
         beyond, weights = test_groups.balance(groups[0], within, beyond)
-        quality_result["test_groups"] = test_groups.summary(
-            bleu, args.test_groups, within, ({m: o[0] for m, o in outputs.items()}, refs, info.test_lengths, groups[0]),
-            info.concatenated and ({m: o[0] for m, o in joined[0].items()}, joined[1], info.concatenated["lengths"], groups[1]),
-            quality_result["buckets"])
+        hyps = lambda part: {m: o[0] for m, o in part.items()}  # noqa: E731
+        natural = hyps(outputs), refs, info.test_lengths, groups[0]
+        longer = info.concatenated and (hyps(joined[0]), joined[1], info.concatenated["lengths"], groups[1])
+        quality_result["test_groups"] = test_groups.summary(bleu, args.test_groups, within, natural, longer,
+                                                            quality_result["buckets"])
     kept = verdict.kept(bleu, complete, args.seed_list, {m: outputs[m][0] for m in outputs}, name, refs, within,
                         beyond, weights)
     quality_result["verdict"], quality_result["kept"] = verdict.corrected(quality_result["verdict"], kept)

@@ -28,19 +28,21 @@ from collections import Counter
 import numpy as np
 
 from ..data.text import read_lines
-from ..evaluation import crossed
 from . import concatenated, verdict
 
 MIXED = "mixed"  # the group of a joined example whose pairs' groups differ
 
 
-def read(path, sentences):
+def read(path, sentences, left_out=0):
     """The label of each natural test sentence from ``path``; ValueError naming --test-groups, the file and
-    both counts when it does not hold one line per sentence."""
+    both counts when it does not hold one line per sentence (and ``left_out``: the test pairs the run left
+    out as longer than its models take, where that is why)."""
     groups = [line.strip() for line in read_lines(path, "--test-groups")]
     if len(groups) != sentences:
+        why = (f"; {left_out} test pairs were left out as longer than the models take: label the others"
+               if left_out and len(groups) == sentences + left_out else "")
         raise ValueError(f"--test-groups {path}: {len(groups)} lines, but the test set has {sentences} natural "
-                         "test sentences (one label per sentence, in the test set's order)")
+                         f"test sentences (one label per sentence, in the test set's order){why}")
     return groups
 
 
@@ -89,7 +91,7 @@ def for_run(path, info):
     """(the group of each natural test sentence, of each joined example or None without --concat-test) of a
     run whose data step gave ``info`` (:class:`posnet_fairseq.compare.data.DataInfo`); ValueError (:func:`read`,
     :func:`of_joined`) naming --test-groups."""
-    groups = read(path, info.test_sentences)
+    groups = read(path, info.test_sentences, (info.too_long or {}).get("test", 0))
     if not info.concatenated:
         return groups, None
     refs, natural = read_lines(info.references), info.test_sentences
