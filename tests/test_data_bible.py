@@ -214,10 +214,19 @@ def test_recipe(tmp_path):
     stats = json.loads((out / "stats.json").read_text())
     assert stats["pairs"] == {"train": 11, "valid": 2, "test": 6}
     assert _lines(out / "raw" / "test.ref")[0] == "Ruth.1.1"
+    # the book of each test line, for posnet-compare --test-groups
+    assert _lines(out / "raw" / "test.book") == [ref.split(".")[0] for ref in _lines(out / "raw" / "test.ref")]
+    assert set(_lines(out / "raw" / "test.book")) == {"Ruth", "John", "Rom"}
+    assert f"--test-groups {out}/raw/test.book" in done.stderr
     assert (out / "data-bin" / "test.es-en.es.idx").is_file() and (out / "bpe" / "spm.model").is_file()
     assert f"--raw-test {out}/raw/test.es {out}/raw/test.en" in done.stderr
     again = subprocess.run(command, env=env, capture_output=True, text=True)
     assert again.returncode == 0 and "nothing to do" in again.stderr
+    # a corpus prepared before test.book was written gets it from its test.ref
+    books = (out / "raw" / "test.book").read_text()
+    (out / "raw" / "test.book").unlink()
+    again = subprocess.run(command, env=env, capture_output=True, text=True)
+    assert again.returncode == 0 and (out / "raw" / "test.book").read_text() == books
     refused = subprocess.run(command[:2] + ["--out", str(tmp_path / "x"), "--bogus"], env=env, capture_output=True,
                              text=True)
     assert refused.returncode != 0 and "unknown option --bogus" in refused.stderr

@@ -165,3 +165,20 @@ def test_the_study_rope_with_scaling_reads_training_lengths_as_rope():
         differences.append((outputs[0] - outputs[1]).abs().max().item())
     assert differences[:2] == [0.0, 0.0]
     assert differences[2] > 1e-3
+
+
+def test_both_recipes_balance_kept_by_book_where_the_corpus_has_test_book(tmp_path):
+    """recipes/data/prepare-bible-es-en.sh writes DATA/raw/test.book: the Bible commands then pass it as
+    --test-groups; a corpus without it gets the command as before."""
+    corpus, cwd = tmp_path / "corpus", tmp_path / "cwd"
+    (corpus / "raw").mkdir(parents=True), cwd.mkdir()
+    parser = options.build_parser()
+
+    def groups():
+        bible = parser.parse_args(shlex.split(recipe("--dry-run", "--data", str(corpus), cwd=cwd).stdout)[5:])
+        study = parser.parse_args(study_commands("--corpus", "bible", "--data", str(corpus), cwd=cwd)["bible"])
+        return bible.test_groups, study.test_groups
+
+    assert groups() == (None, None)
+    (corpus / "raw" / "test.book").write_text("Ruth\n")
+    assert groups() == (f"{corpus}/raw/test.book",) * 2

@@ -119,6 +119,10 @@ def _evaluation_flags(evaluation):
     evaluation.add_argument("--min-bucket-sentences", type=int, default=30,
                             help="a source-length bucket with fewer test sentences is merged into its neighbour "
                             "on the same side of the training lengths, or else marked too small to score (30)")
+    evaluation.add_argument("--test-groups", metavar="FILE",
+                            help="one label per natural test sentence (e.g. the book of each verse): every kept %% "
+                            "then divides by a reference bucket balanced to the bucket's mix of groups "
+                            "(posnet_fairseq.compare.test_groups)")
     evaluation.add_argument("--decode-lengths", default="30,80,200",
                             help="forced output lengths for the decoding speed (30,80,200)")
     evaluation.add_argument("--decode-sentences", type=int, default=32, help="sentences decoded per timing (32)")

@@ -77,6 +77,7 @@ class Quality:
     # {arch: {"in range"|"beyond"|"joined": posnet_fairseq.compare.verdict.Test's JSON or None}}; None: not judged
     verdict: Optional[dict] = None
     kept: Optional[dict] = None  # {arch: {bucket label: {"kept", "against"}}}: posnet_fairseq.compare.verdict.kept
+    test_groups: Optional[dict] = None  # --test-groups: posnet_fairseq.compare.test_groups.summary
 
     @classmethod
     def read(cls, q):
@@ -87,7 +88,7 @@ class Quality:
                            for arch, e in b["scores"].items()}, b.get("concatenated")) for b in q["buckets"]]
         return cls(systems, buckets, q.get("signatures", {}), q.get("train_limit"), q.get("samples"),
                    q.get("length_unit"), q.get("min_bucket_sentences"), q.get("failed", {}), q.get("concatenated"),
-                   q.get("verdict"), q.get("kept"))
+                   q.get("verdict"), q.get("kept"), q.get("test_groups"))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import csv
 import os
 
 from ..benchmark.measurements import against, ratio as _ratio
-from . import columns, seeds as _seeds, stopping, verdict as _verdict
+from . import columns, seeds as _seeds, stopping, test_groups, verdict as _verdict
 from .records import BucketScore, DecodeCost
 
 # Figures of one seed that several seeds replace by the verdict: the bootstrap's per-seed intervals and p-values.
@@ -54,7 +54,9 @@ def _quality(model, outcome, quality):
     for bucket in quality.buckets:
         beyond = row[columns.BUCKET_BLEU.key_of(bucket.name)]
         if bucket.beyond_training and isinstance(beyond, float) and isinstance(within, float) and within > 0:
-            row[columns.KEPT.key_of(bucket.name)] = 100 * beyond / within
+            kept = test_groups.table_kept(quality.test_groups, bucket.name, model, 100 * beyond / within)
+            if kept is not None:  # --test-groups: none where no group of the bucket is in the reference
+                row[columns.KEPT.key_of(bucket.name)] = kept
     return row
 
 
@@ -216,7 +218,8 @@ def _kept(view, table):
         return []
     intro = (f"BLEU on each bucket beyond the training lengths, in % of the model's own BLEU on {reference.label} "
              f"{unit}" + (" (per seed, then mean ± sd)" if view.several else "") + "; the csv's `bleu_kept_BUCKET`.")
-    return _bucket_table(columns.KEPT, view, table, beyond, "## Beyond the training lengths: BLEU kept", intro, "")
+    return _bucket_table(columns.KEPT, view, table, beyond, "## Beyond the training lengths: BLEU kept", intro,
+                         test_groups.note(view.quality.test_groups, reference.label))
 
 
 def _one_line(text):

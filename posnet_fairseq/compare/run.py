@@ -11,7 +11,7 @@ import sys
 from .. import fairseq_log, translation_invariance
 from ..evaluation import generate_output
 from . import concatenated, cost, data, mixing, plots, quality, recipe as recipes, records, report, run_lock, seeds, \
-    stopping, training, verdict
+    stopping, test_groups, training, verdict
 from .exit_status import of_run
 from .steps import CheckpointsDeleted, Steps, load_json, require_checkpoints, save_json
 
@@ -96,6 +96,7 @@ def _run(p, args, argv, lock):
     name = functools.partial(_model_name, args.seed)
     recipe, train_flags = _recipe(p, args, steps)
     info = _data(p, args, steps, log)
+    groups = _groups(p, args, info)
     trainer = training.Trainer(steps, info.data_bin, args.budget_obj, recipe, args.plan, log, args.progress_every,
                                split=lambda model: seeds.split(model, args.seed),
                                reuse_from=[Steps(run) for run in args.reuse_from], seed_offsets=args.seed_offsets)
@@ -109,7 +110,7 @@ def _run(p, args, argv, lock):
     if args.arch_list[0] not in complete:
         return _failed_baseline(args, models, outcomes, failed, translated, trainer.dir, name, log)
     limits = {m: quality.model_limits(checkpoint) for m, checkpoint in trained.items()}
-    quality_result, stops = _quality(args, steps, info, translated, limits, failed, complete, name, log)
+    quality_result, stops = _quality(args, steps, info, translated, limits, failed, complete, name, log, groups)
     # Cost and analysis do not depend on the seed: once per architecture, on its first seed's model.
     firsts = {arch: name(arch, args.seed_list[0]) for arch in complete}
     cost_result = cost.measure(args, steps, info, {a: translated[m] for a, m in firsts.items()},
@@ -186,6 +187,18 @@ def _train(args, trainer, models, train_flags, name, log):
     return trainer.run(models, {name(a, s): train_flags[a] for a in args.arch_list for s in seed_list})
 
 
+def _groups(p, args, info):
+    """--test-groups: (the group of each natural test sentence, of each joined example), or None without it."""
+    if not args.test_groups:
+        return None
+    try:
+        return test_groups.for_run(args.test_groups, info)
+    except OSError as err:
+        p.error(f"--test-groups {args.test_groups}: {err.strerror}")
+    except ValueError as err:
+        p.error(str(err))
+
+
 def _translate(args, steps, info, trained, name, log):
     """{model: why its translation failed}; nothing is translated while a model of the baseline is missing."""
     if any(name(args.arch_list[0], s) not in trained for s in args.seed_list):
@@ -220,9 +233,9 @@ def _outputs(args, info, translated):
     return natural, joined, parsed
 
 
-def _quality(args, steps, info, translated, limits, failed, complete, name, log):
+def _quality(args, steps, info, translated, limits, failed, complete, name, log, groups=None):
     """OUT/quality.json (each seed's models against the baseline of the same seed, and the verdict) and where
-    each model's hypotheses ended, per bucket."""
+    each model's hypotheses ended, per bucket; ``groups``: :func:`_groups`."""
     (outputs, refs, src_tokens, tgt_tokens), joined, parsed = _outputs(args, info, translated)
     train_limit, force = info.train_limit, args.mode == "synthetic"
     buckets = data.merge_small_buckets(info.buckets, info.test_lengths, args.min_bucket_sentences, train_limit)
@@ -243,8 +256,17 @@ def _quality(args, steps, info, translated, limits, failed, complete, name, log)
     quality_result.update(min_bucket_sentences=args.min_bucket_sentences, length_unit=info.length_unit,
                           failed=failed, seeds=args.seed_list,
                           verdict=_verdicts(args, info, bleu, complete, outputs, refs, joined, name, log))
-    kept = verdict.kept(bleu, complete, args.seed_list, {m: outputs[m][0] for m in outputs}, name, refs,
-                        *verdict.kept_subsets(buckets, info.test_lengths, train_limit))
+    within, beyond = verdict.kept_subsets(buckets, info.test_lengths, train_limit)
+    weights = None
+    if groups:
+        beyond, weights = test_groups.balance(groups[0], within, beyond)
+        hyps = lambda part: {m: o[0] for m, o in part.items()}  # noqa: E731
+        natural = hyps(outputs), refs, info.test_lengths, groups[0]
+        longer = info.concatenated and (hyps(joined[0]), joined[1], info.concatenated["lengths"], groups[1])
+        quality_result["test_groups"] = test_groups.summary(bleu, args.test_groups, within, natural, longer,
+                                                            quality_result["buckets"])
+    kept = verdict.kept(bleu, complete, args.seed_list, {m: outputs[m][0] for m in outputs}, name, refs, within,
+                        beyond, weights)
     quality_result["verdict"], quality_result["kept"] = verdict.corrected(quality_result["verdict"], kept)
     save_json(os.path.join(args.out, "quality.json"), quality_result)
     models = [name(a, s) for s in args.seed_list for a in args.arch_list]

@@ -62,11 +62,12 @@ def compare(base, model):
     return crossed.t_test(model_score - base_score, model_influence - base_influence)
 
 
-def kept_share(within, beyond):
+def kept_share(within, beyond, weights=None):
     """(kept [..., k], influence [..., k, n_within + n_beyond]) of 100 x BLEU(beyond) / BLEU(within) per seed
     from the statistics [..., k, n, 10] of two disjoint sets of test sentences (each influence centred on
-    its own set); NaN where BLEU within is 0."""
-    score_in, influence_in = crossed.bleu_influence(np.asarray(within))
+    its own set); NaN where BLEU within is 0. ``weights`` [n_within]: each sentence's weight within (a
+    group-balanced reference, :mod:`posnet_fairseq.compare.test_groups`); None: all 1."""
+    score_in, influence_in = crossed.bleu_influence(np.asarray(within), weights)
     score_out, influence_out = crossed.bleu_influence(np.asarray(beyond))
     with np.errstate(divide="ignore", invalid="ignore"):
         kept = 100 * score_out / score_in
@@ -167,25 +168,30 @@ def kept_subsets(buckets, lengths, train_limit):
     return ids(*within[-1]), {bucket_label(lo, hi): ids(lo, hi) for lo, hi in scored if lo > train_limit}
 
 
-def kept(metric, archs, seeds, hypotheses, name, refs, within, beyond):
+def kept(metric, archs, seeds, hypotheses, name, refs, within, beyond, weights=None):
     """{arch: {bucket label: {"kept": Test.as_json() of the arch's kept %, "against": of its difference from
     the baseline's (None for the baseline), "sentences": the bucket's, "within": the reference bucket's}}}
     for ``within`` and ``beyond`` of :func:`kept_subsets`; a bucket where a model has no BLEU within the
-    training lengths is left out."""
+    training lengths is left out. ``weights``: {bucket label: the weight of each sentence of ``within``}, a
+    reference balanced to that bucket's groups (:func:`posnet_fairseq.compare.test_groups.balance`; its
+    entries then say so: "balanced"); None: unweighted."""
     stats = _stats_of(metric, seeds, hypotheses, name, refs)
-    shares = {arch: {bucket: kept_share(stats(arch, within), stats(arch, ids)) for bucket, ids in beyond.items()}
-              for arch in archs}
+    weight = (weights or {}).get
+    shares = {arch: {bucket: kept_share(stats(arch, within), stats(arch, ids), weight(bucket))
+                     for bucket, ids in beyond.items()} for arch in archs}
     out = {arch: {} for arch in archs}
     for arch in archs:
         for bucket, (share, influence) in shares[arch].items():
             base_share, base_influence = shares[archs[0]][bucket]
-            if np.isnan(share).any() or np.isnan(base_share).any():
+            if not (np.isfinite(share).all() and np.isfinite(base_share).all()):
                 continue
             n = len(within) + len(beyond[bucket])
             against = (None if arch == archs[0] else
                        Test.of(crossed.t_test(share - base_share, influence - base_influence), len(seeds), n).as_json())
             out[arch][bucket] = {"kept": Test.of(crossed.t_test(share, influence), len(seeds), n).as_json(),
                                  "against": against, "sentences": len(beyond[bucket]), "within": len(within)}
+            if weights:
+                out[arch][bucket]["balanced"] = True
     return out
 
 
@@ -258,7 +264,9 @@ def _family_line(verdict, kept_tests, base):
 
 
 def _kept_lines(kept_tests, base, within_label):
-    out = ["", f"Kept: BLEU beyond the training lengths in % of the model's own BLEU on {within_label}, the mean "
+    balanced = any(entry.get("balanced") for per_bucket in kept_tests.values() for entry in per_bucket.values())
+    out = ["", f"Kept: BLEU beyond the training lengths in % of the model's own BLEU on {within_label}"
+           + (" (balanced to each bucket's groups: see the kept table)" if balanced else "") + ", the mean "
            "over the seeds with its 95% interval over the seeds and the sentences of both buckets (n: the "
            f"bucket's sentences, then the reference bucket's), and its difference from `{base}`'s in points:", ""]
     for arch, per_bucket in kept_tests.items():

@@ -66,13 +66,20 @@ def bleu(stats):
     return np.where(correct.sum(axis=-1) > 0, score, 0.0)
 
 
-def bleu_influence(stats):
+def bleu_influence(stats, weights=None):
     """(corpus BLEU [...], each sentence's influence on it [..., n]) of per-sentence statistics [..., n, 10]:
     the gradient of :func:`bleu` at the summed statistics times each sentence's deviation from the mean
     sentence (the delta method's linear term; its sum over sentences is 0). d log BLEU / d matches_m =
     1 / (4 matches_m), d / d n-grams_m = -1 / (4 n-grams_m) (a smoothed order's too), and below the
-    reference length d / d hypothesis length = ref / hyp^2, d / d reference length = -1 / hyp."""
+    reference length d / d hypothesis length = ref / hyp^2, d / d reference length = -1 / hyp.
+
+    ``weights`` [n] (None: all 1) scale each sentence's statistics before they are summed: corpus BLEU is a
+    function of the summed statistics, so the weighted sum is exactly the BLEU of a test set holding each
+    sentence ``weight`` times, and each sentence's influence is that of its weighted statistics
+    (posnet_fairseq.compare.test_groups: a reference bucket balanced to another bucket's mix of groups)."""
     stats = np.asarray(stats, dtype=np.float64)
+    if weights is not None:
+        stats = stats * np.asarray(weights, dtype=np.float64)[:, None]
     summed = stats.sum(axis=-2)
     score = bleu(summed)
     sys_len, ref_len = summed[..., 0], summed[..., 1]

@@ -12,6 +12,8 @@
 #
 #   --dry-run        print the posnet-compare command and exit (writes nothing; needs no corpus)
 #   --data DIR       the prepared corpus: DIR/raw/{train,valid,test}.{es,en} and DIR/stats.json
+#                    (and DIR/raw/test.book, the book of each test verse, where it is: --test-groups, every
+#                    kept % balanced by book)
 #   --out DIR        posnet-compare's --out; the same command again resumes the run
 #   --archs A,B,...  the architectures (default: the eight above; the first is the baseline)
 #   --concat-test K  test pairs joined into one long example
@@ -36,10 +38,12 @@ while [ $# -gt 0 ]; do
   shift
 done
 RAW="$DATA/raw"
+# the book of each test verse, where the corpus has it: every kept % is then balanced by book
+BOOKS=(); [ ! -f "$RAW/test.book" ] || BOOKS=(--test-groups "$RAW/test.book")
 COMMAND=("$PYTHON" -m posnet_fairseq.cli.compare --archs "$ARCHS"
   --raw "$RAW/train.es" "$RAW/train.en" --raw-valid "$RAW/valid.es" "$RAW/valid.en"
-  --raw-test "$RAW/test.es" "$RAW/test.en" --train-max-len 32 --concat-test "$CONCAT" --out "$OUT"
-  ${PASSED[@]+"${PASSED[@]}"})
+  --raw-test "$RAW/test.es" "$RAW/test.en" --train-max-len 32 --concat-test "$CONCAT" ${BOOKS[@]+"${BOOKS[@]}"}
+  --out "$OUT" ${PASSED[@]+"${PASSED[@]}"})
 if [ "$DRY_RUN" = 1 ]; then
   echo "OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} PYTHONPATH=$(q "$REPO_ROOT")$(printf ' %q' "${COMMAND[@]}")"
   exit 0

@@ -16,6 +16,8 @@
 #   --dry-run        print the posnet-compare commands, one per corpus, and exit (writes nothing; needs no corpus)
 #   --corpus C       synthetic, bible or both (default: both, synthetic first)
 #   --data DIR       the prepared Bible corpus: DIR/raw/{train,valid,test}.{es,en} and DIR/stats.json
+#                    (and DIR/raw/test.book, the book of each test verse, where it is: --test-groups, every
+#                    kept % balanced by book)
 #   --out DIR        the study's directory: OUT/synthetic and OUT/bible are posnet-compare's --out
 #   --models A,B,... only these models of the grid, by name (the baseline, the Transformer, is always first)
 #   --concat-test K  bible: test verses joined into one long example (default 4)
@@ -118,8 +120,11 @@ for corpus in "${CORPORA[@]}"; do
   if [ "$corpus" = synthetic ]; then
     command_for synthetic 20 --train-max-len 20 --test-max-len 50
   else
+    # the book of each test verse, where the corpus has it: every kept % is then balanced by book
+    BOOKS=(); [ ! -f "$RAW/test.book" ] || BOOKS=(--test-groups "$RAW/test.book")
     command_for bible 32 --raw "$RAW/train.es" "$RAW/train.en" --raw-valid "$RAW/valid.es" "$RAW/valid.en" \
-      --raw-test "$RAW/test.es" "$RAW/test.en" --train-max-len 32 --concat-test "$CONCAT_TEST"
+      --raw-test "$RAW/test.es" "$RAW/test.en" --train-max-len 32 --concat-test "$CONCAT_TEST" \
+      ${BOOKS[@]+"${BOOKS[@]}"}
   fi
   if [ "$DRY_RUN" = 1 ]; then
     echo "OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} PYTHONPATH=$(q "$REPO_ROOT")$(printf ' %q' "${COMMAND[@]}")"

@@ -3,11 +3,12 @@
 # Bible, both public domain, read from their SWORD modules (posnet_fairseq/data/bible.py), aligned by
 # (book, chapter, verse), whole books held out as valid and test, in canonical order (consecutive
 # test lines are consecutive verses: posnet-compare --concat-test applies). Writes OUT/raw/
-# {train,valid,test}.{es,en,ref} and OUT/stats.json; the raw text is what posnet-compare takes (it
+# {train,valid,test}.{es,en,ref}, OUT/raw/test.book (the book of each test line, for posnet-compare
+# --test-groups: kept % balanced by book) and OUT/stats.json; the raw text is what posnet-compare takes (it
 # learns its own SentencePiece model on train):
 #
 #   posnet-compare --raw OUT/raw/train.es OUT/raw/train.en --raw-valid OUT/raw/valid.es OUT/raw/valid.en \
-#       --raw-test OUT/raw/test.es OUT/raw/test.en --train-max-len 32 ...
+#       --raw-test OUT/raw/test.es OUT/raw/test.en --train-max-len 32 --test-groups OUT/raw/test.book ...
 #
 # --binarize also learns a joint SentencePiece model on train only (--vocab-size, 8000) and writes
 # OUT/bpe/{train,valid,test}.{es,en} and OUT/data-bin (joined dictionary) for fairseq-train.
@@ -35,7 +36,13 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-if [ -f "$OUT/stats.json" ]; then log "$OUT/stats.json exists: nothing to do"; exit 0; fi
+# test.book: each test line's book, the part of its reference (Book.chapter.verse) before the first dot
+write_books() { cut -d. -f1 "$RAW/test.ref" > "$TMP/test.book" && mv "$TMP/test.book" "$RAW/test.book"; }
+if [ -f "$OUT/stats.json" ]; then
+  # a corpus prepared before test.book was written gets it (from its test.ref)
+  if [ ! -f "$RAW/test.book" ]; then write_books; log "wrote $RAW/test.book"; fi
+  log "$OUT/stats.json exists: nothing to do"; exit 0
+fi
 
 log "aligning verses"
 if [ "$BINARIZE" = 1 ]; then BUILD+=(--spm-vocab "$VOCAB" --spm-dir "$BPE"); fi
@@ -43,7 +50,9 @@ if [ "$BINARIZE" = 1 ]; then BUILD+=(--spm-vocab "$VOCAB" --spm-dir "$BPE"); fi
 src=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["source_lang"])' "$TMP/stats.json")
 tgt=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["target_lang"])' "$TMP/stats.json")
 if [ "$BINARIZE" = 1 ]; then binarize "$src" "$tgt" --joined-dictionary; fi
+write_books
 # stats.json last: its presence marks a finished preparation.
 mv "$TMP/stats.json" "$OUT/stats.json"
 log "wrote $OUT/stats.json; for posnet-compare: --raw $RAW/train.$src $RAW/train.$tgt" \
-    "--raw-valid $RAW/valid.$src $RAW/valid.$tgt --raw-test $RAW/test.$src $RAW/test.$tgt"
+    "--raw-valid $RAW/valid.$src $RAW/valid.$tgt --raw-test $RAW/test.$src $RAW/test.$tgt" \
+    "--test-groups $RAW/test.book"
