@@ -142,3 +142,85 @@ def test_a_variants_model_overrides_are_checked_with_its_model(tmp_path, capsys,
         parse(["--archs", "posnet_transformer_tiny,posnet_transformer_tiny+yarn", "--arch-generate-flags",
                f"posnet_transformer_tiny+yarn=--model-overrides \"{overrides}\""], tmp_path)
     assert "model flags refused (nothing was prepared): " + message in capsys.readouterr().err
+
+
+AA = "posnet_transformer_tiny+aa"
+
+
+@pytest.mark.parametrize("spec, message", [
+    (f"{AA}", "expected NAME=N with NAME one of --archs and N an integer >= 1"),
+    ("rope_transformer_tiny=1", "expected NAME=N with NAME one of --archs"),
+    (f"{AA}=0", "N an integer >= 1"),
+    (f"{AA}=two", "N an integer >= 1"),
+])
+def test_a_bad_seed_offset_names_the_flag(tmp_path, capsys, spec, message):
+    with pytest.raises(SystemExit):
+        parse(["--archs", f"posnet_transformer_tiny,{AA}", "--seed-offset", spec], tmp_path)
+    err = capsys.readouterr().err
+    assert f"--seed-offset {spec!r}: expected NAME=N" in err and message in err
+
+
+def test_a_seed_offset_given_twice_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        parse(["--archs", f"posnet_transformer_tiny,{AA}", "--seed-offset", f"{AA}=3", "--seed-offset", f"{AA}=4"],
+              tmp_path)
+    assert f"--seed-offset '{AA}=4': {AA} is given an offset twice" in capsys.readouterr().err
+
+
+def test_a_model_of_a_seed_offset_trains_with_other_seeds_and_shares_no_training(tmp_path):
+    """Issue 47 item 6, the A/A check: ARCH+aa is ARCH under another label, with the same flags; without
+    --seed-offset it shares ARCH's training (the rule for variants), with it each seed s trains with s + N
+    under the same names, and never shares a training, not even with the baseline's model of the seed s + N."""
+    from posnet_fairseq.compare import run, seeds
+    from posnet_fairseq.compare.steps import Steps
+
+    argv = ["--archs", f"posnet_transformer_tiny,{AA}", "--seeds", "3", "--device", "cpu", "--jobs", "1"]
+    models = [seeds.key(a, s, 1) for s in (1, 2, 3) for a in ("posnet_transformer_tiny", AA)]
+    flags = {model: [] for model in models}
+
+    def trainer(args):
+        return training.Trainer(Steps(tmp_path / "o"), "bin", args.budget_obj, recipes.Recipe(), args.plan,
+                                print, split=lambda model: seeds.split(model, args.seed),
+                                seed_offsets=args.seed_offsets)
+
+    plain = trainer(parse(argv, tmp_path))
+    assert plain.followers(models, flags) == {AA: "posnet_transformer_tiny",
+                                              f"{AA}.seed2": "posnet_transformer_tiny.seed2",
+                                              f"{AA}.seed3": "posnet_transformer_tiny.seed3"}
+    args = parse([*argv, "--seed-offset", f"{AA}=1"], tmp_path)
+    assert args.seed_offsets == {AA: 1}
+    offset = trainer(args)
+    assert offset.followers(models, flags) == {}
+    assert {model: offset.recipe_of(model).seed for model in models} == {
+        "posnet_transformer_tiny": 1, "posnet_transformer_tiny.seed2": 2, "posnet_transformer_tiny.seed3": 3,
+        AA: 2, f"{AA}.seed2": 3, f"{AA}.seed3": 4}
+    assert offset.settings(f"{AA}.seed2", [])["seed"] == 3
+    # two labels with the same offset, architecture and flags still share (they differ in how they translate)
+    twin = "posnet_transformer_tiny+twin"
+    args = parse(["--archs", f"posnet_transformer_tiny,{AA},{twin}", "--seed-offset", f"{AA}=1", "--seed-offset",
+                  f"{twin}=1", "--device", "cpu", "--jobs", "1"], tmp_path)
+    assert trainer(args).followers(["posnet_transformer_tiny", AA, twin], {m: [] for m in args.arch_list}) == \
+        {twin: AA}
+    # results.md's settings line says which model ran with which seeds
+    args = parse([*argv, "--seed-offset", f"{AA}=1"], tmp_path)
+    assert run._budget_line(args).startswith(
+        "5 epochs per model; seeds 1, 2, 3 (every model once per seed; data seed 1); "
+        f"`{AA}` with the seeds 2, 3, 4 (--seed-offset 1); Adam")
+    assert "--seed-offset" not in run._budget_line(parse(argv, tmp_path))
+
+
+def test_a_rerun_that_changes_a_seed_offset_is_refused(tmp_path):
+    """A begun model's seed is its settings': the run that gave it another --seed-offset is told so."""
+    from posnet_fairseq.compare import run
+    from posnet_fairseq.compare.steps import Steps
+
+    steps = Steps(tmp_path / "o")
+    recipe_of = lambda seed: recipes.step_settings(recipes.Recipe(seed=seed), recipes.Budget.parse("2u"),  # noqa
+                                                   options.plan("cpu", 1))
+    steps.begin(f"train/{AA}.seed2", dict(recipe_of(2 + 3), flags=[]))
+    flags = {"posnet_transformer_tiny": [], AA: []}
+    run.check_settings(steps, recipe_of, flags, 1, {AA: 3})
+    with pytest.raises(ValueError, match=r"was made with other settings \(seed\)"):
+        run.check_settings(steps, recipe_of, flags, 1, {AA: 4})
+    with pytest.raises(ValueError, match=r"was made with other settings \(seed\)"):
+        run.check_settings(steps, recipe_of, flags, 1)

@@ -87,6 +87,10 @@ def _data_flags(data):
 def _recipe_flags(recipe):
     recipe.add_argument("--seed", type=int, default=Recipe.seed,
                         help=f"seed of the data (synthetic corpus, splits) and of the first training ({Recipe.seed})")
+    recipe.add_argument("--seed-offset", action="append", default=[], metavar="NAME=N",
+                        help="NAME (one of --archs) trains with every seed + N (N >= 1), keeping its names, and shares "
+                        "no training with a model of other seeds (an A/A check: --archs ARCH,ARCH+aa --seed-offset "
+                        "ARCH+aa=3) (repeatable)")
     recipe.add_argument("--lr", type=float, default=Recipe.lr)
     recipe.add_argument("--warmup-updates", type=int, default=Recipe.warmup_updates)
     recipe.add_argument("--max-tokens", type=int, default=Recipe.max_tokens)
@@ -130,6 +134,7 @@ def check_args(p, args):
     _check_archs(p, args)
     _check_out(p, args.out)
     _check_model_flags(p, args)
+    _check_seed_offsets(p, args)
     _check_budget(p, args)
     _check_data(p, args)
     _check_measuring(p, args)
@@ -175,6 +180,18 @@ def _check_model_flags(p, args):
         if unknown:
             p.error(f"--arch-generate-flags {spec!r}: fairseq-generate has no flag {' '.join(unknown)} (a model "
                     "flag is given at generation as --model-overrides \"{'rope_scaling': 'yarn', ...}\")")
+
+
+def _check_seed_offsets(p, args):
+    """--seed-offset NAME=N as {NAME: N} (NAME one of --archs, N >= 1, once per NAME)."""
+    args.seed_offsets = {}
+    for spec in args.seed_offset:
+        name, sep, number = spec.partition("=")
+        if not sep or name not in args.arch_list or not number.strip().isdigit() or int(number) < 1:
+            p.error(f"--seed-offset {spec!r}: expected NAME=N with NAME one of --archs and N an integer >= 1")
+        if name in args.seed_offsets:
+            p.error(f"--seed-offset {spec!r}: {name} is given an offset twice")
+        args.seed_offsets[name] = int(number)
 
 
 def _check_budget(p, args):

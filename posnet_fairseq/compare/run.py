@@ -34,15 +34,17 @@ class Log:
             f.write(line + "\n")
 
 
-def check_settings(steps, recipe_of, flags, first_seed):
+def check_settings(steps, recipe_of, flags, first_seed, seed_offsets=None):
     """A re-run may add models and seeds, but not change the shared recipe or a begun model's flags (its models
     would not be comparable): ValueError naming what changed. ``recipe_of(seed)``: the settings every step
-    train/MODEL of that seed shares (MODEL: :func:`posnet_fairseq.compare.seeds.key`); ``flags``: {arch: its
-    flags}. A model whose training failed recorded nothing, so its flags lock nothing."""
+    train/MODEL trained with that seed shares (MODEL: :func:`posnet_fairseq.compare.seeds.key`); ``flags``:
+    {arch: its flags}; ``seed_offsets``: --seed-offset. A model whose training failed recorded nothing, so its
+    flags lock nothing."""
     changed = set()
     for name in steps.names("train/"):
         arch, seed = seeds.split(name.split("/", 1)[1], first_seed)
-        for key in steps.changed(name, dict(recipe_of(seed), flags=flags.get(arch))):
+        settings = dict(recipe_of(seeds.trained(arch, seed, seed_offsets or {})), flags=flags.get(arch))
+        for key in steps.changed(name, settings):
             if key != "flags":
                 changed.add(key)
             elif arch in flags:
@@ -96,7 +98,7 @@ def _run(p, args, argv, lock):
     info = _data(p, args, steps, log)
     trainer = training.Trainer(steps, info.data_bin, args.budget_obj, recipe, args.plan, log, args.progress_every,
                                split=lambda model: seeds.split(model, args.seed),
-                               reuse_from=[Steps(run) for run in args.reuse_from])
+                               reuse_from=[Steps(run) for run in args.reuse_from], seed_offsets=args.seed_offsets)
     models = [name(arch, seed) for seed in args.seed_list for arch in args.arch_list]
     outcomes = _train(args, trainer, models, train_flags, name, log)
     trained = {m: outcomes[m].checkpoint for m in models if outcomes[m].checkpoint}
@@ -156,7 +158,8 @@ def _recipe(p, args, steps):
     train_flags = {arch: flags + args.train_task_flags for arch, flags in args.flags.items()}
     try:
         check_settings(steps, lambda seed: recipes.step_settings(dataclasses.replace(recipe, seed=seed),
-                                                                 args.budget_obj, args.plan), train_flags, args.seed)
+                                                                 args.budget_obj, args.plan), train_flags, args.seed,
+                       args.seed_offsets)
     except ValueError as err:
         p.error(str(err))
     return recipe, train_flags
@@ -274,6 +277,9 @@ def _budget_line(args):
     return (f"{budget} per model; "
             + (f"seeds {', '.join(map(str, seed_list))} (every model once per seed; data seed {args.seed})"
                if len(seed_list) > 1 else f"seed {seed_list[0]}")
+            + "".join(f"; `{arch}` with the seed{'s' if len(seed_list) > 1 else ''} "
+                      f"{', '.join(str(seeds.trained(arch, s, args.seed_offsets)) for s in seed_list)} "
+                      f"(--seed-offset {n})" for arch, n in args.seed_offsets.items())
             + f"; Adam {recipes.ADAM_BETAS}, lr {args.lr:g}, inverse-sqrt schedule with {args.warmup_updates} "
             f"warm-up updates, label smoothing {recipes.LABEL_SMOOTHING:g}, dropout {args.dropout:g}, at most "
             f"{args.max_tokens} tokens per batch; evaluated: the average of the "

@@ -6,7 +6,8 @@ figures of several seeds combine into one row per architecture.
 ``--seed``. Each (architecture, seed) is one training and one translation, named by its key: the bare
 architecture name for the seed ``--seed`` (the layout of a run made before seeds existed, so that it
 resumes as that seed) and ``ARCH.seedS`` for every other seed (``checkpoints/ARCH.seed2/``,
-``gen/ARCH.seed2.out``, the steps ``train/ARCH.seed2`` and ``translate/ARCH.seed2``).
+``gen/ARCH.seed2.out``, the steps ``train/ARCH.seed2`` and ``translate/ARCH.seed2``). A model of
+``--seed-offset NAME=N`` keeps those names but trains with the seed S + N (:func:`trained`).
 
 With more than one seed a figure of the table is the mean over the seeds, with ``FIGURE_sd`` (the sample
 standard deviation) and ``FIGURE_seedS`` (each seed's value) beside it; a figure that is text (a bucket
@@ -37,6 +38,12 @@ def parse(text, first):
 def key(arch, seed, first):
     """The name of ``arch`` trained with ``seed`` (``first``: the run's --seed, which keeps the bare name)."""
     return arch if seed == first else f"{arch}{SUFFIX}{seed}"
+
+
+def trained(name, seed, offsets):
+    """The seed the model ``name`` (an entry of --archs) of the run's ``seed`` trains with: ``seed`` plus its
+    --seed-offset (``offsets``: {name: N})."""
+    return seed + offsets.get(name, 0)
 
 
 def split(name, first):

@@ -34,7 +34,7 @@ from dataclasses import replace
 from .. import fairseq_log
 from ..checkpoint_averaging import best_copies, write_average
 from ..plugin import subprocess_env
-from . import restart, wrapper_lines
+from . import restart, seeds, wrapper_lines
 from .model_flags import architecture
 from .records import TrainOutcome, stored
 from .recipe import step_settings, train_command
@@ -92,11 +92,14 @@ class Trainer:
     """Runs the trainings of one ``posnet-compare`` run (``steps``: its
     :class:`~posnet_fairseq.compare.steps.Steps`); see the module docstring."""
 
-    def __init__(self, steps, data_bin, budget, recipe, plan, log, progress_every=30, split=None, reuse_from=()):
+    def __init__(self, steps, data_bin, budget, recipe, plan, log, progress_every=30, split=None, reuse_from=(),
+                 seed_offsets=None):
         """``split(name)``: the (architecture, seed) a model's name trains (default: the name itself with the
         recipe's seed; :func:`posnet_fairseq.compare.seeds.split` names one model per seed); ``reuse_from``:
-        the Steps of earlier runs whose finished trainings this run takes (:meth:`_reuse`)."""
+        the Steps of earlier runs whose finished trainings this run takes (:meth:`_reuse`); ``seed_offsets``:
+        --seed-offset, {architecture of --archs: N}, whose models train with their seed + N."""
         self.split = split or (lambda name: (name, recipe.seed))
+        self.seed_offsets = seed_offsets or {}
         self.steps, self.reuse_from = steps, list(reuse_from)
         self.dir = os.path.join(steps.out, "checkpoints")
         self.data_bin, self.budget, self.recipe, self.plan = data_bin, budget, recipe, plan
@@ -114,7 +117,7 @@ class Trainer:
         return os.path.join(self.dir, f"{arch}.train.log")
 
     def recipe_of(self, arch):
-        return replace(self.recipe, seed=self.split(arch)[1])
+        return replace(self.recipe, seed=seeds.trained(*self.split(arch), self.seed_offsets))
 
     def settings(self, arch, flags):
         return dict(step_settings(self.recipe_of(arch), self.budget, self.plan), flags=list(flags))
@@ -344,17 +347,23 @@ class Trainer:
         """Trains ``archs`` (the models' names, see ``split``; ``flags[arch]``: its fairseq flags); returns
         {arch: TrainOutcome}. A model whose architecture, seed and flags are an earlier model's is not trained
         again: it shares that training (a variant that differs only in how it translates)."""
-        leaders, followers = {}, {}
-        for arch in archs:
-            name, seed = self.split(arch)
-            followers[arch] = leaders.setdefault((architecture(name), seed, tuple(flags[arch])), arch)
-        followers = {arch: leader for arch, leader in followers.items() if leader != arch}
+        followers = self.followers(archs, flags)
         outcomes = self._train([a for a in archs if a not in followers], flags)
         for arch, leader in followers.items():
             outcomes[arch] = self._share(arch, flags[arch], outcomes[leader]) if outcomes[leader].checkpoint \
                 else TrainOutcome(arch, failed=f"it shares the training of {leader}, which failed: "
                                                f"{outcomes[leader].failed}")
         return {arch: outcomes[arch] for arch in archs}
+
+    def followers(self, archs, flags):
+        """{model: the earlier model of ``archs`` whose training it shares}: the same architecture, seed and
+        flags, and the same --seed-offset (a model of other seeds never shares a training)."""
+        leaders, followers = {}, {}
+        for arch in archs:
+            name, seed = self.split(arch)
+            key = (architecture(name), seed, self.seed_offsets.get(name, 0), tuple(flags[arch]))
+            followers[arch] = leaders.setdefault(key, arch)
+        return {arch: leader for arch, leader in followers.items() if leader != arch}
 
     def _train(self, archs, flags):
         outcomes = {}
