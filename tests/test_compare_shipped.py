@@ -5,16 +5,20 @@ results.json byte for byte, and each table of results.md (the main one, hypothes
 BLEU kept) from results.json alone. The run whose whole record is shipped (``verdict-bible/run.tar.xz``)
 gives its results.md from quality.json, cost.json and its step records, every line but two parts that
 name what is not shipped: the settings at the top (the command line, the data's paths on the machine that
-ran it) are read from the page, and "Where decoding stopped" needs the data-bin.
+ran it) are read from the page, and "Where decoding stopped" needs the data-bin. The shipped page is that
+page with its paths named as the report names them now (posnet_fairseq/compare/paths.py: the tarball keeps the
+page as the run wrote it, with the absolute paths of its machine), and no shipped record names such a path.
 """
 import glob
 import json
 import os
+import re
+import shlex
 import tarfile
 
 import pytest
 
-from posnet_fairseq.compare import records, report, seeds
+from posnet_fairseq.compare import options, paths, records, report, seeds
 from posnet_fairseq.compare.records import TrainOutcome
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,6 +28,8 @@ SHIPPED = sorted(os.path.relpath(os.path.dirname(p), REPO)
                  for p in glob.glob(os.path.join(REPO, pattern)))
 WHOLE = os.path.join(REPO, "docs", "compare", "verdict-bible", "run.tar.xz")
 # Pages written before the report had a table: the report of today adds it (from the same results.json).
+# an absolute path where a word starts (not "src / tgt", not "tokens/s")
+ABSOLUTE = re.compile(r"(?:^|[\s`'\"(=])(/[A-Za-z][^\s`'\"]*)")
 PREDATES = {"docs/compare": ("## Length: hypothesis / reference", "## Beyond the training lengths: BLEU kept"),
             "docs/compare/verdict-synthetic": ("## Beyond the training lengths: BLEU kept",)}
 
@@ -116,3 +122,21 @@ def test_the_whole_shipped_run_regenerates_its_results_md(tmp_path):
                            seed_list)
     before, stopped = page.split("## Where decoding stopped", 1)
     assert made == before + "## Verdict" + stopped.split("## Verdict", 1)[1]
+
+
+@pytest.mark.parametrize("run", SHIPPED)
+def test_no_shipped_record_names_a_path_of_the_machine_it_ran_on(run):
+    for name in ("results.md", "results.csv", "results.json"):
+        assert ABSOLUTE.findall(_read(os.path.join(REPO, run, name))) == [], name
+
+
+def test_the_whole_shipped_runs_page_is_its_own_with_portable_paths(tmp_path):
+    written = (_whole_run(tmp_path) / "results.md").read_text(encoding="utf-8")
+    assert ABSOLUTE.findall(written)  # the run wrote the paths of its machine
+    lines = written.split("\n")
+    argv = shlex.split(lines[2][len("- command: `posnet-compare "):-1])
+    args = options.build_parser().parse_args(argv)
+    given = [*args.raw, *args.raw_valid, *args.raw_test, args.out]
+    lines[2] = f"- command: `posnet-compare {paths.command(argv, args.out)}`"
+    lines[3] = "- data: " + paths.portable_text(lines[3][len("- data: "):], given, args.out)
+    assert _read(os.path.join(REPO, "docs", "compare", "verdict-bible", "results.md")) == "\n".join(lines)

@@ -20,5 +20,6 @@
 * :mod:`.records` - the quality and cost figures as typed records for the report; a training's outcome
 * :mod:`.columns` - each column of results.md declared once: csv key, header, cell, legend, what the plots draw
 * :mod:`.report` - ``results.md`` / ``results.csv``
+* :mod:`.paths` - how results.md names a file: relative to the run, or by name outside it (a portable report)
 * :mod:`.plots` - the PNG figures
 """

@@ -28,7 +28,7 @@ import os
 import random
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Dict, List, Optional, Tuple
 
 from ..data import sentencepiece_model, synth
@@ -220,9 +220,9 @@ def merge_small_buckets(buckets, lengths, minimum, train_limit):
     return [(lo, hi, count((lo, hi)) < minimum) for lo, hi in merged]
 
 
-@dataclass
+@dataclass(frozen=True)
 class DataInfo:
-    """What the run knows about its corpus (the data step's result)."""
+    """What the run knows about its corpus: the record of the data step (:meth:`stored`, :meth:`read`)."""
 
     data_bin: str
     source_lang: str
@@ -241,6 +241,22 @@ class DataInfo:
     too_long: Optional[Dict[str, int]] = None  # --raw: pairs of each split left out, longer than ``positions``
     positions: Optional[List[int]] = None  # --raw: the most (source, target) positions of the run's models
     concatenated: Optional[dict] = None  # --concat-test: the joined test examples (compare.concatenated)
+
+    def stored(self, relative):
+        """What the data step keeps (its result): not the data-bin, which the run names; the references by
+        ``relative`` (Steps.relative: relative to --out)."""
+        kept = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "data_bin"}
+        return dict(kept, references=None if self.references is None else relative(self.references))
+
+    @classmethod
+    def read(cls, steps, stored, data_bin):
+        """The DataInfo of a data step's stored result; ``data_bin``: --data's, else the run's own."""
+        own = os.path.join(steps.out, "data-bin")
+        references = stored["references"]
+        return cls(data_bin=os.path.abspath(data_bin) if data_bin else own,
+                   references=None if references is None else steps.absolute(references),
+                   buckets=[tuple(b) for b in stored["buckets"]],
+                   **{k: v for k, v in stored.items() if k not in ("references", "buckets")})
 
     @property
     def train_limit(self):
@@ -266,7 +282,7 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
     why = steps.why_not_done("data", settings, inputs)
     if why is None:
         log(f"data: skipped, prepared earlier ({steps.relative(steps.dir)}/data.json)")
-        return _info(steps, steps.result("data"), data_bin)
+        return DataInfo.read(steps, steps.result("data"), data_bin)
     if why.startswith(("its settings", "its input")):
         raise ValueError(f"{out_dir} holds a run on other data ({why.replace('its ', '', 1)}); use a new --out")
     if why != "not finished":
@@ -300,17 +316,13 @@ def prepare(steps, mode, log, *, raw=None, raw_given=None, data_bin=None, post_p
     test_lengths, joined = concatenated.separate(test_lengths, joined)
     buckets = (synth.length_buckets(test_max_len, n_buckets) if mode == "synthetic"
                else buckets_for(train_max_len or longest_train, max(test_lengths)))
-    info = {"splits": origin if mode == "raw" else None,
-            "too_long": too_long if mode == "raw" else None,
-            "positions": list(positions) if mode == "raw" and positions else None, "concatenated": joined,
-            "source_lang": src, "target_lang": tgt, "post_process": post_process,
-            "references": None if references is None else steps.relative(references),
-            "train_max_len": train_max_len, "longest_train": longest_train,
-            "vocab": len(load_dictionary(data_bin, tgt)), "buckets": buckets, "length_unit": unit,
-            "test_lengths": test_lengths, "test_sentences": len(test_lengths), "train_pairs": train_pairs}
-    steps.finish("data", settings, inputs, [] if mode == "data" else [data_bin, raw_dir], info)
+    info = DataInfo(data_bin, src, tgt, post_process, references, train_max_len, longest_train,
+                    len(load_dictionary(data_bin, tgt)), buckets, unit, test_lengths, len(test_lengths), train_pairs,
+                    splits=origin if mode == "raw" else None, too_long=too_long if mode == "raw" else None,
+                    positions=list(positions) if mode == "raw" and positions else None, concatenated=joined)
+    steps.finish("data", settings, inputs, [] if mode == "data" else [data_bin, raw_dir], info.stored(steps.relative))
     # Read back as a re-run reads it, so that the first run and a re-run see the same figures.
-    return _info(steps, steps.result("data"), data_bin)
+    return DataInfo.read(steps, steps.result("data"), data_bin)
 
 
 def _inputs(mode, raw, raw_given, data_bin):
@@ -377,14 +389,4 @@ def finished(steps, data_bin=None) -> Optional[DataInfo]:
     """The DataInfo of the finished data step of ``steps`` (a finished run read again), None without one;
     ``data_bin``: a --data run's data-bin."""
     record = steps.load("data")
-    return None if record is None or record.result is None else _info(steps, record.result, data_bin)
-
-
-def _info(steps, stored, data_bin):
-    """The DataInfo of a data step's stored result; ``data_bin``: --data's, else the run's own."""
-    own = os.path.join(steps.out, "data-bin")
-    references = stored["references"]
-    return DataInfo(data_bin=os.path.abspath(data_bin) if data_bin else own,
-                    references=None if references is None else steps.absolute(references),
-                    buckets=[tuple(b) for b in stored["buckets"]],
-                    **{k: v for k, v in stored.items() if k not in ("references", "buckets")})
+    return None if record is None or record.result is None else DataInfo.read(steps, record.result, data_bin)

@@ -142,9 +142,10 @@ class Cost:
         return cls(parameters, steps, decoding, flops, settings, converted)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainOutcome:
-    """One model's training: its averaged checkpoint, or why it failed."""
+    """One model's training: its averaged checkpoint, or why it failed. A finished one is the record of its step
+    train/MODEL (:meth:`stored`, :meth:`read`)."""
 
     arch: str
     checkpoint: Optional[str] = None
@@ -156,10 +157,16 @@ class TrainOutcome:
     trained_as: Optional[str] = None  # the model whose training this one shares (Trainer.run)
     reused_from: Optional[str] = None  # the run of --reuse-from it was trained in
 
+    def stored(self):
+        """What the step train/MODEL keeps (its result): not the name and checkpoint, which the step itself
+        names; ``trained_as`` and ``reused_from`` only where set, so that a run's records stay readable by
+        versions before them."""
+        optional = ("trained_as", "reused_from")
+        return {k: v for k, v in asdict(self).items()
+                if k not in ("arch", "checkpoint", "failed") and (k not in optional or v is not None)}
 
-def stored(outcome):
-    """What the step train/MODEL keeps of a TrainOutcome (its result): ``trained_as`` and ``reused_from`` only
-    where set, so that a run's records stay readable by versions before them."""
-    optional = ("trained_as", "reused_from")
-    return {k: v for k, v in asdict(outcome).items()
-            if k not in ("arch", "checkpoint", "failed") and (k not in optional or v is not None)}
+    @classmethod
+    def read(cls, arch, checkpoint, stored):
+        """The outcome of the step train/``arch`` whose averaged checkpoint is ``checkpoint``, from what
+        :meth:`stored` kept."""
+        return cls(arch, checkpoint, **stored)

@@ -10,8 +10,8 @@ import sys
 
 from .. import fairseq_log, translation_invariance
 from ..evaluation import generate_output
-from . import concatenated, cost, data, mixing, plots, quality, recipe as recipes, records, report, run_lock, seeds, \
-    stopping, test_groups, training, verdict
+from . import concatenated, cost, data, mixing, paths, plots, quality, recipe as recipes, records, report, run_lock, \
+    seeds, stopping, test_groups, training, verdict
 from .exit_status import of_run
 from .steps import CheckpointsDeleted, Steps, load_json, require_checkpoints, save_json
 
@@ -117,7 +117,8 @@ def _run(p, args, argv, lock):
                                {a: limits[m] for a, m in firsts.items()},
                                {a: trainer.log_path(m) for a, m in firsts.items()}, log)
     profiles, r2s = analyse(steps, info, {a: translated[m] for a, m in firsts.items()}, log)
-    table, text = report.write(args.out, args.arch_list, outcomes, records.Quality.read(quality_result),
+    table, text = report.write(args.out, args.arch_list, _portable(outcomes, args.out),
+                               records.Quality.read(quality_result),
                                records.Cost.read(cost_result), r2s, _context(args, argv, info, outcomes),
                                args.seed_list, name, stops)
     _plots(args, info, trainer, table, quality_result, complete, profiles, name)
@@ -128,13 +129,25 @@ def _run(p, args, argv, lock):
     return of_run(models, outcomes, failed, log)  # issue 49: a failed model fails the run, its report written
 
 
+def _portable(outcomes, out):
+    """``outcomes`` as results.md names them: the run each was taken from (--reuse-from) portably."""
+    return {model: dataclasses.replace(o, reused_from=paths.portable(o.reused_from, out)) if o.reused_from else o
+            for model, o in outcomes.items()}
+
+
 def _model_name(first, arch, seed):
     """The model of ``arch`` trained with ``seed`` (its steps, checkpoints and translation)."""
     return seeds.key(arch, seed, first)
 
 
-def _command_line(argv):
-    return " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+def _argv(argv):
+    return argv if argv is not None else sys.argv[1:]
+
+
+def _user_paths(args):
+    """The files and folders the command line names: results.md names them portably (compare.paths)."""
+    return [*(args.raw or []), *(path for pair in args.raw_given.values() for path in pair),
+            *([args.data] if args.data else []), args.out, *args.reuse_from]
 
 
 def _open_log(p, args, argv, lock):
@@ -146,7 +159,7 @@ def _open_log(p, args, argv, lock):
     except OSError as err:
         p.error(f"--out {args.out} cannot be written ({err.strerror}); give a directory you can write to")
     lock.enter_context(run_lock.held(p, args.out, log))
-    log(f"posnet-compare {_command_line(argv)}")
+    log(f"posnet-compare {' '.join(shlex.quote(a) for a in _argv(argv))}")
     return log
 
 
@@ -312,10 +325,11 @@ def _budget_line(args):
 
 
 def _context(args, argv, info, outcomes):
-    """The settings at the top of results.md."""
+    """The settings at the top of results.md, every path the user gave named portably (compare.paths)."""
+    given = _user_paths(args)
     context = {
-        "command": f"`posnet-compare {_command_line(argv)}`",
-        "data": describe_data(args, info),
+        "command": f"`posnet-compare {paths.command(_argv(argv), args.out)}`",
+        "data": paths.portable_text(describe_data(args, info), given, args.out),
         "budget": _budget_line(args),
         "trained": ", ".join(f"`{m}` {o.updates} updates" + (" (not converged)" if o.converged is False else "")
                              for m, o in outcomes.items() if o.checkpoint),

@@ -204,13 +204,21 @@ class Steps:
     def result(self, name):
         return self.load(name).result
 
+    def record(self, name, settings, inputs: Dict[str, str], read):
+        """(what step ``name`` found, as ``read(result)`` makes it of its saved form, None) when the step finished
+        with these settings and inputs and its outputs are intact; else (None, why it must run, for the log)."""
+        why = self.why_not_done(name, settings, inputs)
+        return (read(self.result(name)), None) if why is None else (None, why)
+
     def begin(self, name, settings):
         """Records the settings of a step that starts (the outputs follow when it finishes)."""
         self._save(name, Record(settings))
 
     def finish(self, name, settings, inputs: Dict[str, str], outputs: Iterable[str], result=None):
-        """Records a finished step: ``inputs`` {role: path} and ``outputs`` [path] by content."""
-        self._save(name, Record(settings, self.input_contents(inputs), self.contents(outputs), result))
+        """Records a finished step: ``inputs`` {role: path} and ``outputs`` [path] by content, and what it found
+        (``result``: a JSON value, or a typed record saved as its ``stored()``, read back by :meth:`record`)."""
+        stored = result.stored() if hasattr(result, "stored") else result
+        self._save(name, Record(settings, self.input_contents(inputs), self.contents(outputs), stored))
 
     def forget(self, name):
         try:

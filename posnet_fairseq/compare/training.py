@@ -6,9 +6,11 @@ GPU; :mod:`posnet_fairseq.process_pool`); its log is
 ``OUT/checkpoints/ARCH.train.log`` and its checkpoints ``OUT/checkpoints/ARCH/``.
 After training, the last checkpoints are averaged
 (``posnet-average-checkpoints``) into ``checkpoint_avg.pt``, and the step
-``train/ARCH`` (:mod:`posnet_fairseq.compare.steps`) records it, so that a
-second run skips the model while that file is intact (a damaged or deleted
-average is made again). A model that did not finish but has
+``train/ARCH`` (:mod:`posnet_fairseq.compare.steps`) records it (its
+:class:`~posnet_fairseq.compare.records.TrainOutcome`), so that a second run
+skips the model while that record holds its settings and the file is intact
+(a damaged or deleted average is made again); a training taken from another
+run or shared with another model is recorded alike. A model that did not finish but has
 ``checkpoint_last.pt`` resumes from it (fairseq's own resume: optimiser,
 scheduler and data iterator included); checkpoints are saved every
 ``interval`` updates, so at most that much work is lost to an interruption.
@@ -23,6 +25,7 @@ While models train, a progress line for the whole run (models done, each
 running model's epoch and update, ETA) is printed every ``progress_every``
 seconds.
 """
+import functools
 import math
 import os
 import re
@@ -36,7 +39,7 @@ from ..checkpoint_averaging import best_copies, write_average
 from ..plugin import subprocess_env
 from . import restart, seeds, wrapper_lines
 from .model_flags import architecture
-from .records import TrainOutcome, stored
+from .records import TrainOutcome
 from .recipe import step_settings, train_command
 from .run_clock import RunClock
 from .steps import deleted
@@ -115,6 +118,13 @@ class Trainer:
 
     def log_path(self, arch):
         return os.path.join(self.dir, f"{arch}.train.log")
+
+    def _average(self, arch):
+        return os.path.join(self.save_dir(arch), AVERAGE)
+
+    def _record(self, settings, outcome):
+        """Saves the finished training ``outcome`` as the record of its step train/MODEL (see :meth:`_done`)."""
+        self.steps.finish(f"train/{outcome.arch}", settings, self._inputs(), [outcome.checkpoint], outcome)
 
     def recipe_of(self, arch):
         return replace(self.recipe, seed=seeds.trained(*self.split(arch), self.seed_offsets))
@@ -203,15 +213,14 @@ class Trainer:
         files = averaged_files(self.save_dir(arch), self.log_path(arch), self.budget, self.recipe.average)
         if not files:
             raise RuntimeError(f"{arch}: fairseq-train saved no checkpoint (see {self.log_path(arch)})")
-        checkpoint = os.path.join(self.save_dir(arch), AVERAGE)
+        checkpoint = self._average(arch)
         write_average(files, checkpoint)
         progress = fairseq_log.progress(self.log_path(arch))
         outcome = TrainOutcome(arch, checkpoint, [os.path.basename(f) for f in files], progress.epoch,
                                progress.updates,
                                converged=fairseq_log.stopped_early(self.log_path(arch)) if self.budget.patience
                                else None)
-        self.steps.finish(f"train/{arch}", self.steps.load(f"train/{arch}").settings, self._inputs(), [checkpoint],
-                          stored(outcome))
+        self._record(self.steps.load(f"train/{arch}").settings, outcome)
         self.log(f"train: {arch} finished ({outcome.updates} updates, epoch {outcome.epochs}"
                  + ({True: ", converged", False: ", stopped by the cap: not converged"}.get(outcome.converged, ""))
                  + "; averaged "
@@ -267,14 +276,17 @@ class Trainer:
         self._close(arch)
         self.log(f"train: stopped {arch}; a re-run resumes it")
 
-    def _skip(self, arch, flags):
-        """The outcome of a model finished earlier (its step intact), or None; averages again a finished
-        training whose average is missing or damaged."""
+    def _done(self, arch, flags):
+        """The finished training of ``arch``, or None when it must train. Its step's record, when that holds
+        these settings and inputs and its outputs are intact, is the only rule for skipping a training; else
+        a record is made without training where one can be: taken from a --reuse-from run (:meth:`_reuse`),
+        or from the checkpoints of a training that finished before its average was written (or lost it)."""
         name = f"train/{arch}"
-        why = self.steps.why_not_done(name, self.settings(arch, flags), self._inputs())
-        if why is None:
-            self.log(f"train: skipped {arch}, finished earlier ({self.save_dir(arch)}/{AVERAGE})")
-            return TrainOutcome(arch, os.path.join(self.save_dir(arch), AVERAGE), **self.steps.result(name))
+        outcome, why = self.steps.record(name, self.settings(arch, flags), self._inputs(),
+                                         functools.partial(TrainOutcome.read, arch, self._average(arch)))
+        if outcome is not None:
+            self.log(f"train: skipped {arch}, finished earlier ({self._average(arch)})")
+            return outcome
         reused = self._reuse(arch, flags)
         if reused is not None:
             return reused
@@ -288,20 +300,21 @@ class Trainer:
         return None
 
     def _reuse(self, arch, flags):
-        """The outcome of ``arch`` taken from the first run of ``reuse_from`` where it finished with this run's
-        settings (recipe, budget, seed, flags) on data of the same content, its outputs intact: its averaged
-        checkpoint and training log linked here and recorded as this run's step; None when no run has it."""
+        """The outcome of ``arch`` taken from the first run of ``reuse_from`` where its step's record holds this
+        run's settings (recipe, budget, seed, flags) and data of the same content, its outputs intact: its
+        averaged checkpoint and training log linked here and recorded as this run's step; None when no run
+        has it."""
         name, settings = f"train/{arch}", self.settings(arch, flags)
         for other in self.reuse_from:
             log = os.path.join(other.out, "checkpoints", f"{arch}.train.log")
             theirs = self._their_data(other)
-            if other.why_not_done(name, settings, {"data": theirs}) is not None or not os.path.exists(log) \
-                    or deleted(other.absolute(next(iter(other.load(name).outputs)))) is not None:
-                continue  # not finished there with these settings, not intact, or its checkpoint deleted
-            if not self._same_data(other, theirs):
-                continue
-            outcome = TrainOutcome(arch, **dict(other.result(name), reused_from=other.out))
-            return self._adopt(outcome, other.absolute(next(iter(other.load(name).outputs))), log, settings,
+            found, _ = other.record(name, settings, {"data": theirs}, functools.partial(TrainOutcome.read, arch, None))
+            if found is None or not os.path.exists(log):
+                continue  # not finished there with these settings, or not intact
+            checkpoint = other.absolute(next(iter(other.load(name).outputs)))
+            if deleted(checkpoint) is not None or not self._same_data(other, theirs):
+                continue  # its checkpoint deleted there, or other data
+            return self._adopt(replace(found, reused_from=other.out), checkpoint, log, settings,
                                f"taken from {other.out} (--reuse-from: finished there with the same data, "
                                "settings and flags)")
         return None
@@ -322,7 +335,7 @@ class Trainer:
         """The outcome of ``arch``, whose architecture, seed and flags are those of the finished training
         ``leader`` (its TrainOutcome): its checkpoint and training log are the leader's (linked), recorded as its
         own step."""
-        done = self._skip(arch, flags)
+        done = self._done(arch, flags)
         if done is not None:
             return done
         return self._adopt(replace(leader, arch=arch, trained_as=leader.arch), leader.checkpoint,
@@ -333,13 +346,12 @@ class Trainer:
         """Records the step of ``outcome.arch`` as a training done elsewhere: its averaged checkpoint and
         training log become links to ``checkpoint`` and ``log``; ``how`` says where from, in the run's log."""
         arch = outcome.arch
-        name = f"train/{arch}"
-        self.steps.begin(name, settings)
+        self.steps.begin(f"train/{arch}", settings)
         os.makedirs(self.save_dir(arch), exist_ok=True)
-        outcome = replace(outcome, checkpoint=os.path.join(self.save_dir(arch), AVERAGE))
+        outcome = replace(outcome, checkpoint=self._average(arch))
         _link(checkpoint, outcome.checkpoint)
         _link(log, self.log_path(arch))
-        self.steps.finish(name, settings, self._inputs(), [outcome.checkpoint], stored(outcome))
+        self._record(settings, outcome)
         self.log(f"train: {arch} {how}")
         return outcome
 
@@ -368,7 +380,7 @@ class Trainer:
     def _train(self, archs, flags):
         outcomes = {}
         for arch in archs:
-            outcome = self._skip(arch, flags[arch])
+            outcome = self._done(arch, flags[arch])
             if outcome is not None:
                 outcomes[arch] = outcome
                 self.done_before[arch] = math.inf
