@@ -70,7 +70,4 @@ class AlibiBias(DistanceBias):
 class AlibiAttention(ContentAttention):
     """Content attention with ALiBi's linear distance penalties (Press et al. 2022, section 3)."""
 
-    @classmethod
-    def build(cls, ctx):
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=AlibiBias(ctx.num_heads),
-                   forward_context=ctx.forward_context)
+    BIAS = AlibiBias

@@ -117,10 +117,6 @@ class DistanceBias(nn.Module):
         # step has T = 1 query at position S - 1), so the distances lie in
         # +-max(T, S): the table's range is known without a device sync.
         reach = max(query_positions.size(-1), key_positions.size(-1))
-        if query_positions.size(-1) == 1 and query_positions.size(0) == 1:
-            # One query for the whole batch (a decoding step): at position S - 1,
-            # so its row is the profile at distances 1 - S .. 0, with no gather.
-            return self.decoding_row(reach, query_positions.device)[None, :, None, :]
         distances = key_positions.unsqueeze(1) - query_positions.unsqueeze(2)  # B x T x S, j - i
         table = self.profile(torch.arange(-reach, reach + 1, device=distances.device))  # H x (2 reach + 1)
         return table[:, distances + reach].transpose(0, 1)  # H x B x T x S -> B x H x T x S
@@ -156,6 +152,19 @@ class ContentAttention(Mixer):
             forward_context.position_readers += 1
         self.reset_parameters()
 
+    # The bias class, built from the number of heads alone, of a scheme without options (ALiBi, KERPLE).
+    BIAS = None
+
+    @classmethod
+    def build(cls, ctx):
+        return cls.at_site(ctx, bias=cls.BIAS(ctx.num_heads))
+
+    @classmethod
+    def at_site(cls, ctx, **hooks):
+        """The mixer at ``ctx``'s site with the position ``hooks`` (``bias``, ``transform``, ``shared_bias``)."""
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, forward_context=ctx.forward_context,
+                   **hooks)
+
     def reset_parameters(self):
         # As fairseq's MultiheadAttention initialises self-attention, so that
         # swapping mha for a position scheme changes only the position treatment.
@@ -182,7 +191,15 @@ class ContentAttention(Mixer):
             query_pos = key_pos = self._positions(pad, batch, length, query.device)
         else:
             buffer = self._get_input_buffer(incremental_state)
-            query_pos = self.decoding_steps(buffer, batch, length, query.device)
+            # Every hypothesis decodes the same steps past .. past + T - 1 (targets are right-padded): their
+            # count is the cache's length, known on the host, so no step state is kept, reordered or advanced.
+            past = 0 if "prev_key" not in buffer else buffer["prev_key"].size(2)
+            # A position bias reads them, a block of steps masks its future by them; a one-step row of a
+            # distance-only bias is the same for every step count.
+            bias_reads = self.position_bias is not None and not shift_invariant
+            columns = length > 1 or bias_reads
+            query_pos = self._columns(incremental_state, past, length, query.device) if (
+                columns or self.transform is not None) else None
         if self.transform is not None:
             # Self-attention: this call's keys are its queries' tokens, at the same positions.
             q, k = self._rotate(q, k, query_pos, incremental_state)
@@ -196,22 +213,21 @@ class ContentAttention(Mixer):
             elif self.position_bias is not None:
                 bias = self.position_bias(query_pos, key_pos)
         else:
-            past = 0 if "prev_key" not in buffer else buffer["prev_key"].size(2)
-            k, v, pad, key_pos = self.cache_self_attention(incremental_state, buffer, pad,
-                                                           self._pad_history(buffer, pad, past),
-                                                           prev_key=k, prev_value=v)
-            # Every row decodes the same step: the columns are the positions.
-            query_cols, key_cols = query_pos[:1], key_pos[:1]
+            k, v, pad = self.append_self_attention(incremental_state, buffer, pad,
+                                                   self._pad_history(buffer, pad, past), prev_key=k, prev_value=v)
+            keys = past + length
+            key_pos = self._columns(incremental_state, 0, keys, query.device) if columns else None
             invalid = None if pad is None else pad[:, None, None, :].bool()
             if self.causal and length > 1:  # one decoding step sees only its past
-                future = (key_cols.unsqueeze(1) > query_cols.unsqueeze(2)).unsqueeze(1)  # 1 x 1 x T x S
+                future = (key_pos.unsqueeze(1) > query_pos.unsqueeze(2)).unsqueeze(1)  # 1 x 1 x T x S
                 invalid = future if invalid is None else invalid | future
             masks = softmax_masks(invalid, pad is not None)
             bias = None
-            if self.position_bias is not None:
-                # A distance-only bias is the same for every sentence: computed once (1 x H x T x S).
-                bias = (self.position_bias(query_cols, key_cols) if shift_invariant
-                        else self.position_bias(query_pos, key_pos))
+            if shift_invariant and length == 1:
+                # One query at position S - 1: the profile at distances 1 - S .. 0, the same for every sentence.
+                bias = self.position_bias.decoding_row(keys, query.device)[None, :, None, :]
+            elif self.position_bias is not None:
+                bias = self.position_bias(query_pos, key_pos)  # 1 x H x T x S: every sentence alike
         # Decoding (one query per step) runs the explicit matrix products: for a
         # single query torch's fused CPU kernel took 1.4-2.6x their time (S = 30-200).
         if need_weights or need_head_weights or incremental_state is not None:
@@ -220,6 +236,12 @@ class ContentAttention(Mixer):
         else:
             out, weights = self._attend(q, k, v, bias, masks), None
         return self.merge_heads(out), weights
+
+    def _columns(self, incremental_state, start: int, length: int, device) -> Tensor:
+        """The decoding columns start .. start + length - 1 (1 x length), made once per step for every layer
+        (the call's incremental state anchors them)."""
+        return self.shared(("columns", start, length), lambda: torch.arange(
+            start, start + length, device=device).unsqueeze(0), incremental_state)
 
     def _positions(self, pad: Optional[Tensor], batch: int, length: int, device) -> Optional[Tensor]:
         """Teacher-forced real positions (B x T), or None where no hook reads them (a distance-only bias
@@ -242,9 +264,9 @@ class ContentAttention(Mixer):
         lengths = None if context is None else context.source_lengths
 
         def rotation():
-            return self.transform.rotation(positions, q.device, lengths)
+            return self.transform.rotation(positions, q.device, lengths, q.dtype)
 
-        key = ("rotation", type(self.transform), self.transform.extra_repr(), positions.size(-1))
+        key = ("rotation", type(self.transform), self.transform.extra_repr(), positions.size(-1), q.dtype)
         rotation = self.shared(key, rotation, positions if incremental_state is None else incremental_state)
         return self.transform.rotate(q, rotation), self.transform.rotate_key(k, rotation)
 

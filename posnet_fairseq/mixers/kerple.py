@@ -52,7 +52,4 @@ class KerpleLogBias(DistanceBias):
 class KerpleAttention(ContentAttention):
     """Content attention with KERPLE's logarithmic kernel bias (Chi et al. 2022, section 4)."""
 
-    @classmethod
-    def build(cls, ctx):
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=KerpleLogBias(ctx.num_heads),
-                   forward_context=ctx.forward_context)
+    BIAS = KerpleLogBias

@@ -134,8 +134,7 @@ class TisaAttention(ContentAttention):
         scorer = build_scorer(ctx)
         if scorer is None:  # F = 0: fairseq's attention, with its state-dict keys (those of mha)
             return ctx.build_fairseq_attention()
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=scorer,
-                   forward_context=ctx.forward_context)
+        return cls.at_site(ctx, bias=scorer)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # Checkpoints from before TISA moved onto content attention: it wrapped
