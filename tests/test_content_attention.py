@@ -244,3 +244,53 @@ def test_a_decoding_step_makes_one_rotation_for_every_layer_and_decodes_as_it_tr
     assert len(model.decoder.layers) == 2 and makes.count("rotation") == prev.size(1)
     with torch.no_grad():
         assert torch.allclose(decoded, model(src, lengths, prev)[0], atol=1e-5)
+
+
+# Operators that launch no kernel on a GPU (views, allocations, casts and dropout that do nothing here): a
+# decoding step's cost is the rest.
+NO_KERNEL = {"aten::view", "aten::_unsafe_view", "aten::unsqueeze", "aten::squeeze", "aten::permute",
+             "aten::transpose", "aten::t", "aten::expand", "aten::as_strided", "aten::slice", "aten::select",
+             "aten::alias", "aten::reshape", "aten::_reshape_alias", "aten::unflatten", "aten::flatten",
+             "aten::detach", "aten::lift_fresh", "aten::empty", "aten::empty_strided", "aten::new_empty",
+             "aten::resize_", "aten::set_", "aten::to", "aten::type_as", "aten::dropout", "aten::contiguous",
+             "aten::split", "aten::unbind", "aten::narrow", "aten::expand_as", "aten::result_type",
+             "aten::empty_like", "aten::view_as", "aten::broadcast_tensors", "aten::resolve_conj",
+             "aten::resolve_neg", "aten::chunk", "aten::split_with_sizes", "aten::unsafe_split", "aten::diagonal",
+             "aten::movedim", "aten::squeeze_", "aten::unsqueeze_", "aten::as_strided_", "aten::detach_",
+             "aten::view_as_real", "aten::view_as_complex", "aten::_neg_view", "aten::_conj", "aten::conj"}
+
+
+def launching_ops(monkeypatch, arch):
+    """Kernel-launching operators of one beam-search decoding step of ``arch`` (op_counts' step, fp32 CPU):
+    the innermost operators that are no view, allocation or no-op."""
+    from posnet_fairseq.benchmark import op_counts
+
+    def counted(profiler, device):
+        def launches(event):
+            return event.name.startswith("aten::") and event.name not in NO_KERNEL
+
+        def below(event):
+            return any(launches(child) or below(child) for child in event.cpu_children)
+        return sum(1 for event in profiler.events() if launches(event) and not below(event))
+
+    monkeypatch.setattr(op_counts, "counted", counted)
+    args = op_counts.parse_args(["--size", "tiny", "--vocab", "64", "--batch-size", "2", "--source-length", "8",
+                                 "--step", "4"])
+    return op_counts.decoding_step_ops(arch, args)
+
+
+def test_a_decoding_step_of_a_distance_bias_launches_no_more_than_the_transformers(monkeypatch):
+    # Every hypothesis decodes the same step, counted on the host: no step state to reorder and advance, no
+    # key positions; the one-query bias row is a view of the folded table. (On 86b3aaa ALiBi and TISA ran
+    # 3 more operators per layer: the step state's reorder and add, the key positions' arange.)
+    transformer = launching_ops(monkeypatch, "posnet_transformer_tiny")
+    for arch in ("alibi_transformer_tiny", "tisa_transformer_tiny"):
+        assert launching_ops(monkeypatch, arch) <= transformer, arch
+
+
+def test_a_rope_decoding_step_adds_only_its_two_rotations(monkeypatch):
+    # The rotation of the step's query and key, one matrix product each per layer (3 layers at tiny size); the
+    # rotation matrices, made once per step for all layers, cost no more than the step state and key positions
+    # spared, but 2. (On 86b3aaa: 124 against the Transformer's 113.)
+    transformer = launching_ops(monkeypatch, "posnet_transformer_tiny")
+    assert launching_ops(monkeypatch, "rope_transformer_tiny") <= transformer + 2 * 3 + 2

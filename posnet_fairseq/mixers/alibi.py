@@ -53,6 +53,7 @@ class AlibiBias(DistanceBias):
     """-m_h |j - i| for every head (fp32); no parameters."""
 
     FIXED = True
+    ELEMENTWISE = True
 
     def __init__(self, num_heads: int):
         super().__init__()

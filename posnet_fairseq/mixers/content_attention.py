@@ -75,6 +75,10 @@ class DistanceBias(nn.Module):
     """
 
     FIXED = False
+    # ELEMENTWISE: the profile is a few elementwise operators of the distance, so a teacher-forced bias
+    # evaluates it on the T x T grid of distances itself: as many operators as on the 2T + 1 distances, and
+    # no gather, whose gradient (an accumulating scatter, sorted on a GPU) costs several more per layer.
+    ELEMENTWISE = False
 
     def __init__(self):
         super().__init__()
@@ -107,6 +111,16 @@ class DistanceBias(nn.Module):
         index of j - i into them: the same in every layer of a call (``ForwardContext.shared``)."""
         columns = torch.arange(length, device=device)
         return torch.arange(-length, length + 1, device=device), columns.unsqueeze(0) - columns.unsqueeze(1) + length
+
+    @staticmethod
+    def distance_grid(length: int, device) -> Tensor:
+        """The T x T distances j - i of a teacher-forced bias (an ``ELEMENTWISE`` profile's input)."""
+        columns = torch.arange(length, device=device)
+        return columns.unsqueeze(0) - columns.unsqueeze(1)
+
+    def on_grid(self, grid: Tensor) -> Tensor:
+        """1 x H x T x S: the profile at every distance of ``grid`` (T x S)."""
+        return self.profile(grid.flatten()).view(1, -1, *grid.shape)
 
     def gather(self, distances: Tensor, index: Tensor) -> Tensor:
         """1 x H x T x S: the profile at ``distances``, gathered at ``index`` (T x S) into them."""
@@ -285,13 +299,17 @@ class ContentAttention(Mixer):
         and so is the bias itself where it is the same in every layer: ``FIXED`` (no parameters) or one module
         for all layers (``shared_bias``, T5)."""
         bias = self.position_bias
-        distances, index = self.shared(("distance_index", length), lambda: bias.distance_index(length, device))
+        if bias.ELEMENTWISE:
+            grid = self.shared(("distance_grid", length), lambda: bias.distance_grid(length, device))
+            make = lambda: bias.on_grid(grid)  # noqa: E731
+        else:
+            distances, index = self.shared(("distance_index", length), lambda: bias.distance_index(length, device))
+            make = lambda: bias.gather(distances, index)  # noqa: E731
         if bias.FIXED:
-            return self.shared(("fixed_bias", type(bias), bias.extra_repr(), length),
-                                lambda: bias.gather(distances, index))
+            return self.shared(("fixed_bias", type(bias), bias.extra_repr(), length), make)
         if self.shared_bias:
-            return self.shared(("shared_bias", id(bias), length), lambda: bias.gather(distances, index))
-        return bias.gather(distances, index)
+            return self.shared(("shared_bias", id(bias), length), make)
+        return make()
 
     def _pad_history(self, buffer, pad: Optional[Tensor], past: int) -> Optional[str]:
         """The buffer key of the cached key padding mask, or None while no step has had a pad key.
@@ -322,9 +340,10 @@ class ContentAttention(Mixer):
 
     def _attend_with_weights(self, q, k, v, bias, masks):
         """The same function as explicit products (fp32 softmax), returning the B x H x T x S weights too."""
-        logits = torch.matmul(q * self.head_dim ** -0.5, k.transpose(-1, -2)).float()
-        if bias is not None:
-            logits = logits + bias
+        logits = torch.matmul(q, k.transpose(-1, -2)).float()
+        # The scaling rides on the bias's add: one operator for both.
+        scale = self.head_dim ** -0.5
+        logits = logits * scale if bias is None else torch.add(bias, logits, alpha=scale)
         probs = masked_softmax(logits, None, masks=masks)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
         return torch.matmul(dropped.to(v.dtype), v), probs

@@ -37,6 +37,8 @@ families.declare(__name__, "KERPLE (log)", "position-schemes", scheme_family(
 class KerpleLogBias(DistanceBias):
     """-r_1 log(1 + r_2 |j - i|) per head (fp32)."""
 
+    ELEMENTWISE = True
+
     def __init__(self, num_heads: int):
         super().__init__()
         self.strength = nn.Parameter(torch.rand(num_heads) * 2)  # r_1

@@ -63,9 +63,12 @@ class TisaScorer(DistanceBias):
     Called as ``scorer(query_positions B x T, key_positions B x S)`` (either
     batch may be 1; 0-based positions below max(T, S)), it returns
     B x H x T x S: :class:`DistanceBias` evaluates f once per distinct
-    distance and gathers the Toeplitz pattern, so the cost is that of
-    indexing, not of S kernels per logit.
+    distance and gathers the Toeplitz pattern; teacher-forced, f's few
+    elementwise operators run on the T x T distances themselves
+    (``ELEMENTWISE``), which spares the gather and its gradient's scatter.
     """
+
+    ELEMENTWISE = True
 
     def __init__(self, num_heads: int, num_kernels: int, init: str = "random"):
         super().__init__()
