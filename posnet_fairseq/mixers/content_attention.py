@@ -114,8 +114,9 @@ class DistanceBias(nn.Module):
 
     @staticmethod
     def distance_grid(length: int, device) -> Tensor:
-        """The T x T distances j - i of a teacher-forced bias (an ``ELEMENTWISE`` profile's input)."""
-        columns = torch.arange(length, device=device)
+        """The T x T distances j - i of a teacher-forced bias (an ``ELEMENTWISE`` profile's input), fp32 (exact
+        integers) as the profiles compute."""
+        columns = torch.arange(length, device=device, dtype=torch.float32)
         return columns.unsqueeze(0) - columns.unsqueeze(1)
 
     def on_grid(self, grid: Tensor) -> Tensor:

@@ -39,6 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import families, flags
+from .attention import autocast_off
 from .content_attention import ContentAttention, DistanceBias
 from .registry import register_mixer
 from .shaw import ShawRelativeAttention
@@ -55,6 +56,47 @@ FLAGS = flags.declare(
                "c ~ N(0, 5^2), a ~ N(0.1, 0.01^2), b ~ N(0.1, 0.01^2)) or 'local' (deterministic: centres evenly "
                "spaced on -2..2, a = b = 0.1)", choices=INIT_MODES),
 )
+
+
+class KernelSum(torch.autograd.Function):
+    """f_h(k) = sum_s a_{h,s} exp(-|b_{h,s}| (k - c_{h,s})^2) at N distances k (H x N), from H x S c, a, b, with
+    its gradient written out: every operator is a kernel launch on a GPU, and autograd's backward of the
+    formula runs about twice the forward's; here the sums over distances are matrix products."""
+
+    @staticmethod
+    def forward(ctx, k: Tensor, c: Tensor, a: Tensor, b: Tensor) -> Tensor:
+        offset = k - c.unsqueeze(-1)  # H x S x N: k - c
+        square = offset * offset
+        width = b.abs()
+        kernel = torch.exp(square * width.neg().unsqueeze(-1))
+        ctx.save_for_backward(offset, square, kernel, a, b, width)
+        with autocast_off(kernel):  # the sum over kernels in fp32 too, under --amp
+            return torch.bmm(a.unsqueeze(1), kernel).squeeze(1)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):
+        with autocast_off(grad):
+            return KernelSum._gradients(ctx, grad)
+
+    @staticmethod
+    def _gradients(ctx, grad: Tensor):
+        offset, square, kernel, a, b, width = ctx.saved_tensors
+        heads, kernels, n = kernel.shape
+        grad_c = grad_a = grad_b = None
+        if ctx.needs_input_grad[2]:
+            grad_a = torch.bmm(kernel, grad.unsqueeze(-1)).squeeze(-1)
+        if ctx.needs_input_grad[1] or ctx.needs_input_grad[3]:
+            # The gradient at the exponent -|b| (k - c)^2, summed over distances against its derivatives:
+            # -(k - c)^2 for |b|, 2 |b| (k - c) for c.
+            exponent = (kernel * (a.unsqueeze(-1) * grad.unsqueeze(1))).view(heads * kernels, 1, n)
+            if ctx.needs_input_grad[3]:
+                along = torch.bmm(exponent, square.view(heads * kernels, n, 1)).view(heads, kernels)
+                grad_b = along * torch.sign(b).neg()
+            if ctx.needs_input_grad[1]:
+                along = torch.bmm(exponent, offset.view(heads * kernels, n, 1)).view(heads, kernels)
+                grad_c = along * width * 2
+        return None, grad_c, grad_a, grad_b
 
 
 class TisaScorer(DistanceBias):
@@ -101,11 +143,8 @@ class TisaScorer(DistanceBias):
         """f_h(k) for every head at the given distances (any shape N): H x N, fp32."""
         # fp32 even when the model runs in fp16/bf16: the squared distances
         # reach ~1e5 at a few hundred tokens and exp of them underflows early.
-        k = distances.float().reshape(1, 1, -1)
-        c = self.offsets.float().unsqueeze(-1)
-        a = self.amplitudes.float().unsqueeze(-1)
-        b = self.sharpness.float().abs().unsqueeze(-1)
-        return (a * torch.exp(-b * (k - c) ** 2)).sum(dim=1)
+        return KernelSum.apply(distances.float().reshape(-1), self.offsets.float(), self.amplitudes.float(),
+                               self.sharpness.float())
 
     def load_reference_parameters(self, kernel_offsets: Tensor, kernel_amplitudes: Tensor,
                                   kernel_sharpness: Tensor):
