@@ -13,7 +13,7 @@ and 2), with two places where a position scheme plugs in:
 * a **q/k transform** applied to the queries and to the keys (B x H x T x
   d_h, with their positions) before the dot product: RoPE's rotation
   (``rope.py``), xPos's scaled rotation (``xpos.py``). It is a module with
-  ``rotation(positions, device)``, the per-position transform, computed
+  ``rotation(positions, device, lengths, dtype)``, the per-position transform, computed
   once per call for queries and keys, ``rotate(x, rotation)`` for the
   queries and ``rotate_key(x, rotation)`` for the keys: the two may differ
   (xPos scales keys by the inverse of the queries' scale; RoPE turns both
@@ -341,10 +341,13 @@ class ContentAttention(Mixer):
 
     def _attend_with_weights(self, q, k, v, bias, masks):
         """The same function as explicit products (fp32 softmax), returning the B x H x T x S weights too."""
-        logits = torch.matmul(q, k.transpose(-1, -2)).float()
-        # The scaling rides on the bias's add: one operator for both.
         scale = self.head_dim ** -0.5
-        logits = logits * scale if bias is None else torch.add(bias, logits, alpha=scale)
+        if bias is not None and q.dtype == torch.float32:  # the scaling rides on the bias's add: one operator
+            logits = torch.add(bias, torch.matmul(q, k.transpose(-1, -2)), alpha=scale)
+        else:  # scaled before the product, which could overflow in half precision unscaled
+            logits = torch.matmul(q * scale, k.transpose(-1, -2)).float()
+            if bias is not None:
+                logits = logits + bias
         probs = masked_softmax(logits, None, masks=masks)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
         return torch.matmul(dropped.to(v.dtype), v), probs

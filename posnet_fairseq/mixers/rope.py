@@ -12,9 +12,11 @@ so that the logit depends on the positions only through their difference::
 
     q_m^T k_n = (W_q x_m)^T R^d_{Theta,n-m} (W_k x_n)                     (Eq. 16)
 
-computed elementwise as in Eq. 34:
+the product of Eq. 34,
 ``R x = x * cos(m theta) + rotate_pairs(x) * sin(m theta)`` with
-``rotate_pairs(x1, x2, ...) = (-x2, x1, ...)``. d is the head dimension; no
+``rotate_pairs(x1, x2, ...) = (-x2, x1, ...)``, computed as one matrix
+product with the block-diagonal R of Eq. 15 (:func:`rotation_matrices`,
+made once per call in the projections' dtype). d is the head dimension; no
 parameters. At generation time a trained model's frequencies can be scaled
 for lengths beyond training (position interpolation, NTK-aware, YaRN:
 ``rope_scaling.py``). Many codebases (GPT-NeoX, LLaMA) pair dimension i with i + d/2
