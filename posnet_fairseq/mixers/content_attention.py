@@ -213,11 +213,10 @@ class ContentAttention(Mixer):
             # distance-only bias is the same for every step count.
             bias_reads = self.position_bias is not None and not shift_invariant
             columns = length > 1 or bias_reads
-            query_pos = self._columns(incremental_state, past, length, query.device) if (
-                columns or self.transform is not None) else None
+            query_pos = self._columns(incremental_state, past, length, query.device) if columns else None
         if self.transform is not None:
             # Self-attention: this call's keys are its queries' tokens, at the same positions.
-            q, k = self._rotate(q, k, query_pos, incremental_state)
+            q, k = self._rotate(q, k, query_pos, incremental_state, None if incremental_state is None else past)
         if incremental_state is None:
             # Only a masked pad can leave a row without keys (a causal row sees itself).
             masks = self.shared(("softmax_masks", length, self.causal), lambda: softmax_masks(
@@ -268,15 +267,22 @@ class ContentAttention(Mixer):
             return None
         return self.shared(("positions", length), lambda: real_positions(pad, batch, length, device), pad)
 
-    def _rotate(self, q: Tensor, k: Tensor, query_pos: Optional[Tensor], incremental_state):
+    def _rotate(self, q: Tensor, k: Tensor, query_pos: Optional[Tensor], incremental_state, past: Optional[int]):
         """The transform's queries and keys at the call's positions (drawn ones where the side drew them).
         Its rotation is the same in every layer with the same transform: teacher-forced, the positions come
         from the padding mask every layer is given; decoding, every layer of a call is at the same steps
-        (each layer counts them in its own state, all in step), so the call's incremental state anchors them."""
+        ``past`` .. (each layer counts them in its cache, all in step), so the call's incremental state
+        anchors them, and where every sentence is at those steps the rotation is a view of the transform's
+        table of them."""
         context = self.forward_context
         drawn = None if context is None else context.positions
-        positions = query_pos if drawn is None else drawn
         lengths = None if context is None else context.source_lengths
+        if past is not None and drawn is None and lengths is None:
+            rotation = self.transform.decoding_rotation(past, q.size(2), q.device, q.dtype)
+            return self.transform.rotate(q, rotation), self.transform.rotate_key(k, rotation)
+        if drawn is None and query_pos is None:
+            query_pos = self._columns(incremental_state, past, q.size(2), q.device)
+        positions = query_pos if drawn is None else drawn
 
         def rotation():
             return self.transform.rotation(positions, q.device, lengths, q.dtype)

@@ -36,7 +36,7 @@ from torch import Tensor, nn
 
 from .. import families, flags
 from .registry import register_mixer
-from .content_attention import ContentAttention, scheme_family
+from .content_attention import FOLD_START, ContentAttention, scheme_family
 from .rope_scaling import FLAGS as SCALING_FLAGS, RopeScaling
 
 FLAGS = flags.declare(
@@ -63,6 +63,9 @@ class Rotary(nn.Module):
         # (device, factor) -> theta': a plain attribute, not a buffer, so that a half-precision model keeps
         # them in fp32; kept because incremental decoding asks for them at every step.
         self._fixed_frequencies = {}
+        # The rotation at the steps 0 .. N - 1 of every sentence, for decoding (decoding_rotation): a plain
+        # attribute, on the device and in the dtype of the step that made it.
+        self.decoding_table = None
 
     def frequencies(self, device, s=None) -> Tensor:
         """theta_i, i = 1..d/2 (Eq. 15), changed by the inference-time scaling if any (``rope_scaling.py``;
@@ -99,6 +102,20 @@ class Rotary(nn.Module):
         if positions.size(0) > 1 and positions.stride(0) == 0:  # one row expanded: one matrix per step
             positions = positions[:1]
         return rotation_matrices(*self.turn(positions, device, source_lengths), dtype)
+
+    def decoding_rotation(self, start: int, length: int, device, dtype) -> Tensor:
+        """:meth:`rotation` at the steps start .. start + length - 1 of every sentence (positions 1 x length):
+        a view of a table of the steps 0 .. N - 1, made at the first step and doubled when a longer prefix needs
+        it, so that a decoding step computes no rotation (it has no parameters for the table to follow)."""
+        table, end = self.decoding_table, start + length
+        time = None if table is None else table.dim() - 4  # the steps' dim: T x 1 x d x d (xPos: 2 x T x ...)
+        if table is None or table.size(time) < end or table.device != device or table.dtype != dtype:
+            size = max(end, FOLD_START if table is None else 2 * table.size(time))
+            with torch.no_grad():
+                table = self.decoding_table = self.rotation(torch.arange(size, device=device)[None], device,
+                                                            dtype=dtype)
+            time = table.dim() - 4
+        return table.narrow(time, start, length)
 
     def rotate(self, x: Tensor, rotation: Tensor) -> Tensor:
         """R^d_{Theta,m} x (Eq. 34) for B x H x T x d_h vectors, given :meth:`rotation` of their positions."""

@@ -73,18 +73,19 @@ class XPos(rope.Rotary):
         pairs = torch.arange(self.head_dim // 2, device=device, dtype=torch.float32)
         return (pairs / (self.head_dim / 2) + self.gamma) / (1 + self.gamma)
 
-    def rotation(self, positions: Tensor, device, source_lengths=None, dtype=torch.float32) -> Tuple[Tensor, Tensor]:
-        """(query factor, key factor): R_{Theta,n} zeta^(n/B) and R_{Theta,n} zeta^(-n/B) as matrices
-        (``rope.rotation_matrices``), in ``dtype`` (no RoPE scaling: ``source_lengths`` are not used)."""
+    def rotation(self, positions: Tensor, device, source_lengths=None, dtype=torch.float32) -> Tensor:
+        """The query factor R_{Theta,n} zeta^(n/B) and the key factor R_{Theta,n} zeta^(-n/B) as matrices
+        (``rope.rotation_matrices``), stacked (2 x T x P x d x d), in ``dtype`` (no RoPE scaling:
+        ``source_lengths`` are not used)."""
         cos, sin = self.turn(positions, device)
         scale = self.decay(device) ** (positions.float()[:, :, None] / self.scale_base)  # B x T x d/2
-        return (rope.rotation_matrices(cos * scale, sin * scale, dtype),
-                rope.rotation_matrices(cos / scale, sin / scale, dtype))
+        return torch.stack((rope.rotation_matrices(cos * scale, sin * scale, dtype),
+                            rope.rotation_matrices(cos / scale, sin / scale, dtype)))
 
-    def rotate(self, x: Tensor, rotation: Tuple[Tensor, Tensor]) -> Tensor:
+    def rotate(self, x: Tensor, rotation: Tensor) -> Tensor:
         return super().rotate(x, rotation[0])
 
-    def rotate_key(self, x: Tensor, rotation: Tuple[Tensor, Tensor]) -> Tensor:
+    def rotate_key(self, x: Tensor, rotation: Tensor) -> Tensor:
         return super().rotate(x, rotation[1])
 
     def extra_repr(self):
