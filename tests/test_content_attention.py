@@ -290,3 +290,28 @@ def test_a_decoding_step_of_a_position_scheme_launches_no_more_than_the_transfor
     transformer = launching_ops(monkeypatch, "posnet_transformer_tiny")
     for arch in ("alibi_transformer_tiny", "tisa_transformer_tiny", "rope_transformer_tiny"):
         assert launching_ops(monkeypatch, arch) <= transformer, arch
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_learned_bias_gets_the_gradient_of_its_masked_cast(monkeypatch, causal):
+    # MaskedBias's gradient skips autograd's masking of it: attention gives a -inf logit no gradient.
+    from posnet_fairseq.mixers import content_attention
+    from posnet_fairseq.mixers.tisa import TisaAttention, TisaScorer
+
+    torch.manual_seed(0)
+    mixer = TisaAttention(16, 2, causal=causal, bias=TisaScorer(2, 3))
+    x = torch.randn(5, 3, 16)
+    pad = torch.zeros(3, 5, dtype=torch.bool)
+    pad[0, 3:] = pad[1, :2] = True
+
+    def gradients():
+        mixer.zero_grad()
+        mixer(x, x, x, key_padding_mask=pad)[0].pow(2).sum().backward()
+        return [p.grad.clone() for p in mixer.position_bias.parameters()]
+
+    fused = gradients()
+    monkeypatch.setattr(content_attention.MaskedBias, "apply",
+                        lambda bias, invalid, dtype: bias.masked_fill(invalid, float("-inf")).to(dtype))
+    for got, expected in zip(fused, gradients()):
+        assert expected.abs().min() > 0
+        torch.testing.assert_close(got, expected)

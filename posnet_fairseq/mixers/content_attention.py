@@ -137,6 +137,25 @@ class DistanceBias(nn.Module):
         return table[:, distances + reach].transpose(0, 1)  # H x B x T x S -> B x H x T x S
 
 
+class MaskedBias(torch.autograd.Function):
+    """A learned logit bias (fp32, batch 1 or B) with the ``invalid`` keys at -inf, in ``dtype``: the additive
+    mask of torch's fused attention. Its gradient is the mask's, summed over the batch the bias was broadcast
+    to, in one operator: attention gives a -inf logit no gradient (its weight is exactly 0), so autograd's
+    masking and cast of the gradient, two more operators per layer, change nothing."""
+
+    @staticmethod
+    def forward(ctx, bias: Tensor, invalid: Tensor, dtype) -> Tensor:
+        ctx.bias_shape, ctx.bias_dtype = bias.shape, bias.dtype
+        return bias.to(dtype).masked_fill(invalid, float("-inf"))
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):
+        if grad.shape != ctx.bias_shape:  # one bias for the batch
+            return grad.sum(0, keepdim=True, dtype=ctx.bias_dtype), None, None
+        return grad.to(ctx.bias_dtype), None, None
+
+
 class ContentAttention(Mixer):
     """Scaled dot-product multi-head self-attention with a logit-bias hook and a q/k-transform hook.
 
@@ -338,6 +357,8 @@ class ContentAttention(Mixer):
         invalid, empty = masks
         if bias is None:
             mask = None if invalid is None else ~invalid
+        elif invalid is not None and bias.requires_grad:
+            mask = MaskedBias.apply(bias, invalid, q.dtype)
         else:
             mask = bias if invalid is None else bias.masked_fill(invalid, float("-inf"))
             mask = mask.to(q.dtype)
