@@ -75,9 +75,8 @@ class DistanceBias(nn.Module):
     """
 
     FIXED = False
-    # ELEMENTWISE: the profile is a few elementwise operators of the distance, so a teacher-forced bias
-    # evaluates it on the T x T grid of distances itself: as many operators as on the 2T + 1 distances, and
-    # no gather, whose gradient (an accumulating scatter, sorted on a GPU) costs several more per layer.
+    # ELEMENTWISE: the profile is a few elementwise operators, evaluated on the T x T distances themselves when
+    # teacher-forced: no gather, whose gradient (a scatter, sorted on a GPU) costs several operators per layer.
     ELEMENTWISE = False
 
     def __init__(self):
@@ -140,8 +139,8 @@ class DistanceBias(nn.Module):
 class MaskedBias(torch.autograd.Function):
     """A learned logit bias (fp32, batch 1 or B) with the ``invalid`` keys at -inf, in ``dtype``: the additive
     mask of torch's fused attention. Its gradient is the mask's, summed over the batch the bias was broadcast
-    to, in one operator: attention gives a -inf logit no gradient (its weight is exactly 0), so autograd's
-    masking and cast of the gradient, two more operators per layer, change nothing."""
+    to, in one operator: a -inf logit gets no gradient (its weight is 0), so autograd's masking and cast of
+    the gradient (two operators per layer) change nothing."""
 
     @staticmethod
     def forward(ctx, bias: Tensor, invalid: Tensor, dtype) -> Tensor:
@@ -255,12 +254,7 @@ class ContentAttention(Mixer):
                 future = (key_pos.unsqueeze(1) > query_pos.unsqueeze(2)).unsqueeze(1)  # 1 x 1 x T x S
                 invalid = future if invalid is None else invalid | future
             masks = softmax_masks(invalid, pad is not None)
-            bias = None
-            if shift_invariant and length == 1:
-                # One query at position S - 1: the profile at distances 1 - S .. 0, the same for every sentence.
-                bias = self.position_bias.decoding_row(keys, query.device)[None, :, None, :]
-            elif self.position_bias is not None:
-                bias = self.position_bias(query_pos, key_pos)  # 1 x H x T x S: every sentence alike
+            bias = self._decoding_bias(query_pos, key_pos, keys, length, query.device)
         # Decoding (one query per step) runs the explicit matrix products: for a
         # single query torch's fused CPU kernel took 1.4-2.6x their time (S = 30-200).
         if need_weights or need_head_weights or incremental_state is not None:
@@ -269,6 +263,16 @@ class ContentAttention(Mixer):
         else:
             out, weights = self._attend(q, k, v, bias, masks), None
         return self.merge_heads(out), weights
+
+    def _decoding_bias(self, query_pos, key_pos, keys: int, length: int, device) -> Optional[Tensor]:
+        """The position bias of a decoding call's queries over its ``keys`` keys, the same for every sentence
+        (1 x H x T x S), or None."""
+        if self.position_bias is None:
+            return None
+        if isinstance(self.position_bias, DistanceBias) and length == 1:
+            # One query at position S - 1: the profile at distances 1 - S .. 0, a view of the folded table.
+            return self.position_bias.decoding_row(keys, device)[None, :, None, :]
+        return self.position_bias(query_pos, key_pos)
 
     def _columns(self, incremental_state, start: int, length: int, device) -> Tensor:
         """The decoding columns start .. start + length - 1 (1 x length), made once per step for every layer
