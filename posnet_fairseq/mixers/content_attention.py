@@ -372,13 +372,13 @@ class ContentAttention(Mixer):
 
     def _attend_with_weights(self, q, k, v, bias, masks):
         """The same function as explicit products (fp32 softmax), returning the B x H x T x S weights too."""
-        scale = self.head_dim ** -0.5
-        if bias is not None and q.dtype == torch.float32:  # the scaling rides on the bias's add: one operator
-            logits = torch.add(bias, torch.matmul(q, k.transpose(-1, -2)), alpha=scale)
-        else:  # scaled before the product, which could overflow in half precision unscaled
-            logits = torch.matmul(q * scale, k.transpose(-1, -2)).float()
-            if bias is not None:
-                logits = logits + bias
+        (batch, heads, length, dim), keys = q.shape, k.size(2)
+        # The scaling as the product's alpha (beta 0: its input is not read): no operator, no fp16 overflow.
+        logits = torch.baddbmm(q.new_empty(()), q.reshape(batch * heads, length, dim),
+                               k.reshape(batch * heads, keys, dim).transpose(1, 2), beta=0,
+                               alpha=self.head_dim ** -0.5).view(batch, heads, length, keys).float()
+        if bias is not None:
+            logits = logits + bias
         probs = masked_softmax(logits, None, masks=masks)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
         return torch.matmul(dropped.to(v.dtype), v), probs
