@@ -261,3 +261,21 @@ def test_the_committed_fixture_has_the_old_layout_and_loads_unchanged():
     assert old.keys() == saved.keys()
     for name, value in saved.items():
         assert torch.equal(old[name], value), name
+
+
+def test_scores_and_their_gradients_stay_fp32_under_autocast():
+    # The kernel sum is a matrix product (KernelSum), which autocast would run in bf16.
+    torch.manual_seed(0)
+    scorer = TisaScorer(2, 3)
+    distances = torch.arange(-40, 41)
+    plain = scorer.profile(distances)
+    plain.sum().backward()
+    expected = [p.grad.clone() for p in scorer.parameters()]
+    scorer.zero_grad()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        scores = scorer.profile(distances)
+    assert scores.dtype == torch.float32
+    torch.testing.assert_close(scores, plain)
+    scores.sum().backward()
+    for p, reference in zip(scorer.parameters(), expected):
+        torch.testing.assert_close(p.grad, reference)

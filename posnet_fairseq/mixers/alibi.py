@@ -53,6 +53,7 @@ class AlibiBias(DistanceBias):
     """-m_h |j - i| for every head (fp32); no parameters."""
 
     FIXED = True
+    ELEMENTWISE = True
 
     def __init__(self, num_heads: int):
         super().__init__()
@@ -70,7 +71,4 @@ class AlibiBias(DistanceBias):
 class AlibiAttention(ContentAttention):
     """Content attention with ALiBi's linear distance penalties (Press et al. 2022, section 3)."""
 
-    @classmethod
-    def build(cls, ctx):
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=AlibiBias(ctx.num_heads),
-                   forward_context=ctx.forward_context)
+    BIAS = AlibiBias

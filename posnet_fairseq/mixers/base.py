@@ -167,6 +167,15 @@ class Mixer(FairseqIncrementalState, nn.Module):
         positions 0..S-1 (B x S). The decoder's targets are right-padded, so
         a cached column index is the key's real position.
         """
+        *cached, pad = self.append_self_attention(incremental_state, buffer, pad, pad_key, **tensors)
+        first = next(t for t in cached if t is not None)
+        batch, keys = first.size(0), first.size(2)
+        return (*cached, pad, torch.arange(keys, device=first.device).unsqueeze(0).expand(batch, keys))
+
+    def append_self_attention(self, incremental_state, buffer: Dict[str, Optional[Tensor]], pad: Optional[Tensor],
+                              pad_key: Optional[str] = "prev_key_padding_mask", **tensors: Optional[Tensor]):
+        """:meth:`cache_self_attention` without the key positions: ``(*tensors, pad)``, for a mixer that
+        reads the keys' columns only (their count), which saves an operator per layer and step."""
         first = next(t for t in tensors.values() if t is not None)
         batch, length, device = first.size(0), first.size(2), first.device
         cached = []
@@ -181,8 +190,7 @@ class Mixer(FairseqIncrementalState, nn.Module):
                 pad = torch.cat([buffer[pad_key], pad], dim=1)
             self.keep_state(buffer, pad_key, pad, COPY)
         self._set_input_buffer(incremental_state, buffer)
-        keys = next(t for t in cached if t is not None).size(2)
-        return (*cached, pad, torch.arange(keys, device=device).unsqueeze(0).expand(batch, keys))
+        return (*cached, pad)
 
     def self_attention_positions(self, incremental_state, pad: Optional[Tensor],
                                  pad_key: Optional[str] = "prev_key_padding_mask", **tensors: Optional[Tensor]):

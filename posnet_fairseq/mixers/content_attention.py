@@ -13,7 +13,7 @@ and 2), with two places where a position scheme plugs in:
 * a **q/k transform** applied to the queries and to the keys (B x H x T x
   d_h, with their positions) before the dot product: RoPE's rotation
   (``rope.py``), xPos's scaled rotation (``xpos.py``). It is a module with
-  ``rotation(positions, device)``, the per-position transform, computed
+  ``rotation(positions, device, lengths, dtype)``, the per-position transform, computed
   once per call for queries and keys, ``rotate(x, rotation)`` for the
   queries and ``rotate_key(x, rotation)`` for the keys: the two may differ
   (xPos scales keys by the inverse of the queries' scale; RoPE turns both
@@ -75,6 +75,9 @@ class DistanceBias(nn.Module):
     """
 
     FIXED = False
+    # ELEMENTWISE: the profile is a few elementwise operators, evaluated on the T x T distances themselves when
+    # teacher-forced: no gather, whose gradient (a scatter, sorted on a GPU) costs several operators per layer.
+    ELEMENTWISE = False
 
     def __init__(self):
         super().__init__()
@@ -108,6 +111,17 @@ class DistanceBias(nn.Module):
         columns = torch.arange(length, device=device)
         return torch.arange(-length, length + 1, device=device), columns.unsqueeze(0) - columns.unsqueeze(1) + length
 
+    @staticmethod
+    def distance_grid(length: int, device) -> Tensor:
+        """The T x T distances j - i of a teacher-forced bias (an ``ELEMENTWISE`` profile's input), fp32 (exact
+        integers) as the profiles compute."""
+        columns = torch.arange(length, device=device, dtype=torch.float32)
+        return columns.unsqueeze(0) - columns.unsqueeze(1)
+
+    def on_grid(self, grid: Tensor) -> Tensor:
+        """1 x H x T x S: the profile at every distance of ``grid`` (T x S)."""
+        return self.profile(grid.flatten()).view(1, -1, *grid.shape)
+
     def gather(self, distances: Tensor, index: Tensor) -> Tensor:
         """1 x H x T x S: the profile at ``distances``, gathered at ``index`` (T x S) into them."""
         return self.profile(distances)[:, index].unsqueeze(0)
@@ -117,13 +131,28 @@ class DistanceBias(nn.Module):
         # step has T = 1 query at position S - 1), so the distances lie in
         # +-max(T, S): the table's range is known without a device sync.
         reach = max(query_positions.size(-1), key_positions.size(-1))
-        if query_positions.size(-1) == 1 and query_positions.size(0) == 1:
-            # One query for the whole batch (a decoding step): at position S - 1,
-            # so its row is the profile at distances 1 - S .. 0, with no gather.
-            return self.decoding_row(reach, query_positions.device)[None, :, None, :]
         distances = key_positions.unsqueeze(1) - query_positions.unsqueeze(2)  # B x T x S, j - i
         table = self.profile(torch.arange(-reach, reach + 1, device=distances.device))  # H x (2 reach + 1)
         return table[:, distances + reach].transpose(0, 1)  # H x B x T x S -> B x H x T x S
+
+
+class MaskedBias(torch.autograd.Function):
+    """A learned logit bias (fp32, batch 1 or B) with the ``invalid`` keys at -inf, in ``dtype``: the additive
+    mask of torch's fused attention. Its gradient is the mask's, summed over the batch the bias was broadcast
+    to, in one operator: a -inf logit gets no gradient (its weight is 0), so autograd's masking and cast of
+    the gradient (two operators per layer) change nothing."""
+
+    @staticmethod
+    def forward(ctx, bias: Tensor, invalid: Tensor, dtype) -> Tensor:
+        ctx.bias_shape, ctx.bias_dtype = bias.shape, bias.dtype
+        return bias.to(dtype).masked_fill(invalid, float("-inf"))
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):
+        if grad.shape != ctx.bias_shape:  # one bias for the batch
+            return grad.sum(0, keepdim=True, dtype=ctx.bias_dtype), None, None
+        return grad.to(ctx.bias_dtype), None, None
 
 
 class ContentAttention(Mixer):
@@ -156,6 +185,19 @@ class ContentAttention(Mixer):
             forward_context.position_readers += 1
         self.reset_parameters()
 
+    # The bias class, built from the number of heads alone, of a scheme without options (ALiBi, KERPLE).
+    BIAS = None
+
+    @classmethod
+    def build(cls, ctx):
+        return cls.at_site(ctx, bias=cls.BIAS(ctx.num_heads))
+
+    @classmethod
+    def at_site(cls, ctx, **hooks):
+        """The mixer at ``ctx``'s site with the position ``hooks`` (``bias``, ``transform``, ``shared_bias``)."""
+        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, forward_context=ctx.forward_context,
+                   **hooks)
+
     def reset_parameters(self):
         # As fairseq's MultiheadAttention initialises self-attention, so that
         # swapping mha for a position scheme changes only the position treatment.
@@ -182,10 +224,17 @@ class ContentAttention(Mixer):
             query_pos = key_pos = self._positions(pad, batch, length, query.device)
         else:
             buffer = self._get_input_buffer(incremental_state)
-            query_pos = self.decoding_steps(buffer, batch, length, query.device)
+            # Every hypothesis decodes the same steps past .. past + T - 1 (targets are right-padded): their
+            # count is the cache's length, known on the host, so no step state is kept, reordered or advanced.
+            past = 0 if "prev_key" not in buffer else buffer["prev_key"].size(2)
+            # A position bias reads them, a block of steps masks its future by them; a one-step row of a
+            # distance-only bias is the same for every step count.
+            bias_reads = self.position_bias is not None and not shift_invariant
+            columns = length > 1 or bias_reads
+            query_pos = self._columns(incremental_state, past, length, query.device) if columns else None
         if self.transform is not None:
             # Self-attention: this call's keys are its queries' tokens, at the same positions.
-            q, k = self._rotate(q, k, query_pos, incremental_state)
+            q, k = self._rotate(q, k, query_pos, incremental_state, None if incremental_state is None else past)
         if incremental_state is None:
             # Only a masked pad can leave a row without keys (a causal row sees itself).
             masks = self.shared(("softmax_masks", length, self.causal), lambda: softmax_masks(
@@ -196,22 +245,16 @@ class ContentAttention(Mixer):
             elif self.position_bias is not None:
                 bias = self.position_bias(query_pos, key_pos)
         else:
-            past = 0 if "prev_key" not in buffer else buffer["prev_key"].size(2)
-            k, v, pad, key_pos = self.cache_self_attention(incremental_state, buffer, pad,
-                                                           self._pad_history(buffer, pad, past),
-                                                           prev_key=k, prev_value=v)
-            # Every row decodes the same step: the columns are the positions.
-            query_cols, key_cols = query_pos[:1], key_pos[:1]
+            k, v, pad = self.append_self_attention(incremental_state, buffer, pad,
+                                                   self._pad_history(buffer, pad, past), prev_key=k, prev_value=v)
+            keys = past + length
+            key_pos = self._columns(incremental_state, 0, keys, query.device) if columns else None
             invalid = None if pad is None else pad[:, None, None, :].bool()
             if self.causal and length > 1:  # one decoding step sees only its past
-                future = (key_cols.unsqueeze(1) > query_cols.unsqueeze(2)).unsqueeze(1)  # 1 x 1 x T x S
+                future = (key_pos.unsqueeze(1) > query_pos.unsqueeze(2)).unsqueeze(1)  # 1 x 1 x T x S
                 invalid = future if invalid is None else invalid | future
             masks = softmax_masks(invalid, pad is not None)
-            bias = None
-            if self.position_bias is not None:
-                # A distance-only bias is the same for every sentence: computed once (1 x H x T x S).
-                bias = (self.position_bias(query_cols, key_cols) if shift_invariant
-                        else self.position_bias(query_pos, key_pos))
+            bias = self._decoding_bias(query_pos, key_pos, keys, length, query.device)
         # Decoding (one query per step) runs the explicit matrix products: for a
         # single query torch's fused CPU kernel took 1.4-2.6x their time (S = 30-200).
         if need_weights or need_head_weights or incremental_state is not None:
@@ -220,6 +263,22 @@ class ContentAttention(Mixer):
         else:
             out, weights = self._attend(q, k, v, bias, masks), None
         return self.merge_heads(out), weights
+
+    def _decoding_bias(self, query_pos, key_pos, keys: int, length: int, device) -> Optional[Tensor]:
+        """The position bias of a decoding call's queries over its ``keys`` keys, the same for every sentence
+        (1 x H x T x S), or None."""
+        if self.position_bias is None:
+            return None
+        if isinstance(self.position_bias, DistanceBias) and length == 1:
+            # One query at position S - 1: the profile at distances 1 - S .. 0, a view of the folded table.
+            return self.position_bias.decoding_row(keys, device)[None, :, None, :]
+        return self.position_bias(query_pos, key_pos)
+
+    def _columns(self, incremental_state, start: int, length: int, device) -> Tensor:
+        """The decoding columns start .. start + length - 1 (1 x length), made once per step for every layer
+        (the call's incremental state anchors them)."""
+        return self.shared(("columns", start, length), lambda: torch.arange(
+            start, start + length, device=device).unsqueeze(0), incremental_state)
 
     def _positions(self, pad: Optional[Tensor], batch: int, length: int, device) -> Optional[Tensor]:
         """Teacher-forced real positions (B x T), or None where no hook reads them (a distance-only bias
@@ -231,20 +290,27 @@ class ContentAttention(Mixer):
             return None
         return self.shared(("positions", length), lambda: real_positions(pad, batch, length, device), pad)
 
-    def _rotate(self, q: Tensor, k: Tensor, query_pos: Optional[Tensor], incremental_state):
+    def _rotate(self, q: Tensor, k: Tensor, query_pos: Optional[Tensor], incremental_state, past: Optional[int]):
         """The transform's queries and keys at the call's positions (drawn ones where the side drew them).
         Its rotation is the same in every layer with the same transform: teacher-forced, the positions come
         from the padding mask every layer is given; decoding, every layer of a call is at the same steps
-        (each layer counts them in its own state, all in step), so the call's incremental state anchors them."""
+        ``past`` .. (each layer counts them in its cache, all in step), so the call's incremental state
+        anchors them, and where every sentence is at those steps the rotation is a view of the transform's
+        table of them."""
         context = self.forward_context
         drawn = None if context is None else context.positions
-        positions = query_pos if drawn is None else drawn
         lengths = None if context is None else context.source_lengths
+        if past is not None and drawn is None and lengths is None:
+            rotation = self.transform.decoding_rotation(past, q.size(2), q.device, q.dtype)
+            return self.transform.rotate(q, rotation), self.transform.rotate_key(k, rotation)
+        if drawn is None and query_pos is None:
+            query_pos = self._columns(incremental_state, past, q.size(2), q.device)
+        positions = query_pos if drawn is None else drawn
 
         def rotation():
-            return self.transform.rotation(positions, q.device, lengths)
+            return self.transform.rotation(positions, q.device, lengths, q.dtype)
 
-        key = ("rotation", type(self.transform), self.transform.extra_repr(), positions.size(-1))
+        key = ("rotation", type(self.transform), self.transform.extra_repr(), positions.size(-1), q.dtype)
         rotation = self.shared(key, rotation, positions if incremental_state is None else incremental_state)
         return self.transform.rotate(q, rotation), self.transform.rotate_key(k, rotation)
 
@@ -263,13 +329,17 @@ class ContentAttention(Mixer):
         and so is the bias itself where it is the same in every layer: ``FIXED`` (no parameters) or one module
         for all layers (``shared_bias``, T5)."""
         bias = self.position_bias
-        distances, index = self.shared(("distance_index", length), lambda: bias.distance_index(length, device))
+        if bias.ELEMENTWISE:
+            grid = self.shared(("distance_grid", length), lambda: bias.distance_grid(length, device))
+            make = lambda: bias.on_grid(grid)  # noqa: E731
+        else:
+            distances, index = self.shared(("distance_index", length), lambda: bias.distance_index(length, device))
+            make = lambda: bias.gather(distances, index)  # noqa: E731
         if bias.FIXED:
-            return self.shared(("fixed_bias", type(bias), bias.extra_repr(), length),
-                                lambda: bias.gather(distances, index))
+            return self.shared(("fixed_bias", type(bias), bias.extra_repr(), length), make)
         if self.shared_bias:
-            return self.shared(("shared_bias", id(bias), length), lambda: bias.gather(distances, index))
-        return bias.gather(distances, index)
+            return self.shared(("shared_bias", id(bias), length), make)
+        return make()
 
     def _pad_history(self, buffer, pad: Optional[Tensor], past: int) -> Optional[str]:
         """The buffer key of the cached key padding mask, or None while no step has had a pad key.
@@ -291,6 +361,8 @@ class ContentAttention(Mixer):
         invalid, empty = masks
         if bias is None:
             mask = None if invalid is None else ~invalid
+        elif invalid is not None and bias.requires_grad:
+            mask = MaskedBias.apply(bias, invalid, q.dtype)
         else:
             mask = bias if invalid is None else bias.masked_fill(invalid, float("-inf"))
             mask = mask.to(q.dtype)
@@ -300,7 +372,11 @@ class ContentAttention(Mixer):
 
     def _attend_with_weights(self, q, k, v, bias, masks):
         """The same function as explicit products (fp32 softmax), returning the B x H x T x S weights too."""
-        logits = torch.matmul(q * self.head_dim ** -0.5, k.transpose(-1, -2)).float()
+        (batch, heads, length, dim), keys = q.shape, k.size(2)
+        # The scaling as the product's alpha (beta 0: its input is not read): no operator, no fp16 overflow.
+        logits = torch.baddbmm(q.new_empty(()), q.reshape(batch * heads, length, dim),
+                               k.reshape(batch * heads, keys, dim).transpose(1, 2), beta=0,
+                               alpha=self.head_dim ** -0.5).view(batch, heads, length, keys).float()
         if bias is not None:
             logits = logits + bias
         probs = masked_softmax(logits, None, masks=masks)

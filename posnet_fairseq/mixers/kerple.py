@@ -37,6 +37,8 @@ families.declare(__name__, "KERPLE (log)", "position-schemes", scheme_family(
 class KerpleLogBias(DistanceBias):
     """-r_1 log(1 + r_2 |j - i|) per head (fp32)."""
 
+    ELEMENTWISE = True
+
     def __init__(self, num_heads: int):
         super().__init__()
         self.strength = nn.Parameter(torch.rand(num_heads) * 2)  # r_1
@@ -52,7 +54,4 @@ class KerpleLogBias(DistanceBias):
 class KerpleAttention(ContentAttention):
     """Content attention with KERPLE's logarithmic kernel bias (Chi et al. 2022, section 4)."""
 
-    @classmethod
-    def build(cls, ctx):
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=KerpleLogBias(ctx.num_heads),
-                   forward_context=ctx.forward_context)
+    BIAS = KerpleLogBias

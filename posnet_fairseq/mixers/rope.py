@@ -12,9 +12,11 @@ so that the logit depends on the positions only through their difference::
 
     q_m^T k_n = (W_q x_m)^T R^d_{Theta,n-m} (W_k x_n)                     (Eq. 16)
 
-computed elementwise as in Eq. 34:
+the product of Eq. 34,
 ``R x = x * cos(m theta) + rotate_pairs(x) * sin(m theta)`` with
-``rotate_pairs(x1, x2, ...) = (-x2, x1, ...)``. d is the head dimension; no
+``rotate_pairs(x1, x2, ...) = (-x2, x1, ...)``, computed as one matrix
+product with the block-diagonal R of Eq. 15 (:func:`rotation_matrices`,
+made once per call in the projections' dtype). d is the head dimension; no
 parameters. At generation time a trained model's frequencies can be scaled
 for lengths beyond training (position interpolation, NTK-aware, YaRN:
 ``rope_scaling.py``). Many codebases (GPT-NeoX, LLaMA) pair dimension i with i + d/2
@@ -27,14 +29,14 @@ position only). Self-attention sites only: the RoFormer paper rotates
 queries and keys of one sequence, and between a target and a source position
 there is no shared position axis for Eq. 16 to measure.
 """
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 
 from .. import families, flags
 from .registry import register_mixer
-from .content_attention import ContentAttention, scheme_family
+from .content_attention import FOLD_START, ContentAttention, scheme_family
 from .rope_scaling import FLAGS as SCALING_FLAGS, RopeScaling
 
 FLAGS = flags.declare(
@@ -61,6 +63,9 @@ class Rotary(nn.Module):
         # (device, factor) -> theta': a plain attribute, not a buffer, so that a half-precision model keeps
         # them in fp32; kept because incremental decoding asks for them at every step.
         self._fixed_frequencies = {}
+        # The rotation at the steps 0 .. N - 1 of every sentence, for decoding (decoding_rotation): a plain
+        # attribute, on the device and in the dtype of the step that made it.
+        self.decoding_table = None
 
     def frequencies(self, device, s=None) -> Tensor:
         """theta_i, i = 1..d/2 (Eq. 15), changed by the inference-time scaling if any (``rope_scaling.py``;
@@ -76,36 +81,75 @@ class Rotary(nn.Module):
         exponents = torch.arange(0, self.head_dim, 2, device=device, dtype=torch.float32) / self.head_dim
         return self.scaling.frequencies(self.base ** -exponents, self.base, self.head_dim, s)
 
-    def rotation(self, positions: Tensor, device, source_lengths: Optional[Tensor] = None) -> Tensor:
-        """e^{i m theta_i} at the B x T positions m: B x 1 x T x d/2 complex, computed once for queries and keys
-        (of modulus 1, or YaRN's factor on both). ``source_lengths`` (B) choose the factor of
-        ``--rope-scaling-factor auto``, per sentence."""
+    def turn(self, positions: Tensor, device, source_lengths: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        """(cos, sin) of m theta_i at the B x T positions m: B x T x d/2 each, fp32, times YaRN's factor if any.
+        ``source_lengths`` (B) choose the factor of ``--rope-scaling-factor auto``, per sentence."""
         s = self.scaling.factors(source_lengths)
         theta = self.frequencies(device, s)
-        angles = positions.float()[:, None, :, None] * (theta[:, None, None, :] if theta.dim() == 2 else theta)
+        angles = positions.float()[:, :, None] * (theta[:, None, :] if theta.dim() == 2 else theta)
+        cos, sin = torch.cos(angles), torch.sin(angles)
         magnitude = self.scaling.magnitude(s)
-        if torch.is_tensor(magnitude):  # per sentence: B x 1 -> B x 1 x T x d/2
-            return torch.polar(magnitude[:, :, None, None].expand_as(angles), angles)
-        return torch.polar(torch.full_like(angles, magnitude), angles)
+        if torch.is_tensor(magnitude):  # per sentence: B x 1 -> B x 1 x 1
+            magnitude = magnitude[:, :, None]
+        elif magnitude == 1:
+            return cos, sin
+        return cos * magnitude, sin * magnitude
+
+    def rotation(self, positions: Tensor, device, source_lengths: Optional[Tensor] = None,
+                 dtype=torch.float32) -> Tensor:
+        """R^d_{Theta,m} at the B x T positions m as matrices (:func:`rotation_matrices`), in ``dtype``: computed
+        once for queries and keys, and for every layer of a call (``ContentAttention._rotate``)."""
+        if positions.size(0) > 1 and positions.stride(0) == 0:  # one row expanded: one matrix per step
+            positions = positions[:1]
+        return rotation_matrices(*self.turn(positions, device, source_lengths), dtype)
+
+    def decoding_rotation(self, start: int, length: int, device, dtype) -> Tensor:
+        """:meth:`rotation` at the steps start .. start + length - 1 of every sentence (positions 1 x length):
+        a view of a table of the steps 0 .. N - 1, made at the first step and doubled when a longer prefix needs
+        it, so that a decoding step computes no rotation (it has no parameters for the table to follow)."""
+        table, end = self.decoding_table, start + length
+        time = None if table is None else table.dim() - 4  # the steps' dim: T x 1 x d x d (xPos: 2 x T x ...)
+        if table is None or table.size(time) < end or table.device != device or table.dtype != dtype:
+            size = max(end, FOLD_START if table is None else 2 * table.size(time))
+            with torch.no_grad():
+                table = self.decoding_table = self.rotation(torch.arange(size, device=device)[None], device,
+                                                            dtype=dtype)
+            time = table.dim() - 4
+        return table.narrow(time, start, length)
 
     def rotate(self, x: Tensor, rotation: Tensor) -> Tensor:
         """R^d_{Theta,m} x (Eq. 34) for B x H x T x d_h vectors, given :meth:`rotation` of their positions."""
-        # Pair i as the complex number x_{2i-1} + i x_{2i}: the rotation is one
-        # product with e^{i m theta_i} (the paper's Eq. 12 form of Eq. 34), with no
-        # interleaving copy of the two halves.
-        pairs = torch.view_as_complex(x.float().contiguous().unflatten(-1, (-1, 2)))  # B x H x T x d/2
-        return torch.view_as_real(pairs * rotation).flatten(-2).to(x.dtype)
+        # One matrix product in the time-major layout the projections made (split_heads views it): on a GPU
+        # one kernel, and one for its gradient, where pairwise arithmetic takes several and casts.
+        batch, heads, length, dim = x.shape
+        rows = x.permute(2, 0, 1, 3)  # T x B x H x d_h
+        if rotation.size(1) == 1:  # every sentence at the same positions: one matrix per step
+            turned = torch.bmm(rows.reshape(length, batch * heads, dim), rotation.reshape(length, dim, dim))
+        else:
+            turned = torch.bmm(rows.reshape(length * batch, heads, dim), rotation.reshape(length * batch, dim, dim))
+        return turned.view(length, batch, heads, dim).permute(1, 2, 0, 3)
 
     def rotate_key(self, x: Tensor, rotation: Tensor) -> Tensor:
         """Keys turn as the queries do: f_q and f_k share R^d_{Theta,m} (Eq. 14)."""
         return self.rotate(x, rotation)
 
     def forward(self, x: Tensor, positions: Tensor) -> Tensor:
-        return self.rotate(x, self.rotation(positions, x.device))
+        return self.rotate(x, self.rotation(positions, x.device, dtype=x.dtype))
 
     def extra_repr(self):
         scaling = "" if self.scaling.method == "none" else f", scaling={self.scaling.method} x{self.scaling.factor}"
         return f"head_dim={self.head_dim}, base={self.base:g}{scaling}"
+
+
+def rotation_matrices(cos: Tensor, sin: Tensor, dtype) -> Tensor:
+    """The d_h x d_h matrices M with x M = R^d_{Theta,m} x for row vectors x (Eq. 15: 2 x 2 blocks
+    [[cos, sin], [-sin, cos]] on the diagonal, pair i on rows and columns 2i-1, 2i), from P x T x d/2 ``cos``
+    and ``sin`` (P: 1, every sentence at the same positions, or B): T x P x d_h x d_h, time first as the
+    projections lay out their rows."""
+    batch, length, pairs = cos.shape
+    blocks = torch.stack([cos, sin, -sin, cos], dim=-2)  # P x T x 4 x d/2: entry (a, b) of pair i's block
+    diagonal = torch.diag_embed(blocks).view(batch, length, 2, 2, pairs, pairs)  # [.., a, b, i, j]: i = j only
+    return diagonal.permute(1, 0, 4, 2, 5, 3).reshape(length, batch, 2 * pairs, 2 * pairs).to(dtype)
 
 
 @register_mixer("rope", sites=("encoder_self", "decoder_self"), variants={
@@ -120,5 +164,4 @@ class RopeAttention(ContentAttention):
                         RopeScaling.from_options(ctx.options(SCALING_FLAGS)))
         if rotary.scaling.auto and ctx.forward_context is not None:
             ctx.forward_context.needs_source_lengths = True
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, transform=rotary,
-                   forward_context=ctx.forward_context)
+        return cls.at_site(ctx, transform=rotary)

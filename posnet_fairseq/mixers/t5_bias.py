@@ -97,5 +97,4 @@ class T5BiasAttention(ContentAttention):
         opts, causal = ctx.options(FLAGS), ctx.site.causal
         bias = ctx.shared_module(f"t5_bias_{ctx.site.name}", lambda: T5Bias(
             ctx.num_heads, opts.t5_bias_buckets, opts.t5_bias_max_distance, not causal, ctx.embed_dim))
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, causal, bias=bias, shared_bias=True,
-                   forward_context=ctx.forward_context)
+        return cls.at_site(ctx, bias=bias, shared_bias=True)

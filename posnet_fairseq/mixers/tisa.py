@@ -39,6 +39,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import families, flags
+from .attention import autocast_off
 from .content_attention import ContentAttention, DistanceBias
 from .registry import register_mixer
 from .shaw import ShawRelativeAttention
@@ -57,15 +58,59 @@ FLAGS = flags.declare(
 )
 
 
+class KernelSum(torch.autograd.Function):
+    """f_h(k) = sum_s a_{h,s} exp(-|b_{h,s}| (k - c_{h,s})^2) at N distances k (H x N), from H x S c, a, b, with
+    its gradient written out: every operator is a kernel launch on a GPU, and autograd's backward of the
+    formula runs about twice the forward's; here the sums over distances are matrix products."""
+
+    @staticmethod
+    def forward(ctx, k: Tensor, c: Tensor, a: Tensor, b: Tensor) -> Tensor:
+        offset = k - c.unsqueeze(-1)  # H x S x N: k - c
+        square = offset * offset
+        width = b.abs()
+        kernel = torch.exp(square * width.neg().unsqueeze(-1))
+        ctx.save_for_backward(offset, square, kernel, a, b, width)
+        with autocast_off(kernel):  # the sum over kernels in fp32 too, under --amp
+            return torch.bmm(a.unsqueeze(1), kernel).squeeze(1)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):
+        with autocast_off(grad):
+            return KernelSum._gradients(ctx, grad)
+
+    @staticmethod
+    def _gradients(ctx, grad: Tensor):
+        offset, square, kernel, a, b, width = ctx.saved_tensors
+        heads, kernels, n = kernel.shape
+        grad_c = grad_a = grad_b = None
+        if ctx.needs_input_grad[2]:
+            grad_a = torch.bmm(kernel, grad.unsqueeze(-1)).squeeze(-1)
+        if ctx.needs_input_grad[1] or ctx.needs_input_grad[3]:
+            # The gradient at the exponent -|b| (k - c)^2, summed over distances against its derivatives:
+            # -(k - c)^2 for |b|, 2 |b| (k - c) for c.
+            exponent = (kernel * (a.unsqueeze(-1) * grad.unsqueeze(1))).view(heads * kernels, 1, n)
+            if ctx.needs_input_grad[3]:
+                along = torch.bmm(exponent, square.view(heads * kernels, n, 1)).view(heads, kernels)
+                grad_b = along * torch.sign(b).neg()
+            if ctx.needs_input_grad[1]:
+                along = torch.bmm(exponent, offset.view(heads * kernels, n, 1)).view(heads, kernels)
+                grad_c = along * width * 2
+        return None, grad_c, grad_a, grad_b
+
+
 class TisaScorer(DistanceBias):
     """The per-head positional scores F[b, h, i, j] = f_h(pos_j - pos_i), in fp32.
 
     Called as ``scorer(query_positions B x T, key_positions B x S)`` (either
     batch may be 1; 0-based positions below max(T, S)), it returns
     B x H x T x S: :class:`DistanceBias` evaluates f once per distinct
-    distance and gathers the Toeplitz pattern, so the cost is that of
-    indexing, not of S kernels per logit.
+    distance and gathers the Toeplitz pattern; teacher-forced, f's few
+    elementwise operators run on the T x T distances themselves
+    (``ELEMENTWISE``), which spares the gather and its gradient's scatter.
     """
+
+    ELEMENTWISE = True
 
     def __init__(self, num_heads: int, num_kernels: int, init: str = "random"):
         super().__init__()
@@ -98,11 +143,8 @@ class TisaScorer(DistanceBias):
         """f_h(k) for every head at the given distances (any shape N): H x N, fp32."""
         # fp32 even when the model runs in fp16/bf16: the squared distances
         # reach ~1e5 at a few hundred tokens and exp of them underflows early.
-        k = distances.float().reshape(1, 1, -1)
-        c = self.offsets.float().unsqueeze(-1)
-        a = self.amplitudes.float().unsqueeze(-1)
-        b = self.sharpness.float().abs().unsqueeze(-1)
-        return (a * torch.exp(-b * (k - c) ** 2)).sum(dim=1)
+        return KernelSum.apply(distances.float().reshape(-1), self.offsets.float(), self.amplitudes.float(),
+                               self.sharpness.float())
 
     def load_reference_parameters(self, kernel_offsets: Tensor, kernel_amplitudes: Tensor,
                                   kernel_sharpness: Tensor):
@@ -134,8 +176,7 @@ class TisaAttention(ContentAttention):
         scorer = build_scorer(ctx)
         if scorer is None:  # F = 0: fairseq's attention, with its state-dict keys (those of mha)
             return ctx.build_fairseq_attention()
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, bias=scorer,
-                   forward_context=ctx.forward_context)
+        return cls.at_site(ctx, bias=scorer)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # Checkpoints from before TISA moved onto content attention: it wrapped

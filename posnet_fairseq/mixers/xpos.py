@@ -73,17 +73,19 @@ class XPos(rope.Rotary):
         pairs = torch.arange(self.head_dim // 2, device=device, dtype=torch.float32)
         return (pairs / (self.head_dim / 2) + self.gamma) / (1 + self.gamma)
 
-    def rotation(self, positions: Tensor, device, source_lengths=None) -> Tuple[Tensor, Tensor]:
-        """(query factor, key factor): e^{i n theta} zeta^(n/B) and e^{i n theta} zeta^(-n/B), B x 1 x T x d/2
-        (no RoPE scaling: ``source_lengths`` are not used)."""
-        turn = super().rotation(positions, device)
-        scale = self.decay(device) ** (positions.float()[:, None, :, None] / self.scale_base)
-        return turn * scale, turn / scale
+    def rotation(self, positions: Tensor, device, source_lengths=None, dtype=torch.float32) -> Tensor:
+        """The query factor R_{Theta,n} zeta^(n/B) and the key factor R_{Theta,n} zeta^(-n/B) as matrices
+        (``rope.rotation_matrices``), stacked (2 x T x P x d x d), in ``dtype`` (no RoPE scaling:
+        ``source_lengths`` are not used)."""
+        cos, sin = self.turn(positions, device)
+        scale = self.decay(device) ** (positions.float()[:, :, None] / self.scale_base)  # B x T x d/2
+        return torch.stack((rope.rotation_matrices(cos * scale, sin * scale, dtype),
+                            rope.rotation_matrices(cos / scale, sin / scale, dtype)))
 
-    def rotate(self, x: Tensor, rotation: Tuple[Tensor, Tensor]) -> Tensor:
+    def rotate(self, x: Tensor, rotation: Tensor) -> Tensor:
         return super().rotate(x, rotation[0])
 
-    def rotate_key(self, x: Tensor, rotation: Tuple[Tensor, Tensor]) -> Tensor:
+    def rotate_key(self, x: Tensor, rotation: Tensor) -> Tensor:
         return super().rotate(x, rotation[1])
 
     def extra_repr(self):
@@ -99,5 +101,4 @@ class XPosAttention(ContentAttention):
         opts = ctx.options(FLAGS)
         xpos = XPos(ctx.embed_dim // ctx.num_heads, ctx.options(rope.FLAGS).rope_base, opts.xpos_gamma,
                     opts.xpos_scale_base)
-        return cls(ctx.embed_dim, ctx.num_heads, ctx.dropout, ctx.site.causal, transform=xpos,
-                   forward_context=ctx.forward_context)
+        return cls.at_site(ctx, transform=xpos)
