@@ -57,15 +57,14 @@ def clipped_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int,
     the tail as one term. With ``ordered``, ``energy`` is already in the
     order of the state, tail first, then slot i (:func:`slot_order`).
     """
-    batch, heads, _, head_dim = v.shape
+    batch = v.size(0)
     acc = torch.promote_types(v.dtype, torch.float32)
     k = energy.size(-1) - 1
     if "window" not in buffer:
-        # The window, the largest state, is made here and only written in place: a reorder copies it
-        # into the window the previous reorder released.
-        mixer.keep_state(buffer, "window", v.new_zeros(batch, heads, k, head_dim), REUSE)
-        mixer.keep_state(buffer, "tail", torch.zeros(batch, heads, 1, head_dim, dtype=acc, device=v.device), COPY)
+        _new_state(mixer, buffer, v, k)
         mixer.keep_state(buffer, "counts", torch.zeros(batch, k + 1, dtype=acc, device=v.device), COPY)
+    elif "counts" not in buffer:  # after steps of uniform_decoding_step, which keeps no counts
+        mixer.keep_state(buffer, "counts", uniform_counts(k, step).to(v.device, acc).repeat(batch, 1), COPY)
     window, tail, counts = buffer["window"], buffer["tail"], buffer["counts"]
     slot = _advance(window, tail, counts, v, pad, step, shared_tail)
 
@@ -80,26 +79,72 @@ def clipped_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int,
     return (probs[:, :, None, :1] * mean + recent.to(acc)).to(v.dtype)
 
 
-def _advance(window: Tensor, tail: Tensor, counts: Tensor, v: Tensor, pad: Optional[Tensor], step: int,
+def _new_state(mixer, buffer: Dict[str, Optional[Tensor]], v: Tensor, k: int):
+    """The ``window`` and ``tail`` of the state, empty, for the B x H x 1 x D_h values ``v``."""
+    batch, heads, _, head_dim = v.shape
+    acc = torch.promote_types(v.dtype, torch.float32)
+    # The window, the largest state, is made here and only written in place: a reorder copies it
+    # into the window the previous reorder released.
+    mixer.keep_state(buffer, "window", v.new_zeros(batch, heads, k, head_dim), REUSE)
+    mixer.keep_state(buffer, "tail", torch.zeros(batch, heads, 1, head_dim, dtype=acc, device=v.device), COPY)
+
+
+def _advance(window: Tensor, tail: Tensor, counts: Optional[Tensor], v: Tensor, pad: Optional[Tensor], step: int,
              shared_tail: bool) -> int:
-    """Writes this step's value into the state of :func:`clipped_decoding_step` in place; returns its slot."""
+    """Writes this step's value into the state of :func:`clipped_decoding_step` in place; returns its slot.
+    ``counts`` None: rows without pads so far (:func:`uniform_decoding_step`), whose counts are the step's."""
     acc, k = tail.dtype, window.size(2)
     # The key now at distance K joins the tail (or, unshared, is the tail):
     # position n-K, in the slot that this step's value overwrites.
     slot = step % k if k else 0
     if pad is not None:  # a pad key's value is stored as 0, so that it adds nothing when it joins the tail
         v = v.masked_fill(pad[:, None, :, None], 0.0)
-    if k:  # the slot's count (1, or 0 for a pad or before the start) is read before this step overwrites it
-        entering, valid = window[:, :, slot: slot + 1].to(acc), counts[:, slot + 1: slot + 2]
-    else:
-        entering, valid = v.to(acc), (1.0 - pad.to(acc)) if pad is not None else 1.0
+    # (a slot before the start holds zeros: it adds nothing to the tail)
+    entering = window[:, :, slot: slot + 1].to(acc) if k else v.to(acc)
+    if counts is not None:  # the slot's count (1, or 0 for a pad or before the start) is read before it is overwritten
+        valid = counts[:, slot + 1: slot + 2] if k else ((1.0 - pad.to(acc)) if pad is not None else 1.0)
+        if shared_tail:
+            counts[:, :1] += valid
+        else:
+            counts[:, :1] = valid
     if shared_tail:
-        counts[:, :1] += valid
         tail += entering
     else:
-        counts[:, :1] = valid
         tail.copy_(entering)
     if k:
         window[:, :, slot: slot + 1] = v
-        counts[:, slot + 1: slot + 2] = 1.0 if pad is None else (~pad).to(acc)
+        if counts is not None:
+            counts[:, slot + 1: slot + 2] = 1.0 if pad is None else (~pad).to(acc)
     return slot
+
+
+def uniform_counts(k: int, steps: int) -> Tensor:
+    """The ``counts`` (K+1, fp32) of the shared-tail state after ``steps`` steps of rows without pads, the same
+    for every row: the tail holds positions 0..steps-K-1, slot i the position m < steps with m = i mod K
+    among the last K."""
+    return torch.tensor([float(max(steps - k, 0))] + [1.0 if i < steps else 0.0 for i in range(k)])
+
+
+def uniform_weights(energy: Tensor) -> Tensor:
+    """The attention weights of steps 0..N-1 of rows without pads, from their fp32 energies N x H x (K+1)
+    in the state's order (tail first, :func:`slot_order`): the softmax of :func:`clipped_decoding_step`
+    with the counts of :func:`uniform_counts`, the tail's weight divided by its count (it multiplies the
+    tail's sum, not its mean). They depend on the step only, so they are made once per table of energies."""
+    k = energy.size(-1) - 1
+    counts = torch.stack([uniform_counts(k, n + 1) for n in range(energy.size(0))]).to(energy.device)  # N x (K+1)
+    probs = torch.softmax(energy + counts.log().unsqueeze(1), dim=-1)
+    return torch.cat([probs[..., :1] / counts[:, None, :1].clamp(min=1.0), probs[..., 1:]], dim=-1)
+
+
+def uniform_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int, v: Tensor,
+                          weights: Tensor) -> Tensor:
+    """:func:`clipped_decoding_step` with a shared tail, without dropout, for a batch whose rows have had no
+    pad key so far (as in beam search): every row attends with the same ``weights`` (H x (K+1), the step's
+    row of :func:`uniform_weights`), so the step only writes the state and sums it, keeping no counts
+    (:func:`clipped_decoding_step` makes them from the step if a pad comes later)."""
+    if "window" not in buffer:
+        _new_state(mixer, buffer, v, weights.size(-1) - 1)
+    window, tail = buffer["window"], buffer["tail"]
+    _advance(window, tail, None, v, None, step, shared_tail=True)
+    recent = (window * weights[:, 1:, None]).sum(dim=2, keepdim=True)  # B x H x 1 x D_h
+    return torch.addcmul(recent, tail, weights[:, :1, None]).to(v.dtype)
