@@ -170,12 +170,12 @@ class RelativeEnergies(EnergyTerm):
         """floor(gamma n) of Eq. 10: the key position of slot K."""
         return query_pos if self.length_ratio == 1.0 else torch.floor(query_pos.double() * self.length_ratio).long()
 
-    def index(self, rows, query_pos, key_pos):
-        """The indices of the B x T x S energies into the table's dims 1 and 2 (H x n x (2K+1)), ``rows``
-        B x T x 1 indexing its n."""
+    def columns(self, query_pos, key_pos, plain=False):
+        """The slots idx(n,m) of Eq. 10 of B x T query and B x S key positions: B x 1 x T x S, the columns of
+        the energies in a table's rows (``plain`` too: a row of the table is a query position's)."""
         slot = (key_pos.unsqueeze(1) - self.anchors(query_pos).unsqueeze(2)).clamp(-self.max_relative,
                                                                                    self.max_relative)
-        return rows, slot + self.max_relative
+        return (slot + self.max_relative).unsqueeze(1)
 
     def table_form(self, table):
         """A term holding only ``table`` (H x N x (2K+1)), as posnet-precompute stores it."""
@@ -242,10 +242,11 @@ class AbsoluteEnergies(EnergyTerm):
     def lookup(self, lo, hi, keys):
         return self.table[:, lo:hi, :keys].float()
 
-    def index(self, rows, query_pos, key_pos):
-        """The indices of the B x T x S energies into the table's dims 1 and 2 (H x n x M), ``rows`` B x T x 1
-        indexing its n."""
-        return rows, key_pos.unsqueeze(1)
+    def columns(self, query_pos, key_pos, plain=False):
+        """The columns of the energies of B x T query and B x S key positions in a table's rows: the key
+        positions, B x 1 x T x S (expanded over T); None where ``plain`` (0..S-1: the table's own columns)."""
+        return None if plain else key_pos.view(key_pos.size(0), 1, 1, key_pos.size(1)).expand(
+            -1, -1, query_pos.size(1), -1)
 
     def table_form(self, table):
         """A term holding only ``table`` (H x N x N), as posnet-precompute stores it."""

@@ -206,28 +206,39 @@ class PositionAttention(Mixer):
                 "precompute again with a larger --max-length from the training checkpoint")
         return term.compute(lo, hi, keys, self.training)
 
-    def energies(self, query_pos, key_pos, lo=None, hi=None, keys=None, shared=False, pad=None):
+    def energies(self, query_pos, key_pos, lo=None, hi=None, keys=None, shared=False, pad=None, plain=False):
         """Scaled fp32 energies B x H x T x S for B x T query and B x S key positions: the terms' sum. ``lo``
         and ``hi``, the least query position and one past the largest, and ``keys``, one past the largest key
         position, are read from the device unless given. ``shared``: a teacher-forced self-attention call,
-        whose index grids every layer shares (they depend on ``pad`` and shapes only)."""
+        whose index grids every layer shares (they depend on ``pad`` and shapes only). ``plain``: every row's
+        positions are 0..T-1 and 0..S-1 (no pads), so every row has the same energies: 1 x H x T x S.
+
+        A table is read with index_select and gather, whose gradients are sums (index_add, scatter_add):
+        an indexed read's gradient sorts its indices, several kernels per layer on a GPU (issue 48)."""
         lo, hi = int(query_pos.min()) if lo is None else lo, int(query_pos.max()) + 1 if hi is None else hi
-        rows = (query_pos - lo if lo else query_pos).unsqueeze(2)  # B x T x 1
+        if plain:  # the first row stands for all
+            query_pos, key_pos = query_pos[:1], key_pos[:1]
+        rows = None if plain else (query_pos - lo if lo else query_pos).reshape(-1)
         energy = None
         for term in self.terms:
-            table = self.term_energies(term, lo, hi, term.keys_needed(key_pos, keys))
-            grid = (term.TABLE_NAME, *term.export_index().values(), hi, query_pos.shape)
-            part = table[(slice(None), *(self.shared(grid, lambda: term.index(rows, query_pos, key_pos), pad)
-                                         if shared else term.index(rows, query_pos, key_pos)))]
+            table = self.term_energies(term, lo, hi, term.keys_needed(key_pos, keys))  # H x n x width
+            grid = (term.TABLE_NAME, *term.export_index().values(), hi, query_pos.shape, key_pos.size(1))
+            columns = self.shared(grid, lambda: term.columns(query_pos, key_pos, plain), pad) if shared else \
+                term.columns(query_pos, key_pos, plain)
+            # (plain: the table's rows are the query positions 0..T-1 already)
+            picked = table.unsqueeze(0) if plain else table.index_select(1, rows).view(
+                table.size(0), *query_pos.shape, table.size(2)).transpose(0, 1)  # B x H x T x width
+            # (gathered in the batch-first order: a contiguous result, which the softmax need not copy)
+            part = picked if columns is None else picked.gather(3, columns.expand(-1, table.size(0), -1, -1))
             energy = part if energy is None else energy + part
-        return energy.transpose(0, 1) * self.scaling
+        return energy * self.scaling
 
     def _teacher_forced_self(self, pad, batch, length, device):
         """Energies and mask of a teacher-forced self-attention call: positions, bound, index grids and mask made
         once per call for every layer (Mixer.shared); the bound read from the device only where a pad is masked."""
         positions = self.shared(("positions", length), lambda: real_positions(pad, batch, length, device), pad)
         bound = self.shared(("bound", length), lambda: length if pad is None else int(positions.max()) + 1, pad)
-        energy = self.energies(positions, positions, 0, bound, bound, shared=True, pad=pad)
+        energy = self.energies(positions, positions, 0, bound, bound, shared=True, pad=pad, plain=pad is None)
         return energy, self.shared(("posnet_softmax_masks", length, self.causal), lambda: softmax_masks(
             invalid_keys(pad, self.causal, None, batch, length, length, device), pad is not None), pad)
 
@@ -305,10 +316,12 @@ class PositionAttention(Mixer):
         if buffer is None and not self.site.cross:
             energy, masks = self._teacher_forced_self(pad, batch, length, device)
         else:  # decoding reads the query positions' range from the device; teacher-forced cross's is 0 .. T - 1
-            energy = self.energies(query_pos, key_pos, *(() if buffer is not None else (0, length)))
+            energy = self.energies(query_pos, key_pos, *(() if buffer is not None else (0, length)),
+                                   plain=buffer is None and pad is None)
             masks = softmax_masks(invalid_keys(pad, self.causal, query_step, batch, length, v.size(2), device),
                                   pad is not None)
-        probs = masked_softmax(energy, None, masks=masks)
+        # (plain energies are every row's: each row draws its own dropout)
+        probs = masked_softmax(energy, None, masks=masks).expand(batch, -1, -1, -1)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
         out = self.merge_heads(torch.matmul(dropped.to(v.dtype), v))
         return out, self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
