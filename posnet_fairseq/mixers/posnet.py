@@ -213,8 +213,9 @@ class PositionAttention(Mixer):
         whose index grids every layer shares (they depend on ``pad`` and shapes only). ``plain``: every row's
         positions are 0..T-1 and 0..S-1 (no pads), so every row has the same energies: 1 x H x T x S.
 
-        A table is read with index_select and gather, whose gradients are sums (index_add, scatter_add):
-        an indexed read's gradient sorts its indices, several kernels per layer on a GPU (issue 48)."""
+        A table that needs a gradient is read with index_select and gather, whose gradients are sums
+        (index_add, scatter_add): an indexed read's gradient sorts its indices, several kernels per layer on a
+        GPU (issue 48)."""
         lo, hi = int(query_pos.min()) if lo is None else lo, int(query_pos.max()) + 1 if hi is None else hi
         if plain:  # the first row stands for all
             query_pos, key_pos = query_pos[:1], key_pos[:1]
@@ -225,11 +226,13 @@ class PositionAttention(Mixer):
             grid = (term.TABLE_NAME, *term.export_index().values(), hi, query_pos.shape, key_pos.size(1))
             columns = self.shared(grid, lambda: term.columns(query_pos, key_pos, plain), pad) if shared else \
                 term.columns(query_pos, key_pos, plain)
-            # (plain: the table's rows are the query positions 0..T-1 already)
-            picked = table.unsqueeze(0) if plain else table.index_select(1, rows).view(
-                table.size(0), *query_pos.shape, table.size(2)).transpose(0, 1)  # B x H x T x width
-            # (gathered in the batch-first order: a contiguous result, which the softmax need not copy)
-            part = picked if columns is None else picked.gather(3, columns.expand(-1, table.size(0), -1, -1))
+            if not (plain or table.requires_grad):  # one indexed read where no gradient sorts its indices
+                part = table[:, rows.view(*query_pos.shape, 1), columns.squeeze(1)].transpose(0, 1)
+            else:  # (plain: the table's rows are the query positions 0..T-1 already)
+                picked = table.unsqueeze(0) if plain else table.index_select(1, rows).view(
+                    table.size(0), *query_pos.shape, table.size(2)).transpose(0, 1)  # B x H x T x width
+                # (gathered in the batch-first order: a contiguous result, which the softmax need not copy)
+                part = picked if columns is None else picked.gather(3, columns.expand(-1, table.size(0), -1, -1))
             energy = part if energy is None else energy + part
         return energy * self.scaling
 
