@@ -242,8 +242,9 @@ def test_the_layers_of_a_call_share_their_position_work_and_draw_the_same_dropou
 
 @pytest.mark.parametrize("max_relative", [0, 2])
 def test_folded_rposnet_decoding_takes_a_pad_after_steps_without_pads(max_relative):
-    """Steps without pads attend with the table's precomputed weights and keep no counts; a later step with a
-    pad continues from counts made from the step, as a mixer that decoded every step with its counts does."""
+    """Steps without pads attend with the table's precomputed weights, their state one ring and no counts; a
+    later step with a pad continues from the ring taken apart and counts made from the step, as a mixer that
+    decoded every step with its counts does."""
     mixer, _, _ = make_mixer("rposnet", "decoder_self", max_relative=max_relative)
     x = torch.randn(9, 3, DIM, generator=torch.Generator().manual_seed(1))
     pads = torch.zeros(3, 9, dtype=torch.bool)
@@ -258,7 +259,8 @@ def test_folded_rposnet_decoding_takes_a_pad_after_steps_without_pads(max_relati
         for t in range(9):
             pad = pads[:, t: t + 1] if pads[:, t].any() else None
             folded.append(mixer(x[t: t + 1], x[t: t + 1], x[t: t + 1], key_padding_mask=pad, incremental_state=state)[0])
-            assert ("counts" in mixer._get_input_buffer(state)) == (t >= 6)
+            buffer = mixer._get_input_buffer(state)
+            assert ("counts" in buffer) == (t >= 6) and ("ring" in buffer) == (t < 6)
     torch.testing.assert_close(torch.cat(folded), torch.cat(general), atol=1e-5, rtol=0)
 
 

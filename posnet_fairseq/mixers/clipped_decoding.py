@@ -57,14 +57,21 @@ def clipped_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int,
     the tail as one term. With ``ordered``, ``energy`` is already in the
     order of the state, tail first, then slot i (:func:`slot_order`).
     """
-    batch = v.size(0)
+    batch, heads, _, head_dim = v.shape
     acc = torch.promote_types(v.dtype, torch.float32)
     k = energy.size(-1) - 1
-    if "window" not in buffer:
-        _new_state(mixer, buffer, v, k)
-        mixer.keep_state(buffer, "counts", torch.zeros(batch, k + 1, dtype=acc, device=v.device), COPY)
-    elif "counts" not in buffer:  # after steps of uniform_decoding_step, which keeps no counts
+    if "ring" in buffer:  # after steps of uniform_decoding_step: its ring becomes the window and the tail
+        ring = buffer.pop("ring")
+        buffer.pop("ring" + mixer.SPARE, None)
+        mixer.keep_state(buffer, "window", ring[:, :, :k].clone(), REUSE)
+        mixer.keep_state(buffer, "tail", ring[:, :, k:].to(acc, copy=True), COPY)
         mixer.keep_state(buffer, "counts", uniform_counts(k, step).to(v.device, acc).repeat(batch, 1), COPY)
+    elif "window" not in buffer:
+        # The window, the largest state, is made here and only written in place: a reorder copies it
+        # into the window the previous reorder released.
+        mixer.keep_state(buffer, "window", v.new_zeros(batch, heads, k, head_dim), REUSE)
+        mixer.keep_state(buffer, "tail", torch.zeros(batch, heads, 1, head_dim, dtype=acc, device=v.device), COPY)
+        mixer.keep_state(buffer, "counts", torch.zeros(batch, k + 1, dtype=acc, device=v.device), COPY)
     window, tail, counts = buffer["window"], buffer["tail"], buffer["counts"]
     slot = _advance(window, tail, counts, v, pad, step, shared_tail)
 
@@ -79,42 +86,28 @@ def clipped_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int,
     return (probs[:, :, None, :1] * mean + recent.to(acc)).to(v.dtype)
 
 
-def _new_state(mixer, buffer: Dict[str, Optional[Tensor]], v: Tensor, k: int):
-    """The ``window`` and ``tail`` of the state, empty, for the B x H x 1 x D_h values ``v``."""
-    batch, heads, _, head_dim = v.shape
-    acc = torch.promote_types(v.dtype, torch.float32)
-    # The window, the largest state, is made here and only written in place: a reorder copies it
-    # into the window the previous reorder released.
-    mixer.keep_state(buffer, "window", v.new_zeros(batch, heads, k, head_dim), REUSE)
-    mixer.keep_state(buffer, "tail", torch.zeros(batch, heads, 1, head_dim, dtype=acc, device=v.device), COPY)
-
-
-def _advance(window: Tensor, tail: Tensor, counts: Optional[Tensor], v: Tensor, pad: Optional[Tensor], step: int,
+def _advance(window: Tensor, tail: Tensor, counts: Tensor, v: Tensor, pad: Optional[Tensor], step: int,
              shared_tail: bool) -> int:
-    """Writes this step's value into the state of :func:`clipped_decoding_step` in place; returns its slot.
-    ``counts`` None: rows without pads so far (:func:`uniform_decoding_step`), whose counts are the step's."""
+    """Writes this step's value into the state of :func:`clipped_decoding_step` in place; returns its slot."""
     acc, k = tail.dtype, window.size(2)
     # The key now at distance K joins the tail (or, unshared, is the tail):
     # position n-K, in the slot that this step's value overwrites.
     slot = step % k if k else 0
     if pad is not None:  # a pad key's value is stored as 0, so that it adds nothing when it joins the tail
         v = v.masked_fill(pad[:, None, :, None], 0.0)
-    # (a slot before the start holds zeros: it adds nothing to the tail)
-    entering = window[:, :, slot: slot + 1].to(acc) if k else v.to(acc)
-    if counts is not None:  # the slot's count (1, or 0 for a pad or before the start) is read before it is overwritten
-        valid = counts[:, slot + 1: slot + 2] if k else ((1.0 - pad.to(acc)) if pad is not None else 1.0)
-        if shared_tail:
-            counts[:, :1] += valid
-        else:
-            counts[:, :1] = valid
+    if k:  # the slot's count (1, or 0 for a pad or before the start) is read before this step overwrites it
+        entering, valid = window[:, :, slot: slot + 1].to(acc), counts[:, slot + 1: slot + 2]
+    else:
+        entering, valid = v.to(acc), (1.0 - pad.to(acc)) if pad is not None else 1.0
     if shared_tail:
+        counts[:, :1] += valid
         tail += entering
     else:
+        counts[:, :1] = valid
         tail.copy_(entering)
     if k:
         window[:, :, slot: slot + 1] = v
-        if counts is not None:
-            counts[:, slot + 1: slot + 2] = 1.0 if pad is None else (~pad).to(acc)
+        counts[:, slot + 1: slot + 2] = 1.0 if pad is None else (~pad).to(acc)
     return slot
 
 
@@ -128,23 +121,30 @@ def uniform_counts(k: int, steps: int) -> Tensor:
 def uniform_weights(energy: Tensor) -> Tensor:
     """The attention weights of steps 0..N-1 of rows without pads, from their fp32 energies N x H x (K+1)
     in the state's order (tail first, :func:`slot_order`): the softmax of :func:`clipped_decoding_step`
-    with the counts of :func:`uniform_counts`, the tail's weight divided by its count (it multiplies the
-    tail's sum, not its mean). They depend on the step only, so they are made once per table of energies."""
+    with the counts of :func:`uniform_counts`, in the order of :func:`uniform_decoding_step`'s ring (the ring
+    slots, then the tail, whose weight is divided by its count: it multiplies the tail's sum, not its mean).
+    They depend on the step only, so they are made once per table of energies."""
     k = energy.size(-1) - 1
     counts = torch.stack([uniform_counts(k, n + 1) for n in range(energy.size(0))]).to(energy.device)  # N x (K+1)
     probs = torch.softmax(energy + counts.log().unsqueeze(1), dim=-1)
-    return torch.cat([probs[..., :1] / counts[:, None, :1].clamp(min=1.0), probs[..., 1:]], dim=-1)
+    return torch.cat([probs[..., 1:], probs[..., :1] / counts[:, None, :1].clamp(min=1.0)], dim=-1)
 
 
 def uniform_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int, v: Tensor,
                           weights: Tensor) -> Tensor:
-    """:func:`clipped_decoding_step` with a shared tail, without dropout, for a batch whose rows have had no
-    pad key so far (as in beam search): every row attends with the same ``weights`` (H x (K+1), the step's
-    row of :func:`uniform_weights`), so the step only writes the state and sums it, keeping no counts
-    (:func:`clipped_decoding_step` makes them from the step if a pad comes later)."""
-    if "window" not in buffer:
-        _new_state(mixer, buffer, v, weights.size(-1) - 1)
-    window, tail = buffer["window"], buffer["tail"]
-    _advance(window, tail, None, v, None, step, shared_tail=True)
-    recent = (window * weights[:, 1:, None]).sum(dim=2, keepdim=True)  # B x H x 1 x D_h
-    return torch.addcmul(recent, tail, weights[:, :1, None]).to(v.dtype)
+    """:func:`clipped_decoding_step` with a shared tail, without dropout, for fp32 rows that have had no pad
+    key so far (as in beam search): every row attends with the same ``weights`` (H x (K+1), the step's row of
+    :func:`uniform_weights`), so the step writes its value and sums the state with them, keeping no counts.
+    The state is one ``ring`` (B x H x (K+1) x D_h: the window's K slots, then the tail's sum), summed in one
+    product; :func:`clipped_decoding_step` takes it apart, and makes the counts from the step, if a pad comes."""
+    k = weights.size(-1) - 1
+    if "ring" not in buffer:  # only written in place, as the window
+        mixer.keep_state(buffer, "ring", v.new_zeros(v.size(0), v.size(1), k + 1, v.size(3)), REUSE)
+    ring = buffer["ring"]
+    if k:  # the key now at distance K (zeros before the start) joins the tail; this step's value takes its slot
+        slot = step % k
+        ring[:, :, k:] += ring[:, :, slot: slot + 1]
+        ring[:, :, slot: slot + 1] = v
+    else:
+        ring += v
+    return (ring * weights[:, :, None]).sum(dim=2, keepdim=True)
