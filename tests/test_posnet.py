@@ -298,3 +298,21 @@ def test_folded_rposnet_decoding_step_launches_fewer_operators_than_multihead_at
             state = step_mixer(mixer, x[:6])[1]
             counts[name] = launched_ops(lambda: mixer(x[6:], x[6:], x[6:], incremental_state=state))
     assert counts["rposnet"] < counts["mha"], counts
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("padded", [False, True])
+def test_training_energies_have_no_sorting_gradient(kind, padded):
+    """Issue 48: an indexed read's gradient (index_put with accumulation) sorts its indices, several kernels per
+    layer on a GPU; the energies are read from their table with index_select and gather (or, without pads, by
+    slicing), whose gradients are sums. Forward and backward of a teacher-forced call run no index_put."""
+    mixer, _, _ = make_mixer(kind, "encoder_self")
+    mixer.train()
+    x = torch.randn(9, 3, DIM, requires_grad=True)
+    pad = torch.zeros(3, 9, dtype=torch.bool)
+    pad[1, :4] = padded  # left-padded, as fairseq pads sources
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        mixer(x, x, x, key_padding_mask=pad if padded else None)[0].sum().backward()
+    names = {e.name for e in profiler.events()}
+    assert not names & {"aten::index_put_", "aten::_index_put_impl_", "aten::sort"}, names
+    assert all(p.grad is not None for term in mixer.terms for p in term.parameters())
