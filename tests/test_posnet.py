@@ -240,13 +240,15 @@ def test_the_layers_of_a_call_share_their_position_work_and_draw_the_same_dropou
     assert torch.allclose(model.encoder(src, lengths)["encoder_out"][0], out, atol=1e-6)
 
 
-@pytest.mark.parametrize("max_relative", [0, 2])
-def test_folded_rposnet_decoding_takes_a_pad_after_steps_without_pads(max_relative):
+@pytest.mark.parametrize("max_relative,dtype,atol", [(0, torch.float32, 1e-5), (2, torch.float32, 1e-5),
+                                                     (2, torch.bfloat16, 1e-2)])
+def test_folded_rposnet_decoding_takes_a_pad_after_steps_without_pads(max_relative, dtype, atol):
     """Steps without pads attend with the table's precomputed weights, their state one ring and no counts; a
     later step with a pad continues from the ring taken apart and counts made from the step, as a mixer that
     decoded every step with its counts does."""
     mixer, _, _ = make_mixer("rposnet", "decoder_self", max_relative=max_relative)
-    x = torch.randn(9, 3, DIM, generator=torch.Generator().manual_seed(1))
+    mixer.to(dtype)  # (bf16: the ring is fp32, the general path's window bf16)
+    x = torch.randn(9, 3, DIM, generator=torch.Generator().manual_seed(1)).to(dtype)
     pads = torch.zeros(3, 9, dtype=torch.bool)
     pads[1, 6:] = True  # the second row ends at 6
     with torch.no_grad():
@@ -261,7 +263,7 @@ def test_folded_rposnet_decoding_takes_a_pad_after_steps_without_pads(max_relati
             folded.append(mixer(x[t: t + 1], x[t: t + 1], x[t: t + 1], key_padding_mask=pad, incremental_state=state)[0])
             buffer = mixer._get_input_buffer(state)
             assert ("counts" in buffer) == (t >= 6) and ("ring" in buffer) == (t < 6)
-    torch.testing.assert_close(torch.cat(folded), torch.cat(general), atol=1e-5, rtol=0)
+    torch.testing.assert_close(torch.cat(folded), torch.cat(general), atol=atol, rtol=0)
 
 
 # Operators that allocate or change metadata only: no kernel.

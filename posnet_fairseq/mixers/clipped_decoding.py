@@ -63,8 +63,8 @@ def clipped_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int,
     if "ring" in buffer:  # after steps of uniform_decoding_step: its ring becomes the window and the tail
         ring = buffer.pop("ring")
         buffer.pop("ring" + mixer.SPARE, None)
-        mixer.keep_state(buffer, "window", ring[:, :, :k].clone(), REUSE)
-        mixer.keep_state(buffer, "tail", ring[:, :, k:].to(acc, copy=True), COPY)
+        mixer.keep_state(buffer, "window", ring[:, :, :k].to(v.dtype, copy=True), REUSE)
+        mixer.keep_state(buffer, "tail", ring[:, :, k:].clone(), COPY)
         mixer.keep_state(buffer, "counts", uniform_counts(k, step).to(v.device, acc).repeat(batch, 1), COPY)
     elif "window" not in buffer:
         # The window, the largest state, is made here and only written in place: a reorder copies it
@@ -132,14 +132,16 @@ def uniform_weights(energy: Tensor) -> Tensor:
 
 def uniform_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int, v: Tensor,
                           weights: Tensor) -> Tensor:
-    """:func:`clipped_decoding_step` with a shared tail, without dropout, for fp32 rows that have had no pad
-    key so far (as in beam search): every row attends with the same ``weights`` (H x (K+1), the step's row of
+    """:func:`clipped_decoding_step` with a shared tail, without dropout, for rows that have had no pad key so
+    far (as in beam search): every row attends with the same ``weights`` (H x (K+1), the step's row of
     :func:`uniform_weights`), so the step writes its value and sums the state with them, keeping no counts.
-    The state is one ``ring`` (B x H x (K+1) x D_h: the window's K slots, then the tail's sum), summed in one
-    product; :func:`clipped_decoding_step` takes it apart, and makes the counts from the step, if a pad comes."""
+    The state is one fp32 ``ring`` (B x H x (K+1) x D_h: the window's K slots, then the tail's sum), summed in
+    one product; :func:`clipped_decoding_step` takes it apart, and makes the counts from the step, if a pad
+    comes."""
     k = weights.size(-1) - 1
     if "ring" not in buffer:  # only written in place, as the window
-        mixer.keep_state(buffer, "ring", v.new_zeros(v.size(0), v.size(1), k + 1, v.size(3)), REUSE)
+        acc = torch.promote_types(v.dtype, torch.float32)  # (the tail's sum: fp32 whatever the model's dtype)
+        mixer.keep_state(buffer, "ring", v.new_zeros(v.size(0), v.size(1), k + 1, v.size(3), dtype=acc), REUSE)
     ring = buffer["ring"]
     if k:  # the key now at distance K (zeros before the start) joins the tail; this step's value takes its slot
         slot = step % k
@@ -147,4 +149,4 @@ def uniform_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int,
         ring[:, :, slot: slot + 1] = v
     else:
         ring += v
-    return (ring * weights[:, :, None]).sum(dim=2, keepdim=True)
+    return (ring * weights[:, :, None]).sum(dim=2, keepdim=True).to(v.dtype)

@@ -78,8 +78,8 @@ def decode_self(mixer, relative, buffer, value, pad, length):
     outs = []
     for t in range(length):
         step, pad_t = first + t, None if pad is None else pad[:, t: t + 1]
-        # (fp32: the ring sums the tail in the values' dtype; a started window stays)
-        uniform = pad_t is None and not mixer.training and v.dtype == torch.float32 and "window" not in buffer
+        # (a window, once started by a pad, stays)
+        uniform = pad_t is None and not mixer.training and "window" not in buffer
         made = decoding_rows(mixer, relative, step) if uniform else None
         if made is not None:
             outs.append(uniform_decoding_step(mixer, buffer, step, v[:, :, t: t + 1], made[3][step]))
