@@ -30,9 +30,9 @@ returns the concatenated heads, and :class:`GatedMixer` applies
 wrapper splits into the pre-activation values, passed to the mixer as its
 ``value`` (its ``v_proj`` becomes :class:`ValueActivation`, LN(act(.)); LN(.)
 alone where the values' activation is the gate's, which the wrapper then
-applies to both halves in one operator), and the gate. Elsewhere (cross-attention, where the values are the encoder's;
-fairseq's MultiheadAttention, which projects ``query``/``key`` for its
-values) the mixer's ``v_proj`` becomes :class:`GatedValue`, LN(act(W_v .)),
+applies to both halves in one operator), and the gate. Elsewhere
+(cross-attention, where the values are the encoder's; fairseq's
+MultiheadAttention, which projects ``query``/``key`` for its values) the mixer's ``v_proj`` becomes :class:`GatedValue`, LN(act(W_v .)),
 and the wrapper holds W_g as ``gate_proj``. Checkpoints written before the
 fusion (W_o inside the mixer as ``out_proj.proj``, W_v and W_g apart) load
 unchanged: :meth:`GatedMixer._load_from_state_dict` builds the new layout

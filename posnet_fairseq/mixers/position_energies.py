@@ -126,6 +126,22 @@ class EnergyTerm(nn.Module):
     def covers(self, needed: int) -> bool:
         return self.table is not None and needed <= self.table.size(1)
 
+    @staticmethod
+    def read(table: Tensor, rows: Optional[Tensor], columns: Optional[Tensor]) -> Tensor:
+        """Energies B x H x T x S from ``table`` (H x n x width): its rows ``rows`` (B x T; None: the table's
+        rows are the query positions 0..T-1 of every row, B = 1), its columns ``columns`` (B x 1 x T x S, from
+        ``columns``; None: all of them).
+
+        A table that needs a gradient is read with index_select and gather, whose gradients are sums
+        (index_add, scatter_add): an indexed read's gradient sorts its indices, several kernels per layer on a
+        GPU (issue 48); elsewhere one indexed read is one operator."""
+        if rows is not None and not table.requires_grad:
+            return table[:, rows.unsqueeze(2), columns.squeeze(1)].transpose(0, 1)
+        picked = table.unsqueeze(0) if rows is None else table.index_select(1, rows.reshape(-1)).view(
+            table.size(0), *rows.shape, table.size(2)).transpose(0, 1)  # B x H x T x width
+        # (gathered in the batch-first order: a contiguous result, which the softmax need not copy)
+        return picked if columns is None else picked.gather(3, columns.expand(-1, table.size(0), -1, -1))
+
     def _project(self, proj, vectors):
         return F.linear(vectors, proj.weight.float(), proj.bias.float()).view(-1, self.num_heads, self.head_dim)
 

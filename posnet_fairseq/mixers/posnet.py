@@ -182,8 +182,6 @@ class PositionAttention(Mixer):
             return self.precomputed
         return None if self.relative is None else self.relative.limit()
 
-    # ----- energies (fp32) -----
-
     def term_energies(self, term, lo, hi, keys=0):
         """Unscaled fp32 energies of ``term`` for query positions lo..hi-1 (and ``keys`` key positions,
         aPosNet): H x n x width.
@@ -210,30 +208,18 @@ class PositionAttention(Mixer):
         """Scaled fp32 energies B x H x T x S for B x T query and B x S key positions: the terms' sum. ``lo``
         and ``hi``, the least query position and one past the largest, and ``keys``, one past the largest key
         position, are read from the device unless given. ``shared``: a teacher-forced self-attention call,
-        whose index grids every layer shares (they depend on ``pad`` and shapes only). ``plain``: every row's
-        positions are 0..T-1 and 0..S-1 (no pads), so every row has the same energies: 1 x H x T x S.
-
-        A table that needs a gradient is read with index_select and gather, whose gradients are sums
-        (index_add, scatter_add): an indexed read's gradient sorts its indices, several kernels per layer on a
-        GPU (issue 48)."""
+        whose index grids every layer shares (they depend on ``pad`` and shapes only). ``plain``: all rows'
+        positions are 0..T-1 and 0..S-1 (no pads): one row of energies for all, 1 x H x T x S."""
         lo, hi = int(query_pos.min()) if lo is None else lo, int(query_pos.max()) + 1 if hi is None else hi
-        if plain:  # the first row stands for all
-            query_pos, key_pos = query_pos[:1], key_pos[:1]
-        rows = None if plain else (query_pos - lo if lo else query_pos).reshape(-1)
+        rows = None if plain else (query_pos - lo if lo else query_pos)  # B x T, into the table's dim 1
+        query_pos, key_pos = (query_pos[:1], key_pos[:1]) if plain else (query_pos, key_pos)
         energy = None
         for term in self.terms:
             table = self.term_energies(term, lo, hi, term.keys_needed(key_pos, keys))  # H x n x width
             grid = (term.TABLE_NAME, *term.export_index().values(), hi, query_pos.shape, key_pos.size(1))
             columns = self.shared(grid, lambda: term.columns(query_pos, key_pos, plain), pad) if shared else \
                 term.columns(query_pos, key_pos, plain)
-            if not (plain or table.requires_grad):  # one indexed read where no gradient sorts its indices
-                part = table[:, rows.view(*query_pos.shape, 1), columns.squeeze(1)].transpose(0, 1)
-            else:  # (plain: the table's rows are the query positions 0..T-1 already)
-                picked = table.unsqueeze(0) if plain else table.index_select(1, rows).view(
-                    table.size(0), *query_pos.shape, table.size(2)).transpose(0, 1)  # B x H x T x width
-                # (gathered in the batch-first order: a contiguous result, which the softmax need not copy)
-                part = picked if columns is None else picked.gather(3, columns.expand(-1, table.size(0), -1, -1))
-            energy = part if energy is None else energy + part
+            energy = term.read(table, rows, columns) if energy is None else energy + term.read(table, rows, columns)
         return energy * self.scaling
 
     def _teacher_forced_self(self, pad, batch, length, device):
@@ -264,8 +250,6 @@ class PositionAttention(Mixer):
         if not self.precomputed:
             self.folded = True
             self.fold_positions(FOLD_START)
-
-    # ----- the mixer -----
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
@@ -323,8 +307,7 @@ class PositionAttention(Mixer):
                                    plain=buffer is None and pad is None)
             masks = softmax_masks(invalid_keys(pad, self.causal, query_step, batch, length, v.size(2), device),
                                   pad is not None)
-        # (plain energies are every row's: each row draws its own dropout)
-        probs = masked_softmax(energy, None, masks=masks).expand(batch, -1, -1, -1)
+        probs = masked_softmax(energy, None, masks=masks).expand(batch, -1, -1, -1)  # (plain: one row for all)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
         out = self.merge_heads(torch.matmul(dropped.to(v.dtype), v))
         return out, self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
