@@ -275,7 +275,6 @@ class PositionAttention(Mixer):
         # Teacher-forced, and aPosNet/arPosNet decoding: the whole prefix is
         # cached, since absolute energies give every key its own weight.
         query_step = None if buffer is None else self.decoding_steps(buffer, batch, length, device)
-
         if self.site.cross:
             if buffer is not None and "value" in buffer:
                 v, key_pos, pad = buffer["value"], buffer["key_positions"], buffer.get("key_padding_mask")
@@ -302,8 +301,9 @@ class PositionAttention(Mixer):
                 query_pos = query_step
         if buffer is None and not self.site.cross:
             energy, masks = self._teacher_forced_self(pad, batch, length, device)
-        else:  # decoding reads the query positions' range from the device; teacher-forced cross's is 0 .. T - 1
-            energy = self.energies(query_pos, key_pos, *(() if buffer is not None else (0, length)),
+        else:  # query positions: decoding self-attention's the last of its keys; teacher-forced cross's 0 .. T - 1
+            bounds = () if self.site.cross else (v.size(2) - length, v.size(2), v.size(2))  # (cross decoding: read)
+            energy = self.energies(query_pos, key_pos, *(bounds if buffer is not None else (0, length)),
                                    plain=buffer is None and pad is None)
             masks = softmax_masks(invalid_keys(pad, self.causal, query_step, batch, length, v.size(2), device),
                                   pad is not None)
