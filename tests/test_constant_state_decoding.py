@@ -305,10 +305,12 @@ BEAM_MIXERS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(BEAM_MIXERS) + ["rposnet_cross"])
+@pytest.mark.parametrize("name", sorted(BEAM_MIXERS) + ["rposnet_cross", "rposnet_folded"])
 def test_beam_reordering_in_the_middle_of_a_sentence(name):
     """Beams are permuted, duplicated and dropped past K steps; after the last reordering every
-    step equals the naive decoder run on the reordered histories."""
+    step equals the naive decoder run on the reordered histories. ``rposnet_folded``: without a padding
+    mask, as beam search decodes, from the folded table (grown past its first size), whose precomputed
+    weights sum one ring (posnet_decoding.decode_self)."""
     reorders = {40: torch.tensor([1, 0, 0, 3]), 90: torch.tensor([2, 2, 1, 0]), 150: torch.tensor([3, 1])}
     length, last = 200, 150
     x = inputs(length, 4, 16)
@@ -318,6 +320,11 @@ def test_beam_reordering_in_the_middle_of_a_sentence(name):
             enc, enc_pad = inputs(90, 4, 16, seed=1), left_pad(90, 4, 50)
             stepped, x, _, enc, enc_pad = decode(mixer, x, enc=enc, enc_pad=enc_pad, reorders=reorders)
             reference = naive_rposnet_cross(mixer, x, enc, enc_pad)
+        elif name == "rposnet_folded":
+            mixer = decoder_mixer(BEAM_MIXERS["rposnet"][0])
+            mixer.make_generation_fast_()
+            stepped, x, *_ = decode(mixer, x, reorders=reorders)
+            reference = naive_rposnet_self(mixer, x, torch.zeros(x.size(1), length, dtype=torch.bool))
         else:
             flags, naive = BEAM_MIXERS[name]
             mixer = decoder_mixer(flags)

@@ -130,7 +130,7 @@ def test_self_attention_values_and_gate_are_one_product_equal_to_the_two():
     products of the unfused gating (<= 1e-6 in fp32), and cross attention keeps them apart."""
     model, _ = build_model(GATED_MODELS["rposnet"])
     gated = model.decoder.layers[0].self_attn
-    assert gated.value_gate_proj is not None and gated.gate_proj is None
+    assert gated.value_gate_proj is not None and gated.gate_proj is None and gated.act_both
     cross = model.decoder.layers[0].encoder_attn
     assert cross.value_gate_proj is None and isinstance(cross.gate_proj, nn.Linear)
     D = gated.embed_dim
@@ -139,7 +139,8 @@ def test_self_attention_values_and_gate_are_one_product_equal_to_the_two():
     with torch.no_grad():
         out = gated(x, x, x)[0]
         # The unfused computation: W_v x and W_g x as two products.
-        heads = gated.mixer(x, x, F.linear(x, W[:D], b[:D]))[0]
+        # (the GeLU of the values, applied by the wrapper with the gate's: gated.act_both)
+        heads = gated.mixer(x, x, F.gelu(F.linear(x, W[:D], b[:D])))[0]
         expected = gated.out_proj(heads * F.gelu(F.linear(x, W[D:], b[D:])))
     assert (out - expected).abs().max() <= 1e-6
 

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from fairseq.modules import PositionalEmbedding
+from fairseq.modules import MultiheadAttention, PositionalEmbedding
 from torch import nn
 
 from fairseq_testing import build_model, step_mixer
@@ -238,3 +238,84 @@ def test_the_layers_of_a_call_share_their_position_work_and_draw_the_same_dropou
                 module.relative.positions.forward_context = None
     torch.manual_seed(7)
     assert torch.allclose(model.encoder(src, lengths)["encoder_out"][0], out, atol=1e-6)
+
+
+@pytest.mark.parametrize("max_relative,dtype,atol", [(0, torch.float32, 1e-5), (2, torch.float32, 1e-5),
+                                                     (2, torch.bfloat16, 1e-2)])
+def test_folded_rposnet_decoding_takes_a_pad_after_steps_without_pads(max_relative, dtype, atol):
+    """Steps without pads attend with the table's precomputed weights, their state one ring and no counts; a
+    later step with a pad continues from the ring taken apart and counts made from the step, as a mixer that
+    decoded every step with its counts does."""
+    mixer, _, _ = make_mixer("rposnet", "decoder_self", max_relative=max_relative)
+    mixer.to(dtype)  # (bf16: the ring is fp32, the general path's window bf16)
+    x = torch.randn(9, 3, DIM, generator=torch.Generator().manual_seed(1)).to(dtype)
+    pads = torch.zeros(3, 9, dtype=torch.bool)
+    pads[1, 6:] = True  # the second row ends at 6
+    with torch.no_grad():
+        general, general_state = [], {}
+        for t in range(9):  # not folded: every step computes its energies and counts
+            general.append(mixer(x[t: t + 1], x[t: t + 1], x[t: t + 1], key_padding_mask=pads[:, t: t + 1],
+                                 incremental_state=general_state)[0])
+        mixer.make_generation_fast_()
+        folded, state = [], {}
+        for t in range(9):
+            pad = pads[:, t: t + 1] if pads[:, t].any() else None
+            folded.append(mixer(x[t: t + 1], x[t: t + 1], x[t: t + 1], key_padding_mask=pad,
+                                incremental_state=state)[0])
+            buffer = mixer._get_input_buffer(state)
+            assert ("counts" in buffer) == (t >= 6) and ("ring" in buffer) == (t < 6)
+    torch.testing.assert_close(torch.cat(folded), torch.cat(general), atol=atol, rtol=0)
+
+
+# Operators that allocate or change metadata only: no kernel.
+NO_KERNEL = {"aten::empty", "aten::empty_strided", "aten::set_", "aten::detach_", "aten::resize_"}
+
+
+def launched_ops(function):
+    """The leaf aten operators of one call of ``function`` that are not views (their schema returns no alias) nor
+    allocations: on a GPU, the kernels it launches."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        function()
+    leaves = [e.name for e in profiler.events() if e.name.startswith("aten::") and e.name not in NO_KERNEL
+              and not any(child.name.startswith("aten::") for child in e.cpu_children)]
+
+    def view(name):
+        op = getattr(torch.ops.aten, name[len("aten::"):])
+        return any(r.alias_info is not None and not r.alias_info.is_write
+                   for overload in op.overloads() for r in getattr(op, overload)._schema.returns)
+
+    return sum(1 for name in leaves if not view(name))
+
+
+def test_folded_rposnet_decoding_step_launches_fewer_operators_than_multihead_attention():
+    """Issue 48: on a GPU a decoding step is bound by kernel launches. A step of rPosNet's decoder
+    self-attention, folded as fairseq-generate prepares it, launches fewer operators (counted on the CPU)
+    than a step of fairseq's MultiheadAttention, which it replaces in the Transformer."""
+    rposnet, _, _ = make_mixer("rposnet", "decoder_self")
+    rposnet.make_generation_fast_()
+    mha = MultiheadAttention(DIM, HEADS, self_attention=True).eval()
+    x = torch.randn(7, 4, DIM)
+    counts = {}
+    for name, mixer in (("rposnet", rposnet), ("mha", mha)):
+        with torch.inference_mode():
+            state = step_mixer(mixer, x[:6])[1]
+            counts[name] = launched_ops(lambda: mixer(x[6:], x[6:], x[6:], incremental_state=state))
+    assert counts["rposnet"] < counts["mha"], counts
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("padded", [False, True])
+def test_training_energies_have_no_sorting_gradient(kind, padded):
+    """Issue 48: an indexed read's gradient (index_put with accumulation) sorts its indices, several kernels per
+    layer on a GPU; the energies are read from their table with index_select and gather (or, without pads, by
+    slicing), whose gradients are sums. Forward and backward of a teacher-forced call run no index_put."""
+    mixer, _, _ = make_mixer(kind, "encoder_self")
+    mixer.train()
+    x = torch.randn(9, 3, DIM, requires_grad=True)
+    pad = torch.zeros(3, 9, dtype=torch.bool)
+    pad[1, :4] = padded  # left-padded, as fairseq pads sources
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        mixer(x, x, x, key_padding_mask=pad if padded else None)[0].sum().backward()
+    names = {e.name for e in profiler.events()}
+    assert not names & {"aten::index_put_", "aten::_index_put_impl_", "aten::sort"}, names
+    assert all(p.grad is not None for term in mixer.terms for p in term.parameters())

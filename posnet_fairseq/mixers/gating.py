@@ -28,10 +28,11 @@ returns the concatenated heads, and :class:`GatedMixer` applies
 ``base.Mixer``), W_v and W_g are one Linear layer, ``value_gate_proj``
 (issue 22: one matrix product instead of two per step), whose output the
 wrapper splits into the pre-activation values, passed to the mixer as its
-``value`` (its ``v_proj`` becomes :class:`ValueActivation`, LN(act(.))), and
-the gate. Elsewhere (cross-attention, where the values are the encoder's;
-fairseq's MultiheadAttention, which projects ``query``/``key`` for its
-values) the mixer's ``v_proj`` becomes :class:`GatedValue`, LN(act(W_v .)),
+``value`` (its ``v_proj`` becomes :class:`ValueActivation`, LN(act(.)); LN(.)
+alone where the values' activation is the gate's, which the wrapper then
+applies to both halves in one operator), and the gate. Elsewhere
+(cross-attention, where the values are the encoder's; fairseq's
+MultiheadAttention, which projects ``query``/``key`` for its values) the mixer's ``v_proj`` becomes :class:`GatedValue`, LN(act(W_v .)),
 and the wrapper holds W_g as ``gate_proj``. Checkpoints written before the
 fusion (W_o inside the mixer as ``out_proj.proj``, W_v and W_g apart) load
 unchanged: :meth:`GatedMixer._load_from_state_dict` builds the new layout
@@ -131,25 +132,28 @@ class GatedMixer(nn.Module):
 
     With ``value_gate_proj`` (W_v and W_g stacked) the values and the gate come from one product with
     the query, the values passed on as the mixer's ``value``; with ``gate_proj`` the mixer projects
-    its own values (its ``v_proj`` is a :class:`GatedValue`).
+    its own values (its ``v_proj`` is a :class:`GatedValue`). ``act_both``: the values' activation is
+    the gate's, applied here to the stacked product at once (one operator instead of two, issue 48),
+    and the mixer's ``v_proj`` only normalises.
     """
 
-    def __init__(self, mixer, out_proj, gate_act, gate_norm, gate_proj=None, value_gate_proj=None):
+    def __init__(self, mixer, out_proj, gate_act, gate_norm, gate_proj=None, value_gate_proj=None, act_both=False):
         super().__init__()
         self.mixer, self.out_proj = mixer, out_proj
         self.gate_proj, self.value_gate_proj = gate_proj, value_gate_proj
-        self.gate_act, self.gate_norm = gate_act, gate_norm
+        self.gate_act, self.gate_norm, self.act_both = gate_act, gate_norm, act_both
         # What fairseq's decoder layer reads from its attention modules.
         self.num_heads, self.head_dim, self.embed_dim = mixer.num_heads, mixer.head_dim, mixer.embed_dim
 
     def forward(self, query, key, value, *args, **kwargs):
         if self.value_gate_proj is not None:  # self-attention: value is query
-            value, gate = self.value_gate_proj(query).split(
+            both = self.value_gate_proj(query)
+            value, gate = (self.gate_act(both) if self.act_both else both).split(
                 [self.value_gate_proj.out_features - self.out_proj.in_features, self.out_proj.in_features], dim=-1)
         else:
             gate = self.gate_proj(query)
         heads, weights = self.mixer(query, key, value, *args, **kwargs)
-        return self.out_proj(heads * self.gate_norm(self.gate_act(gate))), weights
+        return self.out_proj(heads * self.gate_norm(gate if self.act_both else self.gate_act(gate))), weights
 
     def _get_input_buffer(self, incremental_state):
         return self.mixer._get_input_buffer(incremental_state)
@@ -202,12 +206,15 @@ def gate_module(module, args, flag="gating", fuse=False):
     if not fuse or value_proj.bias is None:  # (a bias-free W_v beside W_g's bias: kept apart)
         module.v_proj = GatedValue(value_proj, value_act, value_norm)
         return GatedMixer(module, out_proj, ACTIVATIONS[opts.gating_gate_act](), gate_norm, gate_proj=gate_proj)
-    module.v_proj = ValueActivation(value_act, value_norm)
+    # One activation function for both: applied by the wrapper to the stacked product (no parameters move).
+    act_both = opts.gating_value_act == opts.gating_gate_act
+    module.v_proj = ValueActivation(nn.Identity() if act_both else value_act, value_norm)
     fused = nn.Linear(value_proj.in_features, value_proj.out_features + dim)
     with torch.no_grad():
         fused.weight.copy_(torch.cat([value_proj.weight, gate_proj.weight]))
         fused.bias.copy_(torch.cat([value_proj.bias, gate_proj.bias]))
-    return GatedMixer(module, out_proj, ACTIVATIONS[opts.gating_gate_act](), gate_norm, value_gate_proj=fused)
+    return GatedMixer(module, out_proj, ACTIVATIONS[opts.gating_gate_act](), gate_norm, value_gate_proj=fused,
+                      act_both=act_both)
 
 
 @register_site_wrapper

@@ -126,6 +126,22 @@ class EnergyTerm(nn.Module):
     def covers(self, needed: int) -> bool:
         return self.table is not None and needed <= self.table.size(1)
 
+    @staticmethod
+    def read(table: Tensor, rows: Optional[Tensor], columns: Optional[Tensor]) -> Tensor:
+        """Energies B x H x T x S from ``table`` (H x n x width): its rows ``rows`` (B x T; None: the table's
+        rows are the query positions 0..T-1 of every row, B = 1), its columns ``columns`` (B x 1 x T x S, from
+        ``columns``; None: all of them).
+
+        A table that needs a gradient is read with index_select and gather, whose gradients are sums
+        (index_add, scatter_add): an indexed read's gradient sorts its indices, several kernels per layer on a
+        GPU (issue 48); elsewhere one indexed read is one operator."""
+        if rows is not None and not table.requires_grad:
+            return table[:, rows.unsqueeze(2), columns.squeeze(1)].transpose(0, 1)
+        picked = table.unsqueeze(0) if rows is None else table.index_select(1, rows.reshape(-1)).view(
+            table.size(0), *rows.shape, table.size(2)).transpose(0, 1)  # B x H x T x width
+        # (gathered in the batch-first order: a contiguous result, which the softmax need not copy)
+        return picked if columns is None else picked.gather(3, columns.expand(-1, table.size(0), -1, -1))
+
     def _project(self, proj, vectors):
         return F.linear(vectors, proj.weight.float(), proj.bias.float()).view(-1, self.num_heads, self.head_dim)
 
@@ -170,12 +186,12 @@ class RelativeEnergies(EnergyTerm):
         """floor(gamma n) of Eq. 10: the key position of slot K."""
         return query_pos if self.length_ratio == 1.0 else torch.floor(query_pos.double() * self.length_ratio).long()
 
-    def index(self, rows, query_pos, key_pos):
-        """The indices of the B x T x S energies into the table's dims 1 and 2 (H x n x (2K+1)), ``rows``
-        B x T x 1 indexing its n."""
+    def columns(self, query_pos, key_pos, plain=False):
+        """The slots idx(n,m) of Eq. 10 of B x T query and B x S key positions: B x 1 x T x S, the columns of
+        the energies in a table's rows (``plain`` too: a row of the table is a query position's)."""
         slot = (key_pos.unsqueeze(1) - self.anchors(query_pos).unsqueeze(2)).clamp(-self.max_relative,
                                                                                    self.max_relative)
-        return rows, slot + self.max_relative
+        return (slot + self.max_relative).unsqueeze(1)
 
     def table_form(self, table):
         """A term holding only ``table`` (H x N x (2K+1)), as posnet-precompute stores it."""
@@ -242,10 +258,11 @@ class AbsoluteEnergies(EnergyTerm):
     def lookup(self, lo, hi, keys):
         return self.table[:, lo:hi, :keys].float()
 
-    def index(self, rows, query_pos, key_pos):
-        """The indices of the B x T x S energies into the table's dims 1 and 2 (H x n x M), ``rows`` B x T x 1
-        indexing its n."""
-        return rows, key_pos.unsqueeze(1)
+    def columns(self, query_pos, key_pos, plain=False):
+        """The columns of the energies of B x T query and B x S key positions in a table's rows: the key
+        positions, B x 1 x T x S (expanded over T); None where ``plain`` (0..S-1: the table's own columns)."""
+        return None if plain else key_pos.view(key_pos.size(0), 1, 1, key_pos.size(1)).expand(
+            -1, -1, query_pos.size(1), -1)
 
     def table_form(self, table):
         """A term holding only ``table`` (H x N x N), as posnet-precompute stores it."""

@@ -182,8 +182,6 @@ class PositionAttention(Mixer):
             return self.precomputed
         return None if self.relative is None else self.relative.limit()
 
-    # ----- energies (fp32) -----
-
     def term_energies(self, term, lo, hi, keys=0):
         """Unscaled fp32 energies of ``term`` for query positions lo..hi-1 (and ``keys`` key positions,
         aPosNet): H x n x width.
@@ -206,28 +204,30 @@ class PositionAttention(Mixer):
                 "precompute again with a larger --max-length from the training checkpoint")
         return term.compute(lo, hi, keys, self.training)
 
-    def energies(self, query_pos, key_pos, lo=None, hi=None, keys=None, shared=False, pad=None):
+    def energies(self, query_pos, key_pos, lo=None, hi=None, keys=None, shared=False, pad=None, plain=False):
         """Scaled fp32 energies B x H x T x S for B x T query and B x S key positions: the terms' sum. ``lo``
         and ``hi``, the least query position and one past the largest, and ``keys``, one past the largest key
         position, are read from the device unless given. ``shared``: a teacher-forced self-attention call,
-        whose index grids every layer shares (they depend on ``pad`` and shapes only)."""
+        whose index grids every layer shares (they depend on ``pad`` and shapes only). ``plain``: all rows'
+        positions are 0..T-1 and 0..S-1 (no pads): one row of energies for all, 1 x H x T x S."""
         lo, hi = int(query_pos.min()) if lo is None else lo, int(query_pos.max()) + 1 if hi is None else hi
-        rows = (query_pos - lo if lo else query_pos).unsqueeze(2)  # B x T x 1
+        rows = None if plain else (query_pos - lo if lo else query_pos)  # B x T, into the table's dim 1
+        query_pos, key_pos = (query_pos[:1], key_pos[:1]) if plain else (query_pos, key_pos)
         energy = None
         for term in self.terms:
-            table = self.term_energies(term, lo, hi, term.keys_needed(key_pos, keys))
-            grid = (term.TABLE_NAME, *term.export_index().values(), hi, query_pos.shape)
-            part = table[(slice(None), *(self.shared(grid, lambda: term.index(rows, query_pos, key_pos), pad)
-                                         if shared else term.index(rows, query_pos, key_pos)))]
-            energy = part if energy is None else energy + part
-        return energy.transpose(0, 1) * self.scaling
+            table = self.term_energies(term, lo, hi, term.keys_needed(key_pos, keys))  # H x n x width
+            grid = (term.TABLE_NAME, *term.export_index().values(), hi, query_pos.shape, key_pos.size(1))
+            columns = self.shared(grid, lambda: term.columns(query_pos, key_pos, plain), pad) if shared else \
+                term.columns(query_pos, key_pos, plain)
+            energy = term.read(table, rows, columns) if energy is None else energy + term.read(table, rows, columns)
+        return energy * self.scaling
 
     def _teacher_forced_self(self, pad, batch, length, device):
         """Energies and mask of a teacher-forced self-attention call: positions, bound, index grids and mask made
         once per call for every layer (Mixer.shared); the bound read from the device only where a pad is masked."""
         positions = self.shared(("positions", length), lambda: real_positions(pad, batch, length, device), pad)
         bound = self.shared(("bound", length), lambda: length if pad is None else int(positions.max()) + 1, pad)
-        energy = self.energies(positions, positions, 0, bound, bound, shared=True, pad=pad)
+        energy = self.energies(positions, positions, 0, bound, bound, shared=True, pad=pad, plain=pad is None)
         return energy, self.shared(("posnet_softmax_masks", length, self.causal), lambda: softmax_masks(
             invalid_keys(pad, self.causal, None, batch, length, length, device), pad is not None), pad)
 
@@ -250,8 +250,6 @@ class PositionAttention(Mixer):
         if not self.precomputed:
             self.folded = True
             self.fold_positions(FOLD_START)
-
-    # ----- the mixer -----
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
@@ -277,7 +275,6 @@ class PositionAttention(Mixer):
         # Teacher-forced, and aPosNet/arPosNet decoding: the whole prefix is
         # cached, since absolute energies give every key its own weight.
         query_step = None if buffer is None else self.decoding_steps(buffer, batch, length, device)
-
         if self.site.cross:
             if buffer is not None and "value" in buffer:
                 v, key_pos, pad = buffer["value"], buffer["key_positions"], buffer.get("key_padding_mask")
@@ -304,11 +301,13 @@ class PositionAttention(Mixer):
                 query_pos = query_step
         if buffer is None and not self.site.cross:
             energy, masks = self._teacher_forced_self(pad, batch, length, device)
-        else:  # decoding reads the query positions' range from the device; teacher-forced cross's is 0 .. T - 1
-            energy = self.energies(query_pos, key_pos, *(() if buffer is not None else (0, length)))
+        else:  # query positions: decoding self-attention's the last of its keys; teacher-forced cross's 0 .. T - 1
+            bounds = () if self.site.cross else (v.size(2) - length, v.size(2), v.size(2))  # (cross decoding: read)
+            energy = self.energies(query_pos, key_pos, *(bounds if buffer is not None else (0, length)),
+                                   plain=buffer is None and pad is None)
             masks = softmax_masks(invalid_keys(pad, self.causal, query_step, batch, length, v.size(2), device),
                                   pad is not None)
-        probs = masked_softmax(energy, None, masks=masks)
+        probs = masked_softmax(energy, None, masks=masks).expand(batch, -1, -1, -1)  # (plain: one row for all)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
         out = self.merge_heads(torch.matmul(dropped.to(v.dtype), v))
         return out, self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)

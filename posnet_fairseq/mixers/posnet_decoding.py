@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from .attention import masked_softmax, real_positions
-from .clipped_decoding import clipped_decoding_step, slot_order
+from .clipped_decoding import clipped_decoding_step, slot_order, uniform_decoding_step, uniform_weights
 from .state_reorder import COPY, SHARED
 
 
@@ -28,18 +28,20 @@ def step_energies(mixer, relative, steps):
     return table[:, steps - lo].permute(1, 2, 0, 3) * mixer.scaling
 
 
-def self_energies(mixer, relative, step):
-    """Scaled fp32 energies 1 x H x (K+1) of a causal query at position ``step``, in the order of
-    ``clipped_decoding_step``'s state (``slot_order``): it sees the slots m - n = -K..0, i.e. 0..K.
+def decoding_rows(mixer, relative, step):
+    """``(table, key, rows, weights)`` made once per table that covers ``step`` (folded, grown to cover it
+    first, or precomputed), or None where none does (the energies are then computed per step).
 
-    Every row of the batch is at the same step, so one row serves them all. From a table that covers
-    the step (folded or precomputed) the rows of every step are ordered and scaled once per table
-    (``relative.decoding_rows``), and a step reads its row without computing anything."""
-    k = relative.max_relative
-    table = relative.table
-    if table is None or not relative.covers(step + 1):  # computed per step (or grown to cover it first)
-        row = mixer.term_energies(relative, step, step + 1)[:, 0, : k + 1] * mixer.scaling  # H x (K+1)
-        return row[:, slot_order(k, step % k if k else 0, row.device)].unsqueeze(0)
+    Every row of the batch is at the same step, so one row of energies serves them all: ``rows`` are the
+    scaled fp32 energies N x H x (K+1) of every step, in the order of ``clipped_decoding_step``'s state
+    (``slot_order``: a causal query at n sees the slots m - n = -K..0, i.e. 0..K), and ``weights`` the
+    steps' attention weights for rows without pads (``uniform_weights``). Held with the table they were
+    made from (``relative.decoding_rows``), so that a new table (grown, or converted) is noticed."""
+    if not relative.covers(step + 1):
+        if not (mixer.folded and not mixer.training):
+            return None
+        mixer.term_energies(relative, step, step + 1)  # grows the folded table to cover the step
+    k, table = relative.max_relative, relative.table
     made = relative.decoding_rows
     key = (table.data_ptr(), table.dtype, table.shape)
     if made is None or made[0] is not table or made[1] != key:
@@ -47,23 +49,44 @@ def self_energies(mixer, relative, step):
         orders = torch.stack([slot_order(k, n % period, torch.device("cpu")) for n in range(period)])
         order = orders.to(table.device)[torch.arange(table.size(1), device=table.device) % period]  # N x (K+1)
         rows = table.float()[:, :, : k + 1].gather(2, order.unsqueeze(0).expand(table.size(0), -1, -1))
-        # Held with the table it was made from, so that a new table (grown, or converted) is noticed.
-        made = relative.decoding_rows = (table, key, (rows * mixer.scaling).transpose(0, 1).contiguous())
+        rows = (rows * mixer.scaling).transpose(0, 1).contiguous()
+        made = relative.decoding_rows = (table, key, rows, uniform_weights(rows))
+    return made
+
+
+def self_energies(mixer, relative, step):
+    """Scaled fp32 energies 1 x H x (K+1) of a causal query at position ``step``, in the order of
+    ``clipped_decoding_step``'s state: a row of :func:`decoding_rows`, or computed where no table covers it."""
+    made = decoding_rows(mixer, relative, step)
+    if made is None:
+        k = relative.max_relative
+        row = mixer.term_energies(relative, step, step + 1)[:, 0, : k + 1] * mixer.scaling  # H x (K+1)
+        return row[:, slot_order(k, step % k if k else 0, row.device)].unsqueeze(0)
     return made[2][step: step + 1]  # 1 x H x (K+1)
 
 
 def decode_self(mixer, relative, buffer, value, pad, length):
     """Decoder self-attention, step by step: every key at distance >= K shares the slot-0 energy of
-    Eq. 10, so the last K values, the sum of the older ones and their count replace the cache."""
+    Eq. 10, so the last K values, the sum of the older ones and their count replace the cache. While
+    no row has had a pad (beam search), a step from a table attends with its precomputed weights
+    (``uniform_decoding_step``)."""
     v = mixer.split_heads(mixer.v_proj(value))
     # Every row is at the same step: one count for the batch, on the CPU (read without a device sync).
     count = buffer.get("step_count")
     first = 0 if count is None else int(count)
     mixer.keep_state(buffer, "step_count", torch.tensor(first + length), SHARED)
-    outs = [clipped_decoding_step(mixer, buffer, first + t, v[:, :, t: t + 1],
-                                  None if pad is None else pad[:, t: t + 1], self_energies(mixer, relative, first + t),
-                                  shared_tail=True, dropout=mixer.dropout, training=mixer.training, ordered=True)
-            for t in range(length)]
+    outs = []
+    for t in range(length):
+        step, pad_t = first + t, None if pad is None else pad[:, t: t + 1]
+        # (a window, once started by a pad, stays)
+        uniform = pad_t is None and not mixer.training and "window" not in buffer
+        made = decoding_rows(mixer, relative, step) if uniform else None
+        if made is not None:
+            outs.append(uniform_decoding_step(mixer, buffer, step, v[:, :, t: t + 1], made[3][step]))
+        else:
+            outs.append(clipped_decoding_step(mixer, buffer, step, v[:, :, t: t + 1], pad_t,
+                                              self_energies(mixer, relative, step), shared_tail=True,
+                                              dropout=mixer.dropout, training=mixer.training, ordered=True))
     return outs[0] if length == 1 else torch.cat(outs, dim=2)  # (a step: no copy)
 
 
