@@ -21,7 +21,8 @@
 # Each part's limit in seconds: POSNET_LIMIT_INSTALL, _OPCOUNTS, _DECODE, _TRAIN, _CTRANSLATE2.
 # POSNET_COMMIT names the code in the summary where the copy has no .git. POSNET_GPU_FAKE=1 runs the same
 # parts on the CPU with tiny models and checks the install instead of running it (tests/test_gpu_measure.py);
-# POSNET_GPU_ARCHS_{OPCOUNTS,DECODE,TRAIN} replace the arch lists.
+# POSNET_GPU_ARCHS_{OPCOUNTS,DECODE,TRAIN} replace the arch lists; POSNET_GPU_DECODE_ROUNDS (5),
+# POSNET_GPU_TRAIN_ROUNDS (5) and POSNET_GPU_TRAIN_STEPS (30) shorten a run that has less device time.
 # The exit status is non-zero if any part failed or stopped at its limit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,9 +49,10 @@ else
   slug=$("$PYTHON" -c 'import re, torch; n = torch.cuda.get_device_name()
 m = re.search(r"\b[A-Z]\d{2,4}\b", n); print((m.group(0) if m else re.sub(r"\W+", "-", n)).lower())')
   ops_args=(--batch-size 128 --train-batch 128)
-  decode_args=(--batch-size 128 --lengths 80 --sentences 256 --rounds 5)
+  decode_args=(--batch-size 128 --lengths 80 --sentences 256 --rounds "${POSNET_GPU_DECODE_ROUNDS:-5}")
   ct2_args=(--batch-size 128 --lengths 80 --sentences 256 --rounds 3)
-  train_args=(--memory-cap-gib 0 --rounds 5 --steps 30)  # 3 x 20 steps left medians 10% apart (2026-11-27)
+  # 3 rounds of 20 steps left the H100's rounds 10% apart (2026-11-27): 5 of 30 unless a short run asks less
+  train_args=(--memory-cap-gib 0 --rounds "${POSNET_GPU_TRAIN_ROUNDS:-5}" --steps "${POSNET_GPU_TRAIN_STEPS:-30}")
 fi
 ops_archs=${POSNET_GPU_ARCHS_OPCOUNTS:-transformer,aan_plus_avg,hc_gaussian,rposnet_transformer,tisa_transformer,aposnet_transformer,rope_transformer,alibi_transformer}
 decode_archs=${POSNET_GPU_ARCHS_DECODE:-transformer,aan_plus_avg,hc_gaussian,rposnet_transformer,tisa_transformer}
