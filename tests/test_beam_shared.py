@@ -22,6 +22,7 @@ ARCHS = {
     "hc_sa": "hc_gaussian_tiny",
     "hc_all": "hc_gaussian_all_tiny",  # no fairseq attention at the cross site: only the encoder output is shared
     "shx": "hc_gaussian_shx_tiny",  # one learned cross head in the last layer, none elsewhere
+    "rposnet": "rposnet_transformer_tiny",  # gated PosNet self-attention, constant-state decoding
 }
 # The EOS row of each untrained model's output projection scaled by this, so that its sentences finish at
 # different steps of a search (the test checks that they do).
