@@ -115,8 +115,8 @@ def test_decoding_steps_equal_the_per_hypothesis_path(quantized):
 
 def test_a_step_copies_nothing_of_the_encoder_side():
     """After the expansion, a reorder within sentences returns the encoder output itself, and the cross
-    attention caches one row per sentence: no operator of a decoding step reads a tensor as long as the
-    source, where the per-hypothesis path copies the encoder output and every cross-attention cache."""
+    attention caches one row per sentence: no operator of a decoding step copies a tensor as long as the
+    source, where the per-hypothesis path copies the encoder output at every step."""
     model, per_hypothesis, d = _models(ARCHS["transformer"])
     source = max(SOURCES) + 1
     counts = {}

@@ -4,13 +4,14 @@ fairseq's beam search (``SequenceGenerator``) encodes a batch of sentences, expa
 one row per hypothesis (each sentence's row repeated ``beam`` times in place), and after every step
 reorders the encoder output and every cached state by the hypotheses' parents. A parent is always a
 hypothesis of the same sentence, so the rows of the encoder output, alike within a sentence, come out of
-that reorder unchanged: the copy does nothing. fairseq's Transformer makes it nonetheless, at every step,
-and its cross attention projects, caches, reorders and reads its keys and values per hypothesis.
+that reorder unchanged: the copy does nothing. fairseq's Transformer makes it nonetheless, at every step
+(the encoder output, its padding mask and embeddings), and its cross attention projects, caches and reads
+its keys and values per hypothesis: ``beam`` copies of each, read at every step.
 
 fairseq's MultiheadAttention has a mode for this, ``set_beam_size`` (its "beamable" encoder-decoder
-attention, which fairseq's BART uses): the first step projects one key and value row per sentence, every
-hypothesis of the sentence attends to it, and a reorder within sentences leaves the cache as it is. The
-plugin's model uses it; :class:`BeamSharing` decides when:
+attention, which fairseq's BART uses): the first step projects one key and value row per sentence, and
+every hypothesis of the sentence attends to it. The plugin's model uses it; :class:`BeamSharing` decides
+when:
 
 * the beam is read from the expansion itself: a reorder that repeats each of the encoder's rows ``k``
   times in place puts the decoder's cross attentions (fairseq's MultiheadAttention at the cross site:
