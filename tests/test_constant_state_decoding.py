@@ -335,7 +335,7 @@ def test_beam_reordering_in_the_middle_of_a_sentence(name):
     torch.testing.assert_close(stepped, reference[last:], atol=ATOL, rtol=0)
 
 
-@pytest.mark.parametrize("name", ["rposnet", "lightconv"])
+@pytest.mark.parametrize("name", ["rposnet", "lightconv", "hc_gaussian"])
 def test_interleaved_searches_reordered_at_every_step(name):
     """A beam reorder copies the window into the one the previous reorder released (state_reorder.REUSE):
     two searches with one mixer, reordered at every step and run step for step in turn, each give

@@ -9,7 +9,8 @@ architecture this counts, with ``torch.profiler``:
   ``SequenceGenerator`` runs it on the model (``EnsembleModel``): reorder the
   encoder output and the incremental state, then the decoder on the last
   token and the log-softmax; at position ``--step``, on ``--batch-size`` x
-  ``--beam`` hypotheses of ``--source-length`` source tokens, the model
+  ``--beam`` hypotheses of ``--source-length`` source tokens (the encoder's
+  output for ``--batch-size`` sentences expanded to the hypotheses), the model
   prepared as fairseq-generate prepares it (``make_generation_fast_``);
 * ``training step``: one :class:`.training_step.TrainingStep` (forward, loss,
   backward, Adam) after an unprofiled one (the first builds Adam's state);
@@ -73,7 +74,7 @@ def decoding_step_ops(arch, args):
     model = EnsembleModel([model])
     rows = args.batch_size * args.beam
     generator = torch.Generator().manual_seed(1)
-    src = torch.randint(vocab.nspecial, len(vocab), (rows, args.source_length), generator=generator)
+    src = torch.randint(vocab.nspecial, len(vocab), (args.batch_size, args.source_length), generator=generator)
     src[:, -1] = vocab.eos()
     tokens = torch.randint(vocab.nspecial, len(vocab), (rows, args.step + 1), generator=generator)
     tokens[:, 0] = vocab.eos()
@@ -81,8 +82,10 @@ def decoding_step_ops(arch, args):
     order = torch.arange(rows, device=args.device)
     with torch.inference_mode():
         encoder_outs = model.forward_encoder({"src_tokens": src,
-                                              "src_lengths": torch.full((rows,), args.source_length,
+                                              "src_lengths": torch.full((args.batch_size,), args.source_length,
                                                                                 device=args.device)})
+        # each sentence's encoder output repeated for its hypotheses, as SequenceGenerator expands it
+        encoder_outs = model.reorder_encoder_out(encoder_outs, order // args.beam)
         states = [{}]
         for position in range(1, args.step + 1):  # the state of the steps before, unprofiled
             model.forward_decoder(tokens[:, :position], encoder_outs, states)

@@ -49,6 +49,7 @@ from torch import Tensor, nn
 
 from .. import families, flags
 from ..sites import SITE_LIST, dest, layer_indices, per_layer, spec_items
+from . import hc_decoding
 from .attention import real_positions
 from .base import Mixer
 from .registry import register_mixer
@@ -183,7 +184,8 @@ class HardCodedSelfAttention(_HardCodedAttention):
     """Hard-coded Gaussian self-attention centred at i + o_h (You et al., 2020, §3.1).
 
     In the decoder, incremental decoding keeps only the last ``window`` values
-    (:meth:`decoding_window`): every older key's weight is exactly 0.0 in fp32.
+    (:meth:`decoding_window`): every older key's weight is exactly 0.0 in fp32. They are
+    kept in a ring (``hc_decoding.py``).
     """
 
     def __init__(self, embed_dim, num_heads, offsets, sigma, kernel, bias, causal, weight_dropout=0.0,
@@ -191,7 +193,7 @@ class HardCodedSelfAttention(_HardCodedAttention):
         super().__init__(embed_dim, num_heads, embed_dim, offsets, sigma, kernel, bias, weight_dropout)
         self.causal = causal
         self.window = self.decoding_window(max_length, offsets) if causal else None
-        # (device, dtype) -> the window's weights: the same at every decoding step, so made once, not per step.
+        # (device, dtype) -> the window's weights rotated to the ring's slots (_ring_weights), made once.
         self._window_weights = {}
 
     def extra_repr(self):
@@ -259,31 +261,24 @@ class HardCodedSelfAttention(_HardCodedAttention):
         return self._mix(weights, v, need_weights, need_head_weights)
 
     def _decode_window(self, incremental_state, v, need_weights):
-        """Causal decoding with the last ``self.window`` values as the whole state (zeros before the
-        start, like pads): each step is one H x window weighting, whatever the step."""
+        """Causal decoding with the last ``self.window`` values as the whole state, in a ring
+        (``hc_decoding.py``): each step is one H x window weighting, whatever the step."""
         if need_weights:
             raise ValueError("hc_gaussian decoder self-attention keeps only its window while decoding "
                              "incrementally: it returns no attention weights there")
         buffer = self._get_input_buffer(incremental_state)
-        B, H, T, d = v.shape
-        window = buffer.get("window")
-        if window is None:
-            window = v.new_zeros(B, H, self.window, d)
-        keys = torch.cat([window, v], dim=2)
-        self.keep_state(buffer, "window", keys[:, :, -self.window:], COPY)  # a view of this step's keys
+        dtype = torch.float32 if self.weight_dropout and self.training else v.dtype  # dropout: as _mix drops
+        out = hc_decoding.decode_window(self, buffer, v, self._ring_weights(v.device, dtype))
         self._set_input_buffer(incremental_state, buffer)
-        dropout = self.weight_dropout and self.training  # as _mix does (fairseq never decodes in training mode)
-        weights = self._step_weights(v.device, torch.float32 if dropout else v.dtype)
-        if dropout:
-            weights = F.dropout(weights.expand(B, H, 1, self.window), self.weight_dropout, training=True).to(v.dtype)
-        blocks = [torch.matmul(weights, keys[:, :, t + 1: t + 1 + self.window]) for t in range(T)]
-        return self.merge_heads(blocks[0] if T == 1 else torch.cat(blocks, dim=2)), None  # (a step: no copy)
+        return self.merge_heads(out), None
 
-    def _step_weights(self, device, dtype):
-        """A decoding step's 1 x H x 1 x window weights in ``dtype``: every query weighs its window alike."""
+    def _ring_weights(self, device, dtype):
+        """The window's weights rotated to the ring's slots (``hc_decoding.rotated_weights``) in ``dtype``: the
+        same at every decoding step, so made once, not per step."""
         key = (device, dtype)
         if key not in self._window_weights:
-            self._window_weights[key] = self._causal_weights(0, self.window).unsqueeze(1).unsqueeze(0).to(dtype)
+            self._window_weights[key] = hc_decoding.rotated_weights(self._causal_weights(0, self.window)).to(
+                device=device, dtype=dtype)
         return self._window_weights[key]
 
 

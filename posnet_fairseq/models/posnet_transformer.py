@@ -37,7 +37,7 @@ from ..mixers.forward_context import ForwardContext
 from ..mixers import rope_scaling
 from ..mixers.registry import MIXERS, MixerContext, build_site_mixer, lookup_mixer
 from ..sites import SITE, SITE_LIST, dest, per_layer
-from . import augmented_position_embeddings, int8
+from . import augmented_position_embeddings, beam_shared, int8
 from .ds_init import depth_scaled_init
 
 logger = logging.getLogger(__name__)
@@ -250,8 +250,18 @@ class PosNetEncoder(_MixerHost, TransformerEncoderBase):
 
     def forward(self, src_tokens, *args, **kwargs):
         lengths = src_tokens.ne(self.padding_idx).sum(1) if self.forward_context.needs_source_lengths else None
+        if self.beam_sharing is not None:
+            self.beam_sharing.reset()
         with self.forward_context.call(*self._drawn_positions(src_tokens, None), lengths):
             return super().forward(src_tokens, *args, **kwargs)
+
+    # The model's BeamSharing (beam_shared.py), set once the decoder is built.
+    beam_sharing = None
+
+    def reorder_encoder_out(self, encoder_out, new_order):
+        if self.beam_sharing is None:
+            return super().reorder_encoder_out(encoder_out, new_order)
+        return self.beam_sharing.reorder(encoder_out, new_order, super().reorder_encoder_out)
 
     def build_encoder_layer(self, cfg):
         contexts, names = self._next_layer(cfg)
@@ -329,9 +339,16 @@ class PosNetTransformerModel(TransformerModel):
                 if needed:
                     raise
         model = super().build_model(args, task)
+        model.encoder.beam_sharing = beam_shared.BeamSharing(model.decoder)
         depth_scaled_init(model, args)
         cls._check_max_positions(model, args)
         return int8.quantize_(model, opts.int8_linear)
+
+    def make_generation_fast_(self, **kwargs):
+        super().make_generation_fast_(**kwargs)
+        # fairseq-generate --no-beamable-mm passes None: no state shared by a sentence's hypotheses
+        if "beamable_mm_beam_size" in kwargs and kwargs["beamable_mm_beam_size"] is None:
+            self.encoder.beam_sharing.disable()
 
     def upgrade_state_dict_named(self, state_dict, name):
         super().upgrade_state_dict_named(state_dict, name)
