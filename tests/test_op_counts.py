@@ -29,14 +29,16 @@ def test_counts_are_deterministic():
     assert all(n > 0 for n in first)
 
 
-def test_relative_position_terms_add_operators_to_both_steps():
-    # rPosNet's relative position energies are extra products and gathers on top of the
-    # Transformer's attention, in every decoder step and in training.
+def test_relative_position_terms_add_operators_in_training_and_folded_ones_save_them_in_decoding():
+    # In training rPosNet's relative position energies are extra products and gathers on top of the
+    # Transformer's attention. In decoding its tables are folded when the model is prepared for
+    # generation, and a step reads weights made once per table: fewer operators than the Transformer's
+    # attention step (issue 48; more on main before 8b07c7a).
     args = _args()
     base = op_counts.count(["posnet_transformer_tiny"], args)["posnet_transformer_tiny"]
     rposnet = op_counts.count(["rposnet_transformer_tiny"], args)["rposnet_transformer_tiny"]
-    assert rposnet["decode"] > base["decode"]
     assert rposnet["train"] > base["train"]
+    assert rposnet["decode"] < base["decode"]
 
 
 def test_the_table_gives_the_transformer_1_00x_and_the_ratios():
