@@ -19,7 +19,8 @@
 # says what ran, what stopped at its limit and what was not measured. With $OUT set (the device tool's
 # output folder) it also writes there the folder as gpu-run.tar.gz and summary.md.
 # Each part's limit in seconds: POSNET_LIMIT_INSTALL, _OPCOUNTS, _DECODE, _TRAIN, _CTRANSLATE2.
-# POSNET_COMMIT names the code in the summary where the copy has no .git. POSNET_GPU_FAKE=1 runs the same
+# POSNET_COMMIT names the code in the summary where the copy has no .git, or one that is not the working
+# tree's (the device tool's copy: pass the hash from the machine that sent it). POSNET_GPU_FAKE=1 runs the same
 # parts on the CPU with tiny models and checks the install instead of running it (tests/test_gpu_measure.py);
 # POSNET_GPU_ARCHS_{OPCOUNTS,DECODE,TRAIN} replace the arch lists; POSNET_GPU_DECODE_ROUNDS (5),
 # POSNET_GPU_TRAIN_ROUNDS (5) and POSNET_GPU_TRAIN_STEPS (30) shorten a run that has less device time.
@@ -59,6 +60,13 @@ decode_archs=${POSNET_GPU_ARCHS_DECODE:-transformer,aan_plus_avg,hc_gaussian,rpo
 train_archs=${POSNET_GPU_ARCHS_TRAIN:-transformer,transformer_nosa,rposnet_transformer,aposnet_transformer,tisa_transformer,rope_transformer,alibi_transformer}
 
 dir=${POSNET_GPU_DOCS:-docs/gpu}/$(date -u +%Y-%m-%d)-$slug
+# A second run on one day gets its own folder (DATE-DEVICE-2, ...): writing into the first would mix the two
+# runs' files (seen on the H100: a part the second run skipped kept the first run's log).
+if [ -e "$dir" ]; then
+  n=2
+  while [ -e "$dir-$n" ]; do n=$((n + 1)); done
+  dir=$dir-$n
+fi
 mkdir -p "$dir"
 work=$(mktemp -d)
 summary=$dir/summary.md

@@ -72,3 +72,23 @@ def test_ctranslate2_without_its_cuda_library_is_not_run_and_says_why(tmp_path):
     assert _summary_rows(summary)["ctranslate2"] == f"not run: {why}"
     assert f"- ctranslate2: not run ({why})" in summary
     assert not (folder / "decode_speed_ctranslate2.md").exists()
+
+
+def test_a_second_run_on_one_day_writes_its_own_folder(tmp_path):
+    env = dict(POSNET_GPU_ARCHS_OPCOUNTS="transformer", POSNET_GPU_ARCHS_DECODE="transformer",
+               POSNET_GPU_ARCHS_TRAIN="transformer", POSNET_LIMIT_TRAIN="1", POSNET_LIMIT_DECODE="1",
+               POSNET_LIMIT_CTRANSLATE2="1")
+    (tmp_path / "a").mkdir()
+    _, first, _ = _run(tmp_path / "a", **env)
+    (first / "earlier-only.md").write_text("a log of the first run\n")
+    docs = tmp_path / "a" / "docs"
+    out = tmp_path / "out-second"
+    out.mkdir()
+    done = subprocess.run(["bash", SCRIPT], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "POSNET_GPU_FAKE": "1", "POSNET_GPU_DOCS": str(docs), "OUT": str(out),
+                               "PYTHON": sys.executable, "OMP_NUM_THREADS": "1", **env})
+    assert sorted(p.name for p in docs.iterdir()) == [first.name, f"{first.name}-2"], done.stderr
+    second = docs / f"{first.name}-2"
+    assert (second / "summary.md").exists() and not (second / "earlier-only.md").exists()
+    assert (first / "earlier-only.md").exists()
+    assert (out / "summary.md").read_text() == (second / "summary.md").read_text()

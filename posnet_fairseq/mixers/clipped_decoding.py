@@ -135,9 +135,9 @@ def uniform_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int,
     """:func:`clipped_decoding_step` with a shared tail, without dropout, for rows that have had no pad key so
     far (as in beam search): every row attends with the same ``weights`` (H x (K+1), the step's row of
     :func:`uniform_weights`), so the step writes its value and sums the state with them, keeping no counts.
-    The state is one fp32 ``ring`` (B x H x (K+1) x D_h: the window's K slots, then the tail's sum), summed in
-    one product; :func:`clipped_decoding_step` takes it apart, and makes the counts from the step, if a pad
-    comes."""
+    The state is one fp32 ``ring`` (B x H x (K+1) x D_h: the window's K slots, then the tail's sum), weighed and
+    summed element-wise (a matrix product would first copy the weights out to every row);
+    :func:`clipped_decoding_step` takes it apart, and makes the counts from the step, if a pad comes."""
     k = weights.size(-1) - 1
     if "ring" not in buffer:  # only written in place, as the window
         acc = torch.promote_types(v.dtype, torch.float32)  # (the tail's sum: fp32 whatever the model's dtype)
