@@ -24,7 +24,8 @@ TENSORBOARD_HINT = "Please install tensorboardX"
 # (category, regular expression matching the start of the message). fairseq 0.12 builds its config with hydra
 # 1.0's experimental compose API (fairseq/dataclass/utils.py), which hydra 1.3 warns about at every call; its
 # data loaders ask for pinned memory on machines without an accelerator; it scripts modules with torch.jit
-# on import, which torch 2.13 deprecates.
+# on import, which torch 2.13 deprecates; its MultiheadAttention hands torch a bool padding mask beside its
+# float causal mask (a teacher-forced decoder pass over padded sentences: posnet-compare's analysis step).
 LIBRARY_NOTICES = (
     (UserWarning, r"hydra\.experimental\.(initialize|compose)\(\) is no longer experimental"),
     (UserWarning, r"\s*The version_base parameter is not specified"),
@@ -33,6 +34,7 @@ LIBRARY_NOTICES = (
     (UserWarning, r"\s*The strict flag in the compose API is deprecated"),
     (UserWarning, r"'pin_memory' argument is set as true but no accelerator is found"),
     (DeprecationWarning, r"`torch\.jit\.script` is deprecated"),
+    (UserWarning, r"Support for mismatched key_padding_mask and attn_mask is deprecated"),
 )
 
 

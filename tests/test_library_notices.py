@@ -33,6 +33,15 @@ def test_the_decoding_benchmark_prints_no_library_notice(tmp_path):
     assert [line for line in err.splitlines() if any(n in line for n in NOTICES)] == []
 
 
+def test_the_compare_analysis_step_prints_no_library_notice():
+    # posnet-compare's analysis step (compare/mixing.py) runs fairseq's decoder teacher-forced over padded
+    # sentences: its MultiheadAttention gives torch a bool padding mask and a float causal mask.
+    err = stderr_of("-c", "import posnet_fairseq, sys; from posnet_fairseq.compare import mixing; "
+                    "mixing.offset_profiles(sys.argv[1], sys.argv[2], sentences=8)",
+                    os.path.join(FIXTURE, "transformer", "checkpoint.pt"), os.path.join(FIXTURE, "data-bin"))
+    assert [line for line in err.splitlines() if any(n in line for n in NOTICES)] == []
+
+
 def test_only_the_listed_notices_are_silenced():
     """The filters match the listed messages of their category, and nothing else."""
     with warnings.catch_warnings(record=True) as caught:
@@ -42,6 +51,8 @@ def test_only_the_listed_notices_are_silenced():
         warnings.simplefilter("always", append=True)  # shows what no notice filter before it drops
         warnings.warn("hydra.experimental.compose() is no longer experimental. Use hydra.compose()", UserWarning)
         warnings.warn("`torch.jit.script` is deprecated. Please switch to `torch.compile`", DeprecationWarning)
+        warnings.warn("Support for mismatched key_padding_mask and attn_mask is deprecated. Use same type for both "
+                      "instead.", UserWarning)
         warnings.warn("`torch.jit.script` is deprecated, said as a FutureWarning", FutureWarning)
         warnings.warn("some other notice", UserWarning)
     assert [(w.category, str(w.message)) for w in caught] == [
