@@ -13,6 +13,8 @@ is a key's own): they decode with the whole prefix cached
 The functions take the mixer (``posnet.PositionAttention``: its value
 projection, dropout and decoding steps) and its :class:`RelativeEnergies`.
 """
+from typing import Dict
+
 import torch
 import torch.nn.functional as F
 
@@ -66,6 +68,18 @@ def self_energies(mixer, relative, step):
     return made[0][step: step + 1]  # 1 x H x (K+1)
 
 
+def step_count(n: int) -> torch.Tensor:
+    """The CPU scalar tensor ``n`` that a state stores as its step count, made once per n and never written
+    (a reorder keeps it, SHARED): a step stores the next one without making a tensor."""
+    count = _STEP_COUNTS.get(n)
+    if count is None:
+        count = _STEP_COUNTS[n] = torch.tensor(n)
+    return count
+
+
+_STEP_COUNTS: Dict[int, torch.Tensor] = {}
+
+
 def decode_self(mixer, relative, buffer, value, pad, length):
     """Decoder self-attention, step by step: every key at distance >= K shares the slot-0 energy of
     Eq. 10, so the last K values, the sum of the older ones and their count replace the cache. While
@@ -75,17 +89,18 @@ def decode_self(mixer, relative, buffer, value, pad, length):
     # Every row is at the same step: one count for the batch, on the CPU (read without a device sync).
     count = buffer.get("step_count")
     first = 0 if count is None else int(count)
-    mixer.keep_state(buffer, "step_count", torch.tensor(first + length), SHARED)
+    mixer.keep_state(buffer, "step_count", step_count(first + length), SHARED)
     outs = []
     for t in range(length):
         step, pad_t = first + t, None if pad is None else pad[:, t: t + 1]
+        v_t = v if length == 1 else v[:, :, t: t + 1]
         # (a window, once started by a pad, stays)
         uniform = pad_t is None and not mixer.training and "window" not in buffer
         made = decoding_rows(mixer, relative, step) if uniform else None
         if made is not None:
-            outs.append(uniform_decoding_step(mixer, buffer, step, v[:, :, t: t + 1], made[1][step]))
+            outs.append(uniform_decoding_step(mixer, buffer, step, v_t, made[1][step]))
         else:
-            outs.append(clipped_decoding_step(mixer, buffer, step, v[:, :, t: t + 1], pad_t,
+            outs.append(clipped_decoding_step(mixer, buffer, step, v_t, pad_t,
                                               self_energies(mixer, relative, step), shared_tail=True,
                                               dropout=mixer.dropout, training=mixer.training, ordered=True))
     return outs[0] if length == 1 else torch.cat(outs, dim=2)  # (a step: no copy)
