@@ -19,10 +19,10 @@ HAND = {
     "mha": ("posnet_transformer_tiny", [], lambda: 8 * D * D + 4 * T * D, lambda n: 8 * D * D + 4 * n * D),
     # Gated rPosNet (Eq. 4): W_v, the gate W_g and W_o (3 d^2); the energies are folded into a table
     # (no products), so only the weighted sum of the values remains: over T keys teacher-forced; while
-    # decoding, over the last K values and the tail's sum with weights made once per table, element-wise
-    # (a multiply and a sum over the K + 1 state vectors; not counted).
+    # decoding, over the last K values and the tail's sum (K + 1 state vectors) with weights made once per
+    # table, in one matrix product.
     "rposnet": ("rposnet_transformer_tiny", ["--posnet-max-relative", str(K)],
-                lambda: 6 * D * D + 2 * T * D, lambda n: 6 * D * D),
+                lambda: 6 * D * D + 2 * T * D, lambda n: 6 * D * D + 2 * (K + 1) * D),
     # AAN+ AVG: the gate Linear(2d, 2d) (4 d^2); the averages are running (cumulative) sums, element-wise.
     "aan": ("aan_plus_avg_tiny", [], lambda: 8 * D * D, lambda n: 8 * D * D),
 }

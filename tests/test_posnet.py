@@ -161,9 +161,26 @@ def test_folded_rposnet_decodes_as_it_trains_across_a_growth_of_its_table(max_re
         mixer.make_generation_fast_()
         decoded, state = step_mixer(mixer, x)
     relative = mixer.relative
-    assert relative.table.size(1) == 2 * FOLD_START and relative.decoding_rows[0] is relative.table
+    assert relative.table.size(1) == 2 * FOLD_START and relative.decoding_rows.holds(relative.table)
     assert int(mixer._get_input_buffer(state)["step_count"]) == FOLD_START + 8
     torch.testing.assert_close(decoded, expected, atol=1e-5, rtol=0)
+
+
+def test_precomputed_rposnet_decodes_from_a_table_loaded_in_place_after_decoding():
+    """The decoding rows are made anew when the table is written in place (load_state_dict copies into the
+    same tensor at the same address, so a cache keyed by the table's address, dtype and shape would decode
+    with the old table's rows)."""
+    first, second = (table_form(make_mixer("rposnet", "decoder_self", seed=seed)[0], 16) for seed in (0, 1))
+    x = torch.randn(12, 3, DIM, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        before = step_mixer(first, x)[0]
+        address = first.relative.table.data_ptr()
+        first.load_state_dict(second.state_dict())
+        assert first.relative.table.data_ptr() == address
+        after = step_mixer(first, x)[0]
+        expected = second(x, x, x)[0]
+    assert not torch.allclose(before, expected, atol=1e-3)
+    torch.testing.assert_close(after, expected, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))

@@ -135,8 +135,10 @@ def uniform_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int,
     """:func:`clipped_decoding_step` with a shared tail, without dropout, for rows that have had no pad key so
     far (as in beam search): every row attends with the same ``weights`` (H x (K+1), the step's row of
     :func:`uniform_weights`), so the step writes its value and sums the state with them, keeping no counts.
-    The state is one fp32 ``ring`` (B x H x (K+1) x D_h: the window's K slots, then the tail's sum), weighed and
-    summed element-wise (a matrix product would first copy the weights out to every row);
+    The state is one fp32 ``ring`` (B x H x (K+1) x D_h: the window's K slots, then the tail's sum), summed with
+    the weights in one matrix product, which reads the ring once (weighing it element-wise and then summing
+    would write and read a product as large as the ring: on the CPU, whose step is bound by memory traffic,
+    more than the copy of the weights out to every row that the product makes, B x H x (K+1));
     :func:`clipped_decoding_step` takes it apart, and makes the counts from the step, if a pad comes."""
     k = weights.size(-1) - 1
     if "ring" not in buffer:  # only written in place, as the window
@@ -149,4 +151,8 @@ def uniform_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int,
         ring[:, :, slot: slot + 1] = v
     else:
         ring += v
-    return (ring * weights[:, :, None]).sum(dim=2, keepdim=True).to(v.dtype)
+    batch, heads, slots, head_dim = ring.shape
+    # One batch of B x H products (1 x (K+1) by (K+1) x D_h): bmm itself, fewer operators than matmul's broadcast.
+    rows = weights.expand(batch, heads, slots).reshape(batch * heads, 1, slots)
+    out = torch.bmm(rows, ring.view(batch * heads, slots, head_dim)).view(batch, heads, 1, head_dim)
+    return out if out.dtype == v.dtype else out.to(v.dtype)  # (an fp32 model: no call)

@@ -52,6 +52,7 @@ from ..sites import SITE_LIST, dest, layer_indices, per_layer, spec_items
 from . import hc_decoding
 from .attention import real_positions
 from .base import Mixer
+from .derived_cache import DerivedCache
 from .registry import register_mixer
 from .state_reorder import COPY
 
@@ -193,8 +194,9 @@ class HardCodedSelfAttention(_HardCodedAttention):
         super().__init__(embed_dim, num_heads, embed_dim, offsets, sigma, kernel, bias, weight_dropout)
         self.causal = causal
         self.window = self.decoding_window(max_length, offsets) if causal else None
-        # (device, dtype) -> the window's weights rotated to the ring's slots (_ring_weights), made once.
-        self._window_weights = {}
+        # The window's weights rotated to the ring's slots (_ring_weights), per (device, dtype), made once per
+        # offsets tensor (its replacement or an in-place write makes them anew: derived_cache.py).
+        self._window_weights = DerivedCache()
 
     def extra_repr(self):
         return f"{super().extra_repr()}, causal={self.causal}, window={self.window}"
@@ -275,11 +277,8 @@ class HardCodedSelfAttention(_HardCodedAttention):
     def _ring_weights(self, device, dtype):
         """The window's weights rotated to the ring's slots (``hc_decoding.rotated_weights``) in ``dtype``: the
         same at every decoding step, so made once, not per step."""
-        key = (device, dtype)
-        if key not in self._window_weights:
-            self._window_weights[key] = hc_decoding.rotated_weights(self._causal_weights(0, self.window)).to(
-                device=device, dtype=dtype)
-        return self._window_weights[key]
+        return self._window_weights.get(self.offsets, lambda: hc_decoding.rotated_weights(
+            self._causal_weights(0, self.window)).to(device=device, dtype=dtype), (device, dtype))
 
 
 @register_mixer(

@@ -22,6 +22,7 @@ from fairseq.modules import LearnedPositionalEmbedding, SinusoidalPositionalEmbe
 from torch import Tensor, nn
 
 from .attention import autocast_off
+from .derived_cache import DerivedCache
 from .norms import layer_norm_fp32
 
 
@@ -161,8 +162,8 @@ class RelativeEnergies(EnergyTerm):
         self.positions = positions  # ModelPositions (None in a precomputed term)
         self.q_proj = None if precomputed else nn.Linear(embed_dim, embed_dim)
         self.keys = None if precomputed else nn.Parameter(torch.empty(2 * max_relative + 1, embed_dim))
-        # (the table's identity, its rows for decoder self-attention): made by posnet_decoding.self_energies.
-        self.decoding_rows = None
+        # The table's rows and weights for decoder self-attention (posnet_decoding.decoding_rows).
+        self.decoding_rows = DerivedCache()
 
     def projections(self):
         return [] if self.q_proj is None else [self.q_proj]

@@ -13,6 +13,8 @@ is a key's own): they decode with the whole prefix cached
 The functions take the mixer (``posnet.PositionAttention``: its value
 projection, dropout and decoding steps) and its :class:`RelativeEnergies`.
 """
+from typing import Dict
+
 import torch
 import torch.nn.functional as F
 
@@ -29,29 +31,30 @@ def step_energies(mixer, relative, steps):
 
 
 def decoding_rows(mixer, relative, step):
-    """``(table, key, rows, weights)`` made once per table that covers ``step`` (folded, grown to cover it
-    first, or precomputed), or None where none does (the energies are then computed per step).
+    """``(rows, weights)`` made once per table that covers ``step`` (folded, grown to cover it first, or
+    precomputed), or None where none does (the energies are then computed per step).
 
     Every row of the batch is at the same step, so one row of energies serves them all: ``rows`` are the
     scaled fp32 energies N x H x (K+1) of every step, in the order of ``clipped_decoding_step``'s state
     (``slot_order``: a causal query at n sees the slots m - n = -K..0, i.e. 0..K), and ``weights`` the
-    steps' attention weights for rows without pads (``uniform_weights``). Held with the table they were
-    made from (``relative.decoding_rows``), so that a new table (grown, or converted) is noticed."""
+    steps' attention weights for rows without pads (``uniform_weights``). Kept in ``relative.decoding_rows``
+    (``derived_cache.py``), made anew when the table is replaced (grown, converted) or written in place."""
     if not relative.covers(step + 1):
         if not (mixer.folded and not mixer.training):
             return None
         mixer.term_energies(relative, step, step + 1)  # grows the folded table to cover the step
+    return relative.decoding_rows.get(relative.table, lambda: _rows_and_weights(mixer, relative))
+
+
+def _rows_and_weights(mixer, relative):
+    """The ``(rows, weights)`` of :func:`decoding_rows`, from ``relative.table``."""
     k, table = relative.max_relative, relative.table
-    made = relative.decoding_rows
-    key = (table.data_ptr(), table.dtype, table.shape)
-    if made is None or made[0] is not table or made[1] != key:
-        period = max(k, 1)  # the ring's slot is the step modulo K
-        orders = torch.stack([slot_order(k, n % period, torch.device("cpu")) for n in range(period)])
-        order = orders.to(table.device)[torch.arange(table.size(1), device=table.device) % period]  # N x (K+1)
-        rows = table.float()[:, :, : k + 1].gather(2, order.unsqueeze(0).expand(table.size(0), -1, -1))
-        rows = (rows * mixer.scaling).transpose(0, 1).contiguous()
-        made = relative.decoding_rows = (table, key, rows, uniform_weights(rows))
-    return made
+    period = max(k, 1)  # the ring's slot is the step modulo K
+    orders = torch.stack([slot_order(k, n % period, torch.device("cpu")) for n in range(period)])
+    order = orders.to(table.device)[torch.arange(table.size(1), device=table.device) % period]  # N x (K+1)
+    rows = table.float()[:, :, : k + 1].gather(2, order.unsqueeze(0).expand(table.size(0), -1, -1))
+    rows = (rows * mixer.scaling).transpose(0, 1).contiguous()
+    return rows, uniform_weights(rows)
 
 
 def self_energies(mixer, relative, step):
@@ -62,7 +65,19 @@ def self_energies(mixer, relative, step):
         k = relative.max_relative
         row = mixer.term_energies(relative, step, step + 1)[:, 0, : k + 1] * mixer.scaling  # H x (K+1)
         return row[:, slot_order(k, step % k if k else 0, row.device)].unsqueeze(0)
-    return made[2][step: step + 1]  # 1 x H x (K+1)
+    return made[0][step: step + 1]  # 1 x H x (K+1)
+
+
+def step_count(n: int) -> torch.Tensor:
+    """The CPU scalar tensor ``n`` that a state stores as its step count, made once per n and never written
+    (a reorder keeps it, SHARED): a step stores the next one without making a tensor."""
+    count = _STEP_COUNTS.get(n)
+    if count is None:
+        count = _STEP_COUNTS[n] = torch.tensor(n)
+    return count
+
+
+_STEP_COUNTS: Dict[int, torch.Tensor] = {}
 
 
 def decode_self(mixer, relative, buffer, value, pad, length):
@@ -74,17 +89,18 @@ def decode_self(mixer, relative, buffer, value, pad, length):
     # Every row is at the same step: one count for the batch, on the CPU (read without a device sync).
     count = buffer.get("step_count")
     first = 0 if count is None else int(count)
-    mixer.keep_state(buffer, "step_count", torch.tensor(first + length), SHARED)
+    mixer.keep_state(buffer, "step_count", step_count(first + length), SHARED)
     outs = []
     for t in range(length):
         step, pad_t = first + t, None if pad is None else pad[:, t: t + 1]
+        v_t = v if length == 1 else v[:, :, t: t + 1]
         # (a window, once started by a pad, stays)
         uniform = pad_t is None and not mixer.training and "window" not in buffer
         made = decoding_rows(mixer, relative, step) if uniform else None
         if made is not None:
-            outs.append(uniform_decoding_step(mixer, buffer, step, v[:, :, t: t + 1], made[3][step]))
+            outs.append(uniform_decoding_step(mixer, buffer, step, v_t, made[1][step]))
         else:
-            outs.append(clipped_decoding_step(mixer, buffer, step, v[:, :, t: t + 1], pad_t,
+            outs.append(clipped_decoding_step(mixer, buffer, step, v_t, pad_t,
                                               self_energies(mixer, relative, step), shared_tail=True,
                                               dropout=mixer.dropout, training=mixer.training, ordered=True))
     return outs[0] if length == 1 else torch.cat(outs, dim=2)  # (a step: no copy)

@@ -1,0 +1,56 @@
+"""derived_cache.DerivedCache: a value made from a tensor is made anew when the tensor is replaced or written in
+place, and kept otherwise; HC-SA's ring weights follow its offsets through it."""
+import torch
+
+from posnet_fairseq.mixers import hc_decoding
+from posnet_fairseq.mixers.derived_cache import DerivedCache
+from posnet_fairseq.mixers.hc_gaussian import HardCodedSelfAttention
+
+
+def made_counter(source):
+    calls = []
+
+    def make():
+        calls.append(1)
+        return source.sum().item()
+
+    return calls, make
+
+
+def test_a_value_is_kept_while_its_tensor_is_unchanged_and_made_per_extra_key():
+    source, cache = torch.arange(6.0), DerivedCache()
+    calls, make = made_counter(source)
+    assert cache.get(source, make) == cache.get(source, make) == 15.0
+    cache.get(source, make, extra="other")
+    assert len(calls) == 2
+
+
+def test_an_in_place_write_at_the_same_address_makes_the_value_anew():
+    source, cache = torch.arange(6.0), DerivedCache()
+    cache.get(source, lambda: source.sum().item())
+    address = source.data_ptr()
+    source.mul_(2.0)  # same tensor, address, dtype and shape: only the version counter tells
+    assert source.data_ptr() == address and not cache.holds(source)
+    assert cache.get(source, lambda: source.sum().item()) == 30.0
+
+
+def test_a_module_conversion_that_swaps_a_parameters_data_makes_the_value_anew():
+    module = torch.nn.Linear(3, 2)
+    weight, cache = module.weight, DerivedCache()
+    cache.get(weight, lambda: weight.sum().item())
+    module.double()
+    module.float()  # the same Parameter object, its version unchanged, its data a new tensor
+    assert module.weight is weight and not cache.holds(weight)
+    assert cache.get(weight, lambda: 1.0) == 1.0
+
+
+def test_hc_gaussian_ring_weights_follow_an_in_place_write_of_the_offsets():
+    """A dict keyed by (device, dtype) alone would keep the weights of the old offsets."""
+    mixer = HardCodedSelfAttention(16, 2, [-1.0, 0.0], 1.0, "gaussian", False, True, max_length=64).eval()
+    before = mixer._ring_weights(torch.device("cpu"), torch.float32)
+    with torch.no_grad():
+        mixer.offsets.copy_(torch.tensor([0.0, -2.0]))
+    after = mixer._ring_weights(torch.device("cpu"), torch.float32)
+    expected = hc_decoding.rotated_weights(mixer._causal_weights(0, mixer.window))
+    assert not torch.equal(before, expected)
+    torch.testing.assert_close(after, expected, atol=0, rtol=0)
