@@ -27,6 +27,7 @@ import functools
 import os
 import shutil
 import statistics
+from types import MappingProxyType
 
 from .. import fairseq_log, precompute
 from ..benchmark import decode_speed, flops, training_step
@@ -34,28 +35,29 @@ from ..evaluation.evaluate import count_parameters
 from ..precompute import DEFAULT_LENGTH as PRECOMPUTE_LENGTH
 from . import data
 from .model_flags import architecture
+from .records import SETTINGS_REPEATED, Cost, DecodeCost, Parameters, StepCost, frozen
 from .steps import load_json, require_checkpoints, save_json
 
 
-def parameters(checkpoint, data_bin):
-    """{"params": trained model, "precomputed": after folding PosNet energies (None: not applicable)}."""
-    result = {"params": count_parameters(checkpoint, data_bin), "precomputed": None}
+def parameters(checkpoint, data_bin) -> Parameters:
+    """The trained model's parameters, and after folding PosNet energies (None: not applicable)."""
+    trained = count_parameters(checkpoint, data_bin)
     _, _, model = precompute.load_checkpoint_model(checkpoint, data_bin)
-    if precompute.position_mixers(model):
-        length = min([PRECOMPUTE_LENGTH, *[n for n, needed in zip(model.max_positions(),
-                                                                   precompute.position_limits(model)) if needed]])
-        precompute.precompute_model_(model, length)
-        result.update(precomputed=precompute.parameter_counts(model)["model"], precompute_length=length)
-    return result
+    if not precompute.position_mixers(model):
+        return Parameters(trained)
+    length = min([PRECOMPUTE_LENGTH, *[n for n, needed in zip(model.max_positions(),
+                                                               precompute.position_limits(model)) if needed]])
+    precompute.precompute_model_(model, length)
+    return Parameters(trained, precompute.parameter_counts(model)["model"], length)
 
 
 def training_steps(archs, flags, vocab, batch, length, rounds, timed_steps, log):
-    """{model: training_step.measure_rounds' record} (medians over ``rounds``, models alternating; ``archs``:
+    """{model: StepCost of training_step.measure_rounds' record} (medians over ``rounds``, models alternating; ``archs``:
     the models' names, :func:`posnet_fairseq.compare.model_flags.architecture`)."""
     timings = training_step.measure_rounds(archs, batch, length, vocab, flags, timed_steps, rounds,
                                            lambda r: log(f"cost: training-step round {r + 1}/{rounds} done"),
                                            architecture=architecture)
-    return {arch: timing.record() for arch, timing in timings.items()}
+    return {arch: StepCost(frozen(timing.record())) for arch, timing in timings.items()}
 
 
 def decoding_flops(checkpoints, limits, speed_bin, lengths, langs, beam):
@@ -75,8 +77,8 @@ def decoding_flops(checkpoints, limits, speed_bin, lengths, langs, beam):
 
 def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs, beam, batch_size, log, cpu=True,
              flags=None):
-    """{arch: {length: decode_speed.time_rounds' record ("rate", "cpu_s", "tokens_per_hyp", "rounds") or
-    {"beyond": N}}}; on the first GPU unless ``cpu``; ``flags``: {arch: its --arch-generate-flags}."""
+    """{arch: {length: DecodeCost of decode_speed.time_rounds' record ("rate", "cpu_s", "tokens_per_hyp",
+    "rounds") or of {"beyond": N}}}; on the first GPU unless ``cpu``; ``flags``: {arch: its --arch-generate-flags}."""
     import torch
 
     torch.set_num_threads(1)  # the models alternate on one core, like the trainings
@@ -88,13 +90,13 @@ def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs
         runnable[length] = {arch: path for arch, path in checkpoints.items() if length + 1 <= limits[arch][1]}
         for arch in checkpoints:
             if arch not in runnable[length]:
-                result[arch][length] = {"beyond": limits[arch][1]}
+                result[arch][length] = DecodeCost(frozen({"beyond": limits[arch][1]}))
     timings = decode_speed.time_rounds(runnable, speed_bin, rounds, results_dir,
                                        lambda r: log(f"cost: decoding round {r + 1}/{rounds} done"), beam=beam,
                                        batch_size=batch_size, source_lang=langs[0], target_lang=langs[1], cpu=cpu,
                                        flags=flags)
     for (arch, length), timing in timings.items():
-        result[arch][length] = timing.record()
+        result[arch][length] = DecodeCost(frozen(timing.record()))
     return result
 
 
@@ -124,7 +126,7 @@ def _ctranslate2_engines(checkpoints, limits, speed_bin, work_dir, langs, beam, 
 
 
 def ctranslate2_decoding(checkpoints, limits, speed_bin, lengths, rounds, work_dir, langs, beam, batch_size, log):
-    """{row: {length: decode_speed.time_rounds' record or {"beyond": N}}} of the models converted with CTranslate2,
+    """{row: {length: DecodeCost of decode_speed.time_rounds' record or of {"beyond": N}}} of the models converted with CTranslate2,
     fp32 and int8: the first model as "ctranslate2 fp32" / "ctranslate2 int8", each other model that converts
     (Shaw-relative and T5-bias ones) as "ARCH ctranslate2 fp32" / "ARCH ctranslate2 int8"; or {"missing": why}
     (not installed, or the first model is refused)."""
@@ -138,8 +140,8 @@ def ctranslate2_decoding(checkpoints, limits, speed_bin, lengths, rounds, work_d
     runnable = {n: {row: engine for row, engine in engines.items() if n + 1 <= limit[row]} for n in lengths}
     timings = decode_speed.time_rounds(runnable, speed_bin, rounds, None,
                                        lambda r: log(f"cost: CTranslate2 decoding round {r + 1}/{rounds} done"))
-    return {row: {n: timings[row, n].record() if (row, n) in timings else {"beyond": limit[row]} for n in lengths}
-            for row in engines}
+    return {row: {n: DecodeCost(frozen(timings[row, n].record() if (row, n) in timings else {"beyond": limit[row]}))
+                  for n in lengths} for row in engines}
 
 
 def write_speed_set(data_bin, out_dir, sentences, src, tgt):
@@ -196,12 +198,12 @@ def measure(args, steps, info, trained, limits, train_logs, log):
     why = steps.why_not_done("cost", settings, inputs)
     if why is None:
         log(f"cost: skipped, measured earlier ({path})")
-        return load_json(path)
+        return Cost.read(load_json(path))
     # A run of some of the models of a finished cost step reads their figures there, beside the baseline they
     # were measured with (after --delete-checkpoints too).
     if steps.done_for_more("cost", settings, inputs, "archs", per_member=("generate_flags",)):
         log(f"cost: skipped, measured earlier with more models ({path})")
-        return load_json(path)
+        return Cost.read(load_json(path))
     require_checkpoints(trained, f"measuring the cost again ({why})")
     log(f"cost: measured ({why})")
     log("cost: parameters")
@@ -209,10 +211,9 @@ def measure(args, steps, info, trained, limits, train_logs, log):
     log(f"cost: training steps ({settings['step_batch']} x {step_length} tokens, {args.step_rounds} rounds)")
     steps_ = training_steps(list(trained), args.flags, info.vocab, settings["step_batch"], step_length,
                             args.step_rounds, args.timed_steps, log)
-    if gpu:
-        for arch, log_path in train_logs.items():
-            if arch in steps_:
-                steps_[arch]["tokens_per_s"] = fairseq_log.train_speed(log_path)["wps"]
+    if gpu:  # the training speed is fairseq-train's own on its GPU, in the place of the step's
+        steps_ = {arch: s.with_speed(fairseq_log.train_speed(train_logs[arch])["wps"]) if arch in train_logs else s
+                  for arch, s in steps_.items()}
     log(f"cost: decoding speed at output lengths {args.lengths} ({args.decode_rounds} rounds)")
     speed_bin = write_speed_set(info.data_bin, steps.out, args.decode_sentences, *info.langs)
     decoded = decoding(trained, limits, speed_bin, args.lengths, args.decode_rounds,
@@ -223,18 +224,19 @@ def measure(args, steps, info, trained, limits, train_logs, log):
                                      args.decode_batch, log)
     log(f"cost: FLOPs per generated token at output lengths {args.lengths}")
     counted = decoding_flops(trained, limits, speed_bin, args.lengths, info.langs, args.decode_beam)
-    precompute_lengths = {p["precompute_length"] for p in params.values() if p.get("precompute_length")}
-    result = {"settings": settings, "parameters": params, "training_steps": steps_,
-              "decoding": {arch: {str(n): v for n, v in per.items()} for arch, per in decoded.items()},
-              "decoding_flops": {arch: {str(n): v for n, v in per.items()} for arch, per in counted.items()},
-              "ctranslate2": {row: per if row == "missing" else {str(n): v for n, v in per.items()}
-                              for row, per in converted.items()},
-              "decode_lengths": args.lengths, "decode_sentences": args.decode_sentences,
-              "decode_beam": args.decode_beam, "decode_batch": args.decode_batch,
-              "decode_rounds": args.decode_rounds, "step_rounds": args.step_rounds, "timed_steps": args.timed_steps,
-              "step_length": step_length, "step_batch": settings["step_batch"],
-              "precompute_length": ", ".join(map(str, sorted(precompute_lengths))) or None,
-              "devices": args.plan.describe()}
-    save_json(path, result)
+    precompute_lengths = sorted({p.precompute_length for p in params.values() if p.precompute_length})
+    result = Cost(MappingProxyType(params), MappingProxyType(steps_),
+                  _by_length(decoded), frozen(_by_length(counted)),
+                  frozen({**{key: settings[key] for key in SETTINGS_REPEATED},
+                          "precompute_length": ", ".join(map(str, precompute_lengths)) or None}),
+                  frozen(converted if "missing" in converted else _by_length(converted)),
+                  frozen(settings), args.plan.describe())
+    save_json(path, result.stored())
     steps.finish("cost", settings, inputs, [path])
-    return load_json(path)
+    return result
+
+
+def _by_length(per_model):
+    """{model: {length: figure}} with the lengths as cost.json keys them (strings)."""
+    return MappingProxyType({model: MappingProxyType({str(n): v for n, v in per.items()})
+                             for model, per in per_model.items()})
