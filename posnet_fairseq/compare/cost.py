@@ -35,7 +35,7 @@ from ..evaluation.evaluate import count_parameters
 from ..precompute import DEFAULT_LENGTH as PRECOMPUTE_LENGTH
 from . import data
 from .model_flags import architecture
-from .records import SETTINGS_REPEATED, Cost, DecodeCost, Parameters, StepCost, frozen
+from .records import SETTINGS_REPEATED, Cost, Parameters, StepCost, flops_per_length, frozen, per_length, read_each
 from .steps import load_json, require_checkpoints, save_json
 
 
@@ -52,8 +52,8 @@ def parameters(checkpoint, data_bin) -> Parameters:
 
 
 def training_steps(archs, flags, vocab, batch, length, rounds, timed_steps, log):
-    """{model: StepCost of training_step.measure_rounds' record} (medians over ``rounds``, models alternating; ``archs``:
-    the models' names, :func:`posnet_fairseq.compare.model_flags.architecture`)."""
+    """{model: StepCost of training_step.measure_rounds' record} (medians over ``rounds``, models alternating;
+    ``archs``: the models' names, :func:`posnet_fairseq.compare.model_flags.architecture`)."""
     timings = training_step.measure_rounds(archs, batch, length, vocab, flags, timed_steps, rounds,
                                            lambda r: log(f"cost: training-step round {r + 1}/{rounds} done"),
                                            architecture=architecture)
@@ -77,8 +77,8 @@ def decoding_flops(checkpoints, limits, speed_bin, lengths, langs, beam):
 
 def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs, beam, batch_size, log, cpu=True,
              flags=None):
-    """{arch: {length: DecodeCost of decode_speed.time_rounds' record ("rate", "cpu_s", "tokens_per_hyp",
-    "rounds") or of {"beyond": N}}}; on the first GPU unless ``cpu``; ``flags``: {arch: its --arch-generate-flags}."""
+    """{arch: {length: decode_speed.time_rounds' record ("rate", "cpu_s", "tokens_per_hyp", "rounds") or
+    {"beyond": N}}}; on the first GPU unless ``cpu``; ``flags``: {arch: its --arch-generate-flags}."""
     import torch
 
     torch.set_num_threads(1)  # the models alternate on one core, like the trainings
@@ -90,13 +90,13 @@ def decoding(checkpoints, limits, speed_bin, lengths, rounds, results_dir, langs
         runnable[length] = {arch: path for arch, path in checkpoints.items() if length + 1 <= limits[arch][1]}
         for arch in checkpoints:
             if arch not in runnable[length]:
-                result[arch][length] = DecodeCost(frozen({"beyond": limits[arch][1]}))
+                result[arch][length] = {"beyond": limits[arch][1]}
     timings = decode_speed.time_rounds(runnable, speed_bin, rounds, results_dir,
                                        lambda r: log(f"cost: decoding round {r + 1}/{rounds} done"), beam=beam,
                                        batch_size=batch_size, source_lang=langs[0], target_lang=langs[1], cpu=cpu,
                                        flags=flags)
     for (arch, length), timing in timings.items():
-        result[arch][length] = DecodeCost(frozen(timing.record()))
+        result[arch][length] = timing.record()
     return result
 
 
@@ -126,7 +126,7 @@ def _ctranslate2_engines(checkpoints, limits, speed_bin, work_dir, langs, beam, 
 
 
 def ctranslate2_decoding(checkpoints, limits, speed_bin, lengths, rounds, work_dir, langs, beam, batch_size, log):
-    """{row: {length: DecodeCost of decode_speed.time_rounds' record or of {"beyond": N}}} of the models converted with CTranslate2,
+    """{row: {length: decode_speed.time_rounds' record or {"beyond": N}}} of the models converted with CTranslate2,
     fp32 and int8: the first model as "ctranslate2 fp32" / "ctranslate2 int8", each other model that converts
     (Shaw-relative and T5-bias ones) as "ARCH ctranslate2 fp32" / "ARCH ctranslate2 int8"; or {"missing": why}
     (not installed, or the first model is refused)."""
@@ -140,8 +140,8 @@ def ctranslate2_decoding(checkpoints, limits, speed_bin, lengths, rounds, work_d
     runnable = {n: {row: engine for row, engine in engines.items() if n + 1 <= limit[row]} for n in lengths}
     timings = decode_speed.time_rounds(runnable, speed_bin, rounds, None,
                                        lambda r: log(f"cost: CTranslate2 decoding round {r + 1}/{rounds} done"))
-    return {row: {n: DecodeCost(frozen(timings[row, n].record() if (row, n) in timings else {"beyond": limit[row]}))
-                  for n in lengths} for row in engines}
+    return {row: {n: timings[row, n].record() if (row, n) in timings else {"beyond": limit[row]} for n in lengths}
+            for row in engines}
 
 
 def write_speed_set(data_bin, out_dir, sentences, src, tgt):
@@ -226,17 +226,11 @@ def measure(args, steps, info, trained, limits, train_logs, log):
     counted = decoding_flops(trained, limits, speed_bin, args.lengths, info.langs, args.decode_beam)
     precompute_lengths = sorted({p.precompute_length for p in params.values() if p.precompute_length})
     result = Cost(MappingProxyType(params), MappingProxyType(steps_),
-                  _by_length(decoded), frozen(_by_length(counted)),
+                  read_each(decoded, per_length), read_each(counted, flops_per_length),
                   frozen({**{key: settings[key] for key in SETTINGS_REPEATED},
                           "precompute_length": ", ".join(map(str, precompute_lengths)) or None}),
-                  frozen(converted if "missing" in converted else _by_length(converted)),
+                  frozen(converted) if "missing" in converted else read_each(converted, per_length),
                   frozen(settings), args.plan.describe())
     save_json(path, result.stored())
     steps.finish("cost", settings, inputs, [path])
     return result
-
-
-def _by_length(per_model):
-    """{model: {length: figure}} with the lengths as cost.json keys them (strings)."""
-    return MappingProxyType({model: MappingProxyType({str(n): v for n, v in per.items()})
-                             for model, per in per_model.items()})

@@ -39,7 +39,7 @@ def _empty():
     return MappingProxyType({})
 
 
-def _of(items, read):
+def read_each(items, read):
     """{key: read(value)} of a JSON object, read-only."""
     return MappingProxyType({key: read(value) for key, value in items.items()})
 
@@ -141,7 +141,7 @@ class Bucket:
     @classmethod
     def read(cls, b):
         return cls(b["lo"], b["hi"], b["sentences"], b["beyond_training"], b.get("too_small", False),
-                   _of(b["scores"], BucketScore.read), b.get("concatenated"))
+                   read_each(b["scores"], BucketScore.read), b.get("concatenated"))
 
 
 # quality.json's keys in the order it has them; those of _OPTIONAL only where set.
@@ -179,7 +179,7 @@ class Quality:
     @classmethod
     def read(cls, q):
         """The record of a quality.json (one of an earlier version too: what it lacks is None)."""
-        return cls(_of(q["systems"], System.read), tuple(Bucket.read(b) for b in q["buckets"]),
+        return cls(read_each(q["systems"], System.read), tuple(Bucket.read(b) for b in q["buckets"]),
                    frozen(q.get("signatures", {})), q.get("train_limit"), q.get("samples"), q.get("length_unit"),
                    q.get("min_bucket_sentences"), frozen(q.get("failed", {})),
                    *(frozen(q.get(key)) for key in ("concatenated", "verdict", "kept", "test_groups", "baseline",
@@ -248,15 +248,20 @@ class DecodeCost:
         return thawed(self.measured)
 
 
-def _per_length(per):
+def per_length(per):
     """{length: DecodeCost} of one model's (or CTranslate2 row's) JSON, the lengths as strings."""
     return MappingProxyType({str(n): DecodeCost(frozen(e)) for n, e in per.items()})
 
 
+def flops_per_length(per):
+    """{length: FLOPs per generated token} of one model's JSON, the lengths as strings."""
+    return frozen({str(n): v for n, v in per.items()})
+
+
 # The measuring settings cost.json repeats after the figures (scripts read them there), then the PosNet table
 # lengths; the report reads them as Cost.settings.
-SETTINGS_REPEATED = ("decode_lengths", "decode_sentences", "decode_beam", "decode_batch", "decode_rounds", "step_rounds",
-             "timed_steps", "step_length", "step_batch")
+SETTINGS_REPEATED = ("decode_lengths", "decode_sentences", "decode_beam", "decode_batch", "decode_rounds",
+                     "step_rounds", "timed_steps", "step_length", "step_batch")
 
 
 @dataclass(frozen=True)
@@ -286,10 +291,10 @@ class Cost:
         """The record of a cost.json (one of an earlier version too: what it lacks is None)."""
         converted = c.get("ctranslate2")
         if converted and "missing" not in converted:
-            converted = _of(converted, _per_length)
-        return cls(_of(c["parameters"], Parameters.read), _of(c["training_steps"], lambda s: StepCost(frozen(s))),
-                   _of(c["decoding"], _per_length),
-                   _of(c.get("decoding_flops", {}), lambda per: frozen({str(n): v for n, v in per.items()})),
+            converted = read_each(converted, per_length)
+        return cls(read_each(c["parameters"], Parameters.read),
+                   read_each(c["training_steps"], lambda s: StepCost(frozen(s))), read_each(c["decoding"], per_length),
+                   read_each(c.get("decoding_flops", {}), flops_per_length),
                    frozen({key: c.get(key) for key in (*SETTINGS_REPEATED, "precompute_length")}), frozen(converted),
                    frozen(c.get("settings")), c.get("devices"))
 
