@@ -246,8 +246,9 @@ def _outputs(args, info, translated):
 
 
 def _quality(args, steps, info, translated, limits, failed, complete, name, log, groups=None):
-    """OUT/quality.json (each seed's models against the baseline of the same seed, and the verdict) and where
-    each model's hypotheses ended, per bucket; ``groups``: :func:`_groups`."""
+    """The scoring step's record (:class:`~posnet_fairseq.compare.records.Quality`, saved as OUT/quality.json:
+    each seed's models against the baseline of the same seed, and the verdict) and where each model's hypotheses
+    ended, per bucket; ``groups``: :func:`_groups`."""
     (outputs, refs, src_tokens, tgt_tokens), joined, parsed = _outputs(args, info, translated)
     train_limit, force = info.train_limit, args.mode == "synthetic"
     buckets = data.merge_small_buckets(info.buckets, info.test_lengths, args.min_bucket_sentences, train_limit)
