@@ -65,7 +65,7 @@ class Score:
 
     @classmethod
     def read(cls, entry):
-        return cls(entry["score"], entry["mean"], entry["ci"], entry.get("p"), entry.get("direction"),
+        return cls(entry["score"], entry.get("mean"), entry.get("ci"), entry.get("p"), entry.get("direction"),
                    entry.get("p_value"), entry.get("p_value_worse"))
 
 
