@@ -27,6 +27,7 @@ import functools
 import os
 import shutil
 import statistics
+from types import MappingProxyType
 
 from .. import fairseq_log, precompute
 from ..benchmark import decode_speed, flops, training_step
@@ -34,28 +35,29 @@ from ..evaluation.evaluate import count_parameters
 from ..precompute import DEFAULT_LENGTH as PRECOMPUTE_LENGTH
 from . import data
 from .model_flags import architecture
+from .records import SETTINGS_REPEATED, Cost, Parameters, StepCost, flops_per_length, frozen, per_length, read_each
 from .steps import load_json, require_checkpoints, save_json
 
 
-def parameters(checkpoint, data_bin):
-    """{"params": trained model, "precomputed": after folding PosNet energies (None: not applicable)}."""
-    result = {"params": count_parameters(checkpoint, data_bin), "precomputed": None}
+def parameters(checkpoint, data_bin) -> Parameters:
+    """The trained model's parameters, and after folding PosNet energies (None: not applicable)."""
+    trained = count_parameters(checkpoint, data_bin)
     _, _, model = precompute.load_checkpoint_model(checkpoint, data_bin)
-    if precompute.position_mixers(model):
-        length = min([PRECOMPUTE_LENGTH, *[n for n, needed in zip(model.max_positions(),
-                                                                   precompute.position_limits(model)) if needed]])
-        precompute.precompute_model_(model, length)
-        result.update(precomputed=precompute.parameter_counts(model)["model"], precompute_length=length)
-    return result
+    if not precompute.position_mixers(model):
+        return Parameters(trained)
+    length = min([PRECOMPUTE_LENGTH, *[n for n, needed in zip(model.max_positions(),
+                                                               precompute.position_limits(model)) if needed]])
+    precompute.precompute_model_(model, length)
+    return Parameters(trained, precompute.parameter_counts(model)["model"], length)
 
 
 def training_steps(archs, flags, vocab, batch, length, rounds, timed_steps, log):
-    """{model: training_step.measure_rounds' record} (medians over ``rounds``, models alternating; ``archs``:
-    the models' names, :func:`posnet_fairseq.compare.model_flags.architecture`)."""
+    """{model: StepCost of training_step.measure_rounds' record} (medians over ``rounds``, models alternating;
+    ``archs``: the models' names, :func:`posnet_fairseq.compare.model_flags.architecture`)."""
     timings = training_step.measure_rounds(archs, batch, length, vocab, flags, timed_steps, rounds,
                                            lambda r: log(f"cost: training-step round {r + 1}/{rounds} done"),
                                            architecture=architecture)
-    return {arch: timing.record() for arch, timing in timings.items()}
+    return {arch: StepCost(frozen(timing.record())) for arch, timing in timings.items()}
 
 
 def decoding_flops(checkpoints, limits, speed_bin, lengths, langs, beam):
@@ -196,12 +198,12 @@ def measure(args, steps, info, trained, limits, train_logs, log):
     why = steps.why_not_done("cost", settings, inputs)
     if why is None:
         log(f"cost: skipped, measured earlier ({path})")
-        return load_json(path)
+        return Cost.read(load_json(path))
     # A run of some of the models of a finished cost step reads their figures there, beside the baseline they
     # were measured with (after --delete-checkpoints too).
     if steps.done_for_more("cost", settings, inputs, "archs", per_member=("generate_flags",)):
         log(f"cost: skipped, measured earlier with more models ({path})")
-        return load_json(path)
+        return Cost.read(load_json(path))
     require_checkpoints(trained, f"measuring the cost again ({why})")
     log(f"cost: measured ({why})")
     log("cost: parameters")
@@ -209,10 +211,9 @@ def measure(args, steps, info, trained, limits, train_logs, log):
     log(f"cost: training steps ({settings['step_batch']} x {step_length} tokens, {args.step_rounds} rounds)")
     steps_ = training_steps(list(trained), args.flags, info.vocab, settings["step_batch"], step_length,
                             args.step_rounds, args.timed_steps, log)
-    if gpu:
-        for arch, log_path in train_logs.items():
-            if arch in steps_:
-                steps_[arch]["tokens_per_s"] = fairseq_log.train_speed(log_path)["wps"]
+    if gpu:  # the training speed is fairseq-train's own on its GPU, in the place of the step's
+        steps_ = {arch: s.with_speed(fairseq_log.train_speed(train_logs[arch])["wps"]) if arch in train_logs else s
+                  for arch, s in steps_.items()}
     log(f"cost: decoding speed at output lengths {args.lengths} ({args.decode_rounds} rounds)")
     speed_bin = write_speed_set(info.data_bin, steps.out, args.decode_sentences, *info.langs)
     decoded = decoding(trained, limits, speed_bin, args.lengths, args.decode_rounds,
@@ -223,18 +224,13 @@ def measure(args, steps, info, trained, limits, train_logs, log):
                                      args.decode_batch, log)
     log(f"cost: FLOPs per generated token at output lengths {args.lengths}")
     counted = decoding_flops(trained, limits, speed_bin, args.lengths, info.langs, args.decode_beam)
-    precompute_lengths = {p["precompute_length"] for p in params.values() if p.get("precompute_length")}
-    result = {"settings": settings, "parameters": params, "training_steps": steps_,
-              "decoding": {arch: {str(n): v for n, v in per.items()} for arch, per in decoded.items()},
-              "decoding_flops": {arch: {str(n): v for n, v in per.items()} for arch, per in counted.items()},
-              "ctranslate2": {row: per if row == "missing" else {str(n): v for n, v in per.items()}
-                              for row, per in converted.items()},
-              "decode_lengths": args.lengths, "decode_sentences": args.decode_sentences,
-              "decode_beam": args.decode_beam, "decode_batch": args.decode_batch,
-              "decode_rounds": args.decode_rounds, "step_rounds": args.step_rounds, "timed_steps": args.timed_steps,
-              "step_length": step_length, "step_batch": settings["step_batch"],
-              "precompute_length": ", ".join(map(str, sorted(precompute_lengths))) or None,
-              "devices": args.plan.describe()}
-    save_json(path, result)
+    precompute_lengths = sorted({p.precompute_length for p in params.values() if p.precompute_length})
+    result = Cost(MappingProxyType(params), MappingProxyType(steps_),
+                  read_each(decoded, per_length), read_each(counted, flops_per_length),
+                  frozen({**{key: settings[key] for key in SETTINGS_REPEATED},
+                          "precompute_length": ", ".join(map(str, precompute_lengths)) or None}),
+                  frozen(converted) if "missing" in converted else read_each(converted, per_length),
+                  frozen(settings), args.plan.describe())
+    save_json(path, result.stored())
     steps.finish("cost", settings, inputs, [path])
-    return load_json(path)
+    return result

@@ -18,13 +18,17 @@ reports "beyond its N positions" instead of a score; a bucket with fewer
 test sentences than ``--min-bucket-sentences`` that could not be merged into
 a neighbour is marked too small and not scored.
 """
+import functools
 import os
+from dataclasses import replace
+from types import MappingProxyType
 
 from .. import compat
 from ..evaluation import bootstrap
 from ..plugin import PLUGIN_DIR, subprocess_env
 from ..process_pool import python_command
 from . import concatenated, data
+from .records import Bucket, BucketScore, Quality, Score, System, frozen
 from .steps import deleted, require_checkpoints
 
 SEED = 12345  # sacreBLEU's default bootstrap seed
@@ -118,14 +122,12 @@ def metrics(force):
 
 
 def against_first(metric, systems, refs, samples):
-    """:func:`posnet_fairseq.evaluation.bootstrap.against_first`, with "p": the two-sided p-value and
-    "direction": better / worse where it is at most 0.05."""
-    results = bootstrap.against_first(metric, systems, refs, samples, SEED)
-    for r in results:
-        if r["p_value"] is not None:
-            r["p"] = bootstrap.two_sided(r)
-            r["direction"] = bootstrap.significance(r)
-    return results
+    """:func:`posnet_fairseq.evaluation.bootstrap.against_first` as :class:`~posnet_fairseq.compare.records.Score`
+    records, with ``p``: the two-sided p-value and ``direction``: better / worse where it is at most 0.05."""
+    return [Score(r["score"], r["mean"], r["ci"], *((None, None) if r["p_value"] is None else
+                                                   (bootstrap.two_sided(r), bootstrap.significance(r))),
+                  r["p_value"], r["p_value_worse"])
+            for r in bootstrap.against_first(metric, systems, refs, samples, SEED)]
 
 
 def signature(metric, samples):
@@ -133,80 +135,80 @@ def signature(metric, samples):
 
 
 def score(archs, outputs, refs, lengths, src_tokens, tgt_tokens, limits, buckets, train_limit, force,
-          samples=1000):
-    """The quality part of the results (see the module docstring).
+          samples=1000) -> Quality:
+    """The quality part of the results (see the module docstring), without the run's settings and verdict.
 
     ``outputs[arch]`` = (hypotheses, skipped ids); ``lengths``: source length of each test sentence
     in the unit of ``buckets`` ([(lo, hi, too_small)], :func:`posnet_fairseq.compare.data.merge_small_buckets`)
     and ``train_limit`` (the longest training length); ``src_tokens``/``tgt_tokens``: model tokens, against
     ``limits[arch]`` = (source, target) positions."""
     bleu, chrf = metrics(force)
-    systems = {arch: {"skipped": len(outputs[arch][1]), "limits": limits[arch]} for arch in archs}
-    for key, metric in (("bleu", bleu), ("chrf", chrf)):
-        for arch, result in zip(archs, against_first(metric, [outputs[a][0] for a in archs], refs, samples)):
-            systems[arch][key] = result
+    hyps = [outputs[a][0] for a in archs]
+    bleus, chrfs = (against_first(metric, hyps, refs, samples) for metric in (bleu, chrf))
+    systems = {arch: System(b, c, len(outputs[arch][1]), tuple(limits[arch]))
+               for arch, b, c in zip(archs, bleus, chrfs)}
     bucket_rows = score_buckets(archs, outputs, refs, lengths, src_tokens, tgt_tokens, limits, buckets, train_limit,
                                 bleu, samples)
-    return {"signatures": {"BLEU": signature(bleu, samples), "chrF": signature(chrf, samples)},
-            "systems": systems, "buckets": bucket_rows, "train_limit": train_limit, "baseline": archs[0],
-            "samples": samples}
+    return Quality(MappingProxyType(systems), bucket_rows, frozen({"BLEU": signature(bleu, samples),
+                                                                  "chrF": signature(chrf, samples)}),
+                   train_limit, samples, None, None, baseline=archs[0])
 
 
-def score_buckets(archs, outputs, refs, lengths, src_tokens, tgt_tokens, limits, buckets, train_limit, bleu, samples):
-    """One row per bucket of :func:`score` (its arguments; ``bleu``: the BLEU metric): the bucket's sentences
-    and each model's BLEU, bootstrap interval and length ratio, or why it has none."""
-    bucket_rows = []
+def score_buckets(archs, outputs, refs, lengths, src_tokens, tgt_tokens, limits, buckets, train_limit, bleu, samples,
+                  k=None):
+    """The :class:`~posnet_fairseq.compare.records.Bucket` records of :func:`score` (its arguments; ``bleu``: the
+    BLEU metric; ``k``: --concat-test's K for joined examples): each bucket's sentences and each model's BLEU,
+    bootstrap interval and length ratio, or why it has none."""
+    rows = []
     for lo, hi, too_small in buckets:
         ids = [i for i, n in enumerate(lengths) if lo <= n <= hi]
-        row = {"lo": lo, "hi": hi, "sentences": len(ids), "beyond_training": lo > train_limit,
-               "too_small": too_small, "scores": {}}
-        if ids and not too_small:
-            # Models that can take no sentence of the bucket are reported, not scored.
-            fits = {arch: [i for i in ids if src_tokens[i] < limits[arch][0] and tgt_tokens[i] < limits[arch][1]]
-                    for arch in archs}
-            scored = [arch for arch in archs if fits[arch]]
-            if scored:
-                bucket_refs = [refs[i] for i in ids]
-                hyps = [[outputs[arch][0][i] for i in ids] for arch in scored]
-                for arch, result, bucket_hyps in zip(scored, against_first(bleu, hyps, bucket_refs, samples), hyps):
-                    skipped = set(outputs[arch][1])
-                    # hypothesis / reference length (sacreBLEU's tokens): below 1, the model stopped early
-                    plain = bleu.corpus_score(bucket_hyps, [bucket_refs])
-                    row["scores"][arch] = dict(result, skipped=sum(i in skipped for i in ids),
-                                               length_ratio=plain.sys_len / max(plain.ref_len, 1))
-            for arch in archs:
-                if not fits[arch]:
-                    row["scores"][arch] = {"beyond": min(limits[arch])}
-        bucket_rows.append(row)
-    return bucket_rows
+        scores = (_bucket_scores(archs, outputs, refs, ids, src_tokens, tgt_tokens, limits, bleu, samples)
+                  if ids and not too_small else MappingProxyType({}))
+        rows.append(Bucket(lo, hi, len(ids), lo > train_limit, too_small, scores, k))
+    return tuple(rows)
 
 
-def merge(results):
-    """One result of :func:`score` from several (one per seed, each with its own models): their systems and
+def _bucket_scores(archs, outputs, refs, ids, src_tokens, tgt_tokens, limits, bleu, samples):
+    """{arch: BucketScore} of the test sentences ``ids``: the models that can take one of them scored, in the
+    order of ``archs``, then those that take none (reported, not scored)."""
+    fits = {arch: [i for i in ids if src_tokens[i] < limits[arch][0] and tgt_tokens[i] < limits[arch][1]]
+            for arch in archs}
+    scored = [arch for arch in archs if fits[arch]]
+    scores = {}
+    if scored:
+        bucket_refs = [refs[i] for i in ids]
+        hyps = [[outputs[arch][0][i] for i in ids] for arch in scored]
+        for arch, result, bucket_hyps in zip(scored, against_first(bleu, hyps, bucket_refs, samples), hyps):
+            skipped = set(outputs[arch][1])
+            # hypothesis / reference length (sacreBLEU's tokens): below 1, the model stopped early
+            plain = bleu.corpus_score(bucket_hyps, [bucket_refs])
+            scores[arch] = BucketScore(result, sum(i in skipped for i in ids), plain.sys_len / max(plain.ref_len, 1))
+    for arch in archs:
+        if not fits[arch]:
+            scores[arch] = BucketScore(beyond=min(limits[arch]))
+    return MappingProxyType(scores)
+
+
+def merge(results) -> Quality:
+    """One record of :func:`score` from several (one per seed, each with its own models): their systems and
     each bucket's scores side by side."""
-    merged = dict(results[0], systems={}, buckets=[dict(b, scores={}) for b in results[0]["buckets"]])
-    for result in results:
-        merged["systems"].update(result["systems"])
-        for bucket, row in zip(merged["buckets"], result["buckets"]):
-            bucket["scores"].update(row["scores"])
-    return merged
+    return functools.reduce(Quality.merged, results)
 
 
-def add_joined_buckets(quality_result, joined, archs, parts, limits, train_limit, minimum, force):
-    """Adds the joined examples' buckets to ``quality_result`` (:func:`score`'s), each marked
-    ``concatenated``: K, after the natural ones, and ``quality_result["concatenated"]``: what results.md
-    says of them (:mod:`posnet_fairseq.compare.concatenated`). ``parts``: the joined part of
+def add_joined_buckets(quality_result, joined, archs, parts, limits, train_limit, minimum, force) -> Quality:
+    """``quality_result`` (:func:`score`'s) with the joined examples' buckets, each marked ``concatenated``: K,
+    after the natural ones, and ``concatenated``: what results.md says of them
+    (:mod:`posnet_fairseq.compare.concatenated`). ``parts``: the joined part of
     :func:`posnet_fairseq.compare.concatenated.split_outputs`; ``minimum``: --min-bucket-sentences;
     ``force``: sacreBLEU's (the synthetic corpus)."""
     lengths = joined["lengths"]
     spans = data.merge_small_buckets(concatenated.buckets(lengths, train_limit), lengths, minimum, train_limit)
     outputs, refs, src_tokens, tgt_tokens = parts
     rows = score_buckets(archs, outputs, refs, lengths, src_tokens, tgt_tokens, limits, spans, train_limit,
-                         metrics(force)[0], quality_result["samples"])
-    quality_result["buckets"] += [dict(row, concatenated=joined["k"]) for row in rows]
-    quality_result["concatenated"] = dict({key: v for key, v in joined.items() if key != "lengths"},
-                                          within_training=sum(n <= train_limit for n in lengths))
-    return quality_result
+                         metrics(force)[0], quality_result.samples, k=joined["k"])
+    summary = {**{key: v for key, v in joined.items() if key != "lengths"},
+               "within_training": sum(n <= train_limit for n in lengths)}
+    return replace(quality_result, buckets=quality_result.buckets + rows, concatenated=frozen(summary))
 
 
 def references(info, outputs_refs):

@@ -114,7 +114,7 @@ def rows(archs, training, quality, cost, analysis, seed_list=(None,), model_of=l
         if reused:
             row["reused_from"] = " ".join(reused)
         if arch in cost.parameters:
-            row.update(params=cost.parameters[arch][0], params_precomputed=cost.parameters[arch][1])
+            row.update(params=cost.parameters[arch].params, params_precomputed=cost.parameters[arch].precomputed)
         if arch in cost.steps and base in cost.steps:
             s, b = cost.steps[arch], cost.steps[base]
             row.update(train_tokens_per_s=s.tokens_per_s,

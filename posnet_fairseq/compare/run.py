@@ -118,8 +118,7 @@ def _run(p, args, argv, lock):
                                {a: trainer.log_path(m) for a, m in firsts.items()}, log)
     profiles, r2s = analyse(steps, info, {a: translated[m] for a, m in firsts.items()}, log)
     table, text = report.write(args.out, args.arch_list, _portable(outcomes, args.out),
-                               records.Quality.read(quality_result),
-                               records.Cost.read(cost_result), r2s, _context(args, argv, info, outcomes),
+                               quality_result, cost_result, r2s, _context(args, argv, info, outcomes),
                                args.seed_list, name, stops)
     _plots(args, info, trainer, table, quality_result, complete, profiles, name)
     log(f"wrote {args.out}/results.md, results.csv, plots/*.png")
@@ -247,8 +246,9 @@ def _outputs(args, info, translated):
 
 
 def _quality(args, steps, info, translated, limits, failed, complete, name, log, groups=None):
-    """OUT/quality.json (each seed's models against the baseline of the same seed, and the verdict) and where
-    each model's hypotheses ended, per bucket; ``groups``: :func:`_groups`."""
+    """The scoring step's record (:class:`~posnet_fairseq.compare.records.Quality`, saved as OUT/quality.json:
+    each seed's models against the baseline of the same seed, and the verdict) and where each model's hypotheses
+    ended, per bucket; ``groups``: :func:`_groups`."""
     (outputs, refs, src_tokens, tgt_tokens), joined, parsed = _outputs(args, info, translated)
     train_limit, force = info.train_limit, args.mode == "synthetic"
     buckets = data.merge_small_buckets(info.buckets, info.test_lengths, args.min_bucket_sentences, train_limit)
@@ -259,33 +259,32 @@ def _quality(args, steps, info, translated, limits, failed, complete, name, log,
         models = [name(a, seed) for a in complete]
         result = quality.score(models, outputs, refs, info.test_lengths, src_tokens, tgt_tokens, limits, buckets,
                                train_limit, force=force, samples=args.bootstrap_samples)
-        if info.concatenated:
-            quality.add_joined_buckets(result, info.concatenated, models, joined, limits, train_limit,
-                                       args.min_bucket_sentences, force=force)
-        return result
+        return quality.add_joined_buckets(result, info.concatenated, models, joined, limits, train_limit,
+                                          args.min_bucket_sentences, force=force) if info.concatenated else result
 
-    quality_result = quality.merge([seed_quality(s) for s in args.seed_list])
+    scored = quality.merge([seed_quality(s) for s in args.seed_list])
+    rows = scored.stored()["buckets"]  # as quality.json holds them, for the steps that read that
     bleu = quality.metrics(force)[0]  # the verdicts' and the stopping table's sentence-level BLEU
-    quality_result.update(min_bucket_sentences=args.min_bucket_sentences, length_unit=info.length_unit,
-                          failed=failed, seeds=args.seed_list,
-                          verdict=_verdicts(args, info, bleu, complete, outputs, refs, joined, name, log))
+    judged = _verdicts(args, info, bleu, complete, outputs, refs, joined, name, log)
     within, beyond = verdict.kept_subsets(buckets, info.test_lengths, train_limit)
-    weights = None
+    weights, groups_summary = None, None
     if groups:
         beyond, weights = test_groups.balance(groups[0], within, beyond)
         hyps = lambda part: {m: o[0] for m, o in part.items()}  # noqa: E731
         natural = hyps(outputs), refs, info.test_lengths, groups[0]
         longer = info.concatenated and (hyps(joined[0]), joined[1], info.concatenated["lengths"], groups[1])
-        quality_result["test_groups"] = test_groups.summary(bleu, args.test_groups, within, natural, longer,
-                                                            quality_result["buckets"])
+        groups_summary = test_groups.summary(bleu, args.test_groups, within, natural, longer, rows)
     kept = verdict.kept(bleu, complete, args.seed_list, {m: outputs[m][0] for m in outputs}, name, refs, within,
                         beyond, weights)
-    quality_result["verdict"], quality_result["kept"] = verdict.corrected(quality_result["verdict"], kept)
-    save_json(os.path.join(args.out, "quality.json"), quality_result)
+    judged, kept = verdict.corrected(judged, kept)
+    result = dataclasses.replace(scored, min_bucket_sentences=args.min_bucket_sentences, length_unit=info.length_unit,
+                                 failed=records.frozen(failed), seeds=tuple(args.seed_list),
+                                 verdict=records.frozen(judged), kept=records.frozen(kept),
+                                 test_groups=records.frozen(groups_summary))
+    save_json(os.path.join(args.out, "quality.json"), result.stored())
     models = [name(a, s) for s in args.seed_list for a in args.arch_list]
-    stops = stopping.tables(steps, info, quality_result["buckets"], bleu, [m for m in models if m in translated],
-                            parsed)
-    return quality_result, stops
+    stops = stopping.tables(steps, info, rows, bleu, [m for m in models if m in translated], parsed)
+    return result, stops
 
 
 def _verdicts(args, info, bleu, complete, outputs, refs, joined, name, log):
@@ -356,11 +355,12 @@ def _plots(args, info, trainer, table, quality_result, complete, profiles, name)
     os.makedirs(plot_dir, exist_ok=True)
     plots.bleu_vs_speed(table, args.lengths[0], args.arch_list[0], os.path.join(plot_dir, "bleu_vs_speed.png"),
                         seed_list)
-    plots.bleu_by_length(table, quality_result["buckets"], info.train_limit, info.length_unit,
+    rows = quality_result.stored()["buckets"]  # as results.json keeps them, from which plots.replot draws
+    plots.bleu_by_length(table, rows, info.train_limit, info.length_unit,
                          os.path.join(plot_dir, "bleu_by_length.png"), seed_list)
     plots.valid_loss(args.arch_list, curves, os.path.join(plot_dir, "valid_loss.png"), seed_curves)
     plots.position_mixing(complete, profiles, os.path.join(plot_dir, "position_mixing.png"))
-    save_json(os.path.join(args.out, "results.json"), {"table": table, "buckets": quality_result["buckets"],
+    save_json(os.path.join(args.out, "results.json"), {"table": table, "buckets": rows,
                                                         "train_limit": info.train_limit, "curves": curves,
                                                         "mixing": profiles,
                                                         "decode_lengths": args.lengths, "seeds": seed_list,
