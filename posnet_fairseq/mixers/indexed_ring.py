@@ -71,25 +71,26 @@ def step(mixer, buffer: Dict[str, Tensor], n: int, v: Tensor, weights: Tensor) -
         raise ValueError(f"rPosNet decoding: a step of {batch} rows after a state of {ring.size(1)}: beam search "
                          "only drops rows")
     ring[n % (k + 1), :batch] = v[:, :, 0]
-    rows, bag, after = mixer.shared(("ring_rows", n, batch, ring.size(1)),
-                                    lambda: _rows(index, weights, n, ring.size(1), heads), index)
+    rows, after = mixer.shared(("ring_rows", n, batch, ring.size(1)), lambda: _rows(index, n, ring.size(1), heads),
+                               index)
     mixer.keep_state(buffer, "ring_index", after, COMPOSED)
-    offsets = _constants(batch, ring.size(1), heads, k, v.device)[1]
+    _, offsets, _, _, weight_map = _constants(batch, ring.size(1), heads, k, v.device)
+    bag = weights.index_select(0, weight_map)  # (each layer its own energies)
     out = F.embedding_bag(rows, ring.view(-1, head_dim), offsets, mode="sum", per_sample_weights=bag)
     ring[k + 1 + (n + 1) % 2, :batch] = out[batch * heads:].view(batch, heads, head_dim)
     out = out[: batch * heads].view(batch, heads, 1, head_dim)
     return out if out.dtype == v.dtype else out.to(v.dtype)  # (an fp32 model: no call)
 
 
-def _rows(index: Tensor, weights: Tensor, n: int, allocated: int, heads: int) -> Tuple[Tensor, Tensor, Tensor]:
-    """Step ``n``'s ring rows to read and their weights (``embedding_bag``'s input and per-sample weights), and
-    the index after the step: its slot and its next tail slot are the rows written for each hypothesis."""
+def _rows(index: Tensor, n: int, allocated: int, heads: int) -> Tuple[Tensor, Tensor]:
+    """Step ``n``'s ring rows to read (``embedding_bag``'s input), and the index after the step: its slot and its
+    next tail slot are the rows written for each hypothesis."""
     batch, k = index.size(0), index.size(1) - 3
-    identity, _, gather, head, weight_map = _constants(batch, allocated, heads, k, index.device)
+    identity, _, gather, head, _ = _constants(batch, allocated, heads, k, index.device)
     written, columns = _step_columns(k, n, index.device)
     after = torch.where(written, identity, index)
     rows = torch.add(head, after.index_select(1, columns).view(-1).index_select(0, gather), alpha=heads)
-    return rows, weights.index_select(0, weight_map), after
+    return rows, after
 
 
 def _step_columns(k: int, n: int, device) -> Tuple[Tensor, Tensor]:
