@@ -39,7 +39,8 @@ def decoding_rows(mixer, relative, step):
     scaled fp32 energies N x H x (K+1) of every step, in the order of ``clipped_decoding_step``'s state
     (``slot_order``: a causal query at n sees the slots m - n = -K..0, i.e. 0..K), and ``weights`` the
     steps' attention weights for rows without pads (``indexed_ring.bag_weights``). Kept in
-    ``relative.decoding_rows`` (``derived_cache.py``), made anew when the table is replaced (grown, converted) or written in place."""
+    ``relative.decoding_rows`` (``derived_cache.py``), made anew when the table is replaced (grown, converted) or
+    written in place."""
     if not relative.covers(step + 1):
         if not (mixer.folded and not mixer.training):
             return None
