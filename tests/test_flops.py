@@ -19,10 +19,11 @@ HAND = {
     "mha": ("posnet_transformer_tiny", [], lambda: 8 * D * D + 4 * T * D, lambda n: 8 * D * D + 4 * n * D),
     # Gated rPosNet (Eq. 4): W_v, the gate W_g and W_o (3 d^2); the energies are folded into a table
     # (no products), so only the weighted sum of the values remains: over T keys teacher-forced; while
-    # decoding, over the last K values and the tail's sum (K + 1 state vectors) with weights made once per
-    # table, in one matrix product.
+    # decoding, one weighted embedding_bag (indexed_ring.py) reads the last K + 1 values and the tail's sum
+    # with weights made once per table (K + 2 rows), and the tail's sum with the value now at distance K
+    # (2 rows, the next tail's sum): K + 4 multiply-adds per element.
     "rposnet": ("rposnet_transformer_tiny", ["--posnet-max-relative", str(K)],
-                lambda: 6 * D * D + 2 * T * D, lambda n: 6 * D * D + 2 * (K + 1) * D),
+                lambda: 6 * D * D + 2 * T * D, lambda n: 6 * D * D + 2 * (K + 4) * D),
     # AAN+ AVG: the gate Linear(2d, 2d) (4 d^2); the averages are running (cumulative) sums, element-wise.
     "aan": ("aan_plus_avg_tiny", [], lambda: 8 * D * D, lambda n: 8 * D * D),
 }

@@ -110,6 +110,8 @@ class Mixer(FairseqIncrementalState, nn.Module):
                                  "a beam reorder copies it: store it with Mixer.keep_state (state_reorder.py)")
             if state is None or how.shared:
                 reordered[name] = state
+            elif how.composed:
+                reordered[name] = state_reorder.compose(state, new_order)
             elif how.reuse and not state.requires_grad:  # (out= copies do not record gradients)
                 reordered[name], reordered[name + self.SPARE] = state_reorder.reorder(
                     state, new_order, buffer.get(name + self.SPARE), how)

@@ -60,13 +60,7 @@ def clipped_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int,
     batch, heads, _, head_dim = v.shape
     acc = torch.promote_types(v.dtype, torch.float32)
     k = energy.size(-1) - 1
-    if "ring" in buffer:  # after steps of uniform_decoding_step: its ring becomes the window and the tail
-        ring = buffer.pop("ring")
-        buffer.pop("ring" + mixer.SPARE, None)
-        mixer.keep_state(buffer, "window", ring[:, :, :k].to(v.dtype, copy=True), REUSE)
-        mixer.keep_state(buffer, "tail", ring[:, :, k:].clone(), COPY)
-        mixer.keep_state(buffer, "counts", uniform_counts(k, step).to(v.device, acc).repeat(batch, 1), COPY)
-    elif "window" not in buffer:
+    if "window" not in buffer:
         # The window, the largest state, is made here and only written in place: a reorder copies it
         # into the window the previous reorder released.
         mixer.keep_state(buffer, "window", v.new_zeros(batch, heads, k, head_dim), REUSE)
@@ -116,43 +110,3 @@ def uniform_counts(k: int, steps: int) -> Tensor:
     for every row: the tail holds positions 0..steps-K-1, slot i the position m < steps with m = i mod K
     among the last K."""
     return torch.tensor([float(max(steps - k, 0))] + [1.0 if i < steps else 0.0 for i in range(k)])
-
-
-def uniform_weights(energy: Tensor) -> Tensor:
-    """The attention weights of steps 0..N-1 of rows without pads, from their fp32 energies N x H x (K+1)
-    in the state's order (tail first, :func:`slot_order`): the softmax of :func:`clipped_decoding_step`
-    with the counts of :func:`uniform_counts`, in the order of :func:`uniform_decoding_step`'s ring (the ring
-    slots, then the tail, whose weight is divided by its count: it multiplies the tail's sum, not its mean).
-    They depend on the step only, so they are made once per table of energies."""
-    k = energy.size(-1) - 1
-    counts = torch.stack([uniform_counts(k, n + 1) for n in range(energy.size(0))]).to(energy.device)  # N x (K+1)
-    probs = torch.softmax(energy + counts.log().unsqueeze(1), dim=-1)
-    return torch.cat([probs[..., 1:], probs[..., :1] / counts[:, None, :1].clamp(min=1.0)], dim=-1)
-
-
-def uniform_decoding_step(mixer, buffer: Dict[str, Optional[Tensor]], step: int, v: Tensor,
-                          weights: Tensor) -> Tensor:
-    """:func:`clipped_decoding_step` with a shared tail, without dropout, for rows that have had no pad key so
-    far (as in beam search): every row attends with the same ``weights`` (H x (K+1), the step's row of
-    :func:`uniform_weights`), so the step writes its value and sums the state with them, keeping no counts.
-    The state is one fp32 ``ring`` (B x H x (K+1) x D_h: the window's K slots, then the tail's sum), summed with
-    the weights in one matrix product, which reads the ring once (weighing it element-wise and then summing
-    would write and read a product as large as the ring: on the CPU, whose step is bound by memory traffic,
-    more than the copy of the weights out to every row that the product makes, B x H x (K+1));
-    :func:`clipped_decoding_step` takes it apart, and makes the counts from the step, if a pad comes."""
-    k = weights.size(-1) - 1
-    if "ring" not in buffer:  # only written in place, as the window
-        acc = torch.promote_types(v.dtype, torch.float32)  # (the tail's sum: fp32 whatever the model's dtype)
-        mixer.keep_state(buffer, "ring", v.new_zeros(v.size(0), v.size(1), k + 1, v.size(3), dtype=acc), REUSE)
-    ring = buffer["ring"]
-    if k:  # the key now at distance K (zeros before the start) joins the tail; this step's value takes its slot
-        slot = step % k
-        ring[:, :, k:] += ring[:, :, slot: slot + 1]
-        ring[:, :, slot: slot + 1] = v
-    else:
-        ring += v
-    batch, heads, slots, head_dim = ring.shape
-    # One batch of B x H products (1 x (K+1) by (K+1) x D_h): bmm itself, fewer operators than matmul's broadcast.
-    rows = weights.expand(batch, heads, slots).reshape(batch * heads, 1, slots)
-    out = torch.bmm(rows, ring.view(batch * heads, slots, head_dim)).view(batch, heads, 1, head_dim)
-    return out if out.dtype == v.dtype else out.to(v.dtype)  # (an fp32 model: no call)

@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 
 from .attention import masked_softmax, real_positions
-from .clipped_decoding import clipped_decoding_step, slot_order, uniform_decoding_step, uniform_weights
+from . import indexed_ring
+from .clipped_decoding import clipped_decoding_step, slot_order
 from .state_reorder import COPY, SHARED
 
 
@@ -37,8 +38,9 @@ def decoding_rows(mixer, relative, step):
     Every row of the batch is at the same step, so one row of energies serves them all: ``rows`` are the
     scaled fp32 energies N x H x (K+1) of every step, in the order of ``clipped_decoding_step``'s state
     (``slot_order``: a causal query at n sees the slots m - n = -K..0, i.e. 0..K), and ``weights`` the
-    steps' attention weights for rows without pads (``uniform_weights``). Kept in ``relative.decoding_rows``
-    (``derived_cache.py``), made anew when the table is replaced (grown, converted) or written in place."""
+    steps' attention weights for rows without pads (``indexed_ring.bag_weights``). Kept in
+    ``relative.decoding_rows`` (``derived_cache.py``), made anew when the table is replaced (grown, converted) or
+    written in place."""
     if not relative.covers(step + 1):
         if not (mixer.folded and not mixer.training):
             return None
@@ -54,7 +56,7 @@ def _rows_and_weights(mixer, relative):
     order = orders.to(table.device)[torch.arange(table.size(1), device=table.device) % period]  # N x (K+1)
     rows = table.float()[:, :, : k + 1].gather(2, order.unsqueeze(0).expand(table.size(0), -1, -1))
     rows = (rows * mixer.scaling).transpose(0, 1).contiguous()
-    return rows, uniform_weights(rows)
+    return rows, indexed_ring.bag_weights(table.float()[:, :, : k + 1].transpose(0, 1) * mixer.scaling)
 
 
 def self_energies(mixer, relative, step):
@@ -84,7 +86,7 @@ def decode_self(mixer, relative, buffer, value, pad, length):
     """Decoder self-attention, step by step: every key at distance >= K shares the slot-0 energy of
     Eq. 10, so the last K values, the sum of the older ones and their count replace the cache. While
     no row has had a pad (beam search), a step from a table attends with its precomputed weights
-    (``uniform_decoding_step``)."""
+    (``indexed_ring.py``)."""
     v = mixer.split_heads(mixer.v_proj(value))
     # Every row is at the same step: one count for the batch, on the CPU (read without a device sync).
     count = buffer.get("step_count")
@@ -98,8 +100,10 @@ def decode_self(mixer, relative, buffer, value, pad, length):
         uniform = pad_t is None and not mixer.training and "window" not in buffer
         made = decoding_rows(mixer, relative, step) if uniform else None
         if made is not None:
-            outs.append(uniform_decoding_step(mixer, buffer, step, v_t, made[1][step]))
+            outs.append(indexed_ring.step(mixer, buffer, step, v_t, made[1][step]))
         else:
+            if "ring" in buffer:  # a pad after steps without pads: the ring taken apart
+                indexed_ring.unfold(mixer, buffer, step, v.dtype)
             outs.append(clipped_decoding_step(mixer, buffer, step, v_t, pad_t,
                                               self_energies(mixer, relative, step), shared_tail=True,
                                               dropout=mixer.dropout, training=mixer.training, ordered=True))

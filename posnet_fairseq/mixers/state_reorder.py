@@ -24,7 +24,12 @@ tensor), so every state tensor is declared where it is created, with
   cache stays contiguous;
 * :data:`SHARED`: not copied: the same for every hypothesis, as the step
   count (all hypotheses of a search decode the same step), kept on the CPU
-  so that reading it does not wait for the device (rPosNet's).
+  so that reading it does not wait for the device (rPosNet's);
+* :data:`INDEXED`: not copied: kept in the rows it was written to and read
+  through an index of rows per hypothesis (rPosNet's ring, ``indexed_ring.py``);
+* :data:`COMPOSED`: such an index (batch first), never written in place: the
+  reorder composes it, ``index[order]``, once for every layer that holds the
+  same index (:func:`compose`), not once per layer.
 
 A reorder refuses a state tensor that was stored without a declaration
 (``tests/test_state_reorder.py`` decodes every registered decoder mixer with
@@ -50,7 +55,8 @@ class Reorder:
     reuse: bool  # into the memory the previous reorder of this name released
     room: int = 0  # spare steps on dim 2 of the copy (B x H x S x D_h), for the next append
     slack: int = 0  # further steps of an allocation made anew: it then fits this many more reorders
-    shared: bool = False  # one value for the whole batch (no batch dim): kept as it is
+    shared: bool = False  # one value for the whole batch (no batch dim), or read through an index: kept as it is
+    composed: bool = False  # an index of rows, composed with the order (compose)
 
 
 COPY = Reorder(reuse=False)
@@ -58,6 +64,21 @@ REUSE = Reorder(reuse=True)
 # One reallocation every GROWTH steps of a cache that grows by one step per reorder.
 GROW = Reorder(reuse=True, room=1, slack=GROWTH)
 SHARED = Reorder(reuse=False, shared=True)
+INDEXED = Reorder(reuse=False, shared=True)
+COMPOSED = Reorder(reuse=False, composed=True)
+
+# The last composition, (index, order, index[order]): holding both keeps their ids from being reused.
+_composed = [None]
+
+
+def compose(index: Tensor, order: Tensor) -> Tensor:
+    """``index[order]``: made once for the layers that hold the same ``index`` and are reordered with the same
+    ``order`` (every layer of a search, in turn). Sound because an index is never written in place (each step
+    makes a new one) and fairseq makes a new order for every reorder."""
+    last = _composed[0]
+    if last is None or last[0] is not index or last[1] is not order:
+        last = _composed[0] = (index, order, index.index_select(0, order))
+    return last[2]
 
 
 def reorder(state: Tensor, order: Tensor, spare: Optional[Tensor], how: Reorder) -> Tuple[Tensor, Tensor]:
