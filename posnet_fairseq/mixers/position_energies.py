@@ -6,8 +6,8 @@ trained, the term then has nothing else), made in memory by
 ``PositionAttention.make_generation_fast_`` (a buffer left out of the state
 dict), or None. The mixer sums the terms' energies (arPosNet: rPosNet's plus
 aPosNet's) and decides when a table is folded or grown; a term computes its
-energies of query positions lo..hi-1 (:meth:`EnergyTerm.compute`) and reads
-them out of a table (:meth:`EnergyTerm.lookup`, :meth:`EnergyTerm.energies`).
+energies of query positions lo..hi-1 (:meth:`EnergyTerm.compute`, times a ``scale``: the mixer's
+1/sqrt(D_h) where it attends with them, 1 for a table) and reads them out of a table (:meth:`EnergyTerm.lookup`, :meth:`EnergyTerm.energies`).
 
 rPosNet's constant-state decoding is in ``posnet_decoding.py``; aPosNet and
 arPosNet decode with the whole prefix cached (``PositionAttention.forward``).
@@ -146,6 +146,14 @@ class EnergyTerm(nn.Module):
     def _project(self, proj, vectors):
         return F.linear(vectors, proj.weight.float(), proj.bias.float()).view(-1, self.num_heads, self.head_dim)
 
+    @staticmethod
+    def product(queries: Tensor, keys: Tensor, scale: float) -> Tensor:
+        """H x n x s energies ``scale`` <q_n, k_s>_h of n x H x D_h queries and s x H x D_h keys: one batched
+        product over the heads, read in place (strided), the scaling its alpha (beta 0: the input is not read),
+        so that neither a copy nor a scaling runs as an operator of its own (on a GPU, launches, issue 48)."""
+        return torch.baddbmm(queries.new_empty(()), queries.transpose(0, 1), keys.permute(1, 2, 0), beta=0,
+                             alpha=scale)
+
 
 class RelativeEnergies(EnergyTerm):
     """rPosNet's energies (Eq. 9-10): ``e[h,n,m] = <W_q^r p_n, r[idx(n,m)]>_h``, with
@@ -174,11 +182,10 @@ class RelativeEnergies(EnergyTerm):
     def keys_needed(self, key_pos: Tensor, bound: Optional[int] = None) -> int:
         return 0  # the table's width is the 2K+1 slots, whatever the keys
 
-    def compute(self, lo, hi, keys, training):
+    def compute(self, lo, hi, keys, training, scale=1.0):
         with autocast_off(self.keys):
             queries = self._project(self.q_proj, self.positions(lo, hi, training))
-            keys = self.keys.float().view(-1, self.num_heads, self.head_dim)
-            return torch.einsum("nhd,shd->hns", queries, keys)
+            return self.product(queries, self.keys.float().view(-1, self.num_heads, self.head_dim), scale)
 
     def lookup(self, lo, hi, keys):
         return self.table[:, lo:hi].float()
@@ -237,7 +244,7 @@ class AbsoluteEnergies(EnergyTerm):
         """Key positions the table must have: ``bound`` where the caller knows it, else read from the device."""
         return int(key_pos.max()) + 1 if bound is None else bound
 
-    def compute(self, lo, hi, keys, training):
+    def compute(self, lo, hi, keys, training, scale=1.0):
         # One set of (dropped-out) vectors for queries and keys, as in
         # self-attention where both are the same positions.
         if self.shared is not None:
@@ -252,9 +259,8 @@ class AbsoluteEnergies(EnergyTerm):
                 ("sinusoids", n, dim, self.sinusoid_layout, device), made)
             vectors = F.dropout(vectors, self.position_dropout, training)
         with autocast_off(vectors):
-            q = self._project(self.q_proj, vectors[lo:hi])
-            k = self._project(self.k_proj, vectors[:keys])
-            return torch.einsum("nhd,mhd->hnm", q, k)
+            return self.product(self._project(self.q_proj, vectors[lo:hi]), self._project(self.k_proj, vectors[:keys]),
+                                scale)
 
     def lookup(self, lo, hi, keys):
         return self.table[:, lo:hi, :keys].float()

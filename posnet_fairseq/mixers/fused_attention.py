@@ -1,0 +1,68 @@
+"""Attention through torch's fused scaled_dot_product_attention, with a float logit bias as its additive mask.
+
+On a GPU, fused attention is one kernel forward and one backward where the explicit form (logits, masking,
+softmax, dropout, product with the values) launches one each, and a base model's training step is bound by
+launches (issue 48). Where the bias needs a gradient, CUDA's memory-efficient kernel returns it.
+
+Two hosts: content attention (``content_attention.py``: ``softmax(Q K^T / sqrt(d_h) + B) V``) and PosNet's
+position-only attention (``posnet.py``: ``softmax(E) V``, Eq. 2-3, whose energies E are the whole logit: the
+queries and keys are zeros, :func:`position_only_attention`).
+"""
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+# The head size of position_only_attention's zero queries and keys: the least that CUDA's memory-efficient
+# kernel takes in half precision (its GEMM alignment, 8 elements of 16 bits).
+ZERO_DIM = 8
+
+
+class MaskedBias(torch.autograd.Function):
+    """A learned logit bias (fp32, batch 1 or B) with the ``invalid`` keys at -inf, in ``dtype``: the additive
+    mask of torch's fused attention. Its gradient is the mask's, summed over the batch the bias was broadcast
+    to, in one operator: a -inf logit gets no gradient (its weight is 0), so autograd's masking and cast of
+    the gradient (two operators per layer) change nothing."""
+
+    @staticmethod
+    def forward(ctx, bias: Tensor, invalid: Tensor, dtype) -> Tensor:
+        ctx.bias_shape, ctx.bias_dtype = bias.shape, bias.dtype
+        return bias.to(dtype).masked_fill(invalid, float("-inf"))
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):
+        if grad.shape != ctx.bias_shape:  # one bias for the batch
+            return grad.sum(0, keepdim=True, dtype=ctx.bias_dtype), None, None
+        return grad.to(ctx.bias_dtype), None, None
+
+
+def fused_attention(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], masks, dropout: float) -> Tensor:
+    """softmax(q k^T / sqrt(d_h) + bias, masked) v, with ``dropout`` on the weights, through torch's fused
+    scaled_dot_product_attention (``masks``: :func:`.attention.softmax_masks`: a row without any valid key sees
+    everything and is zeroed afterwards, as masked_softmax does). The bias becomes the additive mask in ``q``'s
+    dtype; where it needs a gradient on a GPU, the memory-efficient kernel returns it."""
+    invalid, empty = masks
+    if bias is None:
+        mask = None if invalid is None else ~invalid
+    elif invalid is not None and bias.requires_grad:
+        mask = MaskedBias.apply(bias, invalid, q.dtype)
+    else:
+        mask = bias if invalid is None else bias.masked_fill(invalid, float("-inf"))
+        mask = mask.to(q.dtype)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+    return out if empty is None else out.masked_fill(empty, 0.0)
+
+
+def position_only_attention(energy: Tensor, masks, v: Tensor, dropout: float, shared) -> Tensor:
+    """softmax(energy, masked) v with ``dropout`` on the weights (PosNet, Eq. 2-3) as fused attention: the
+    energies (B or 1 x H x T x S, scaled) are its additive mask, its queries and keys zeros of ``ZERO_DIM``,
+    whose product adds nothing to them; ``shared(key, make)`` (``Mixer.shared``) makes those once per call
+    for every layer. The same function as the explicit softmax and product; with dropout, other random draws."""
+    kind, (batch, heads, keys) = v.device.type, v.shape[:3]
+    dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else v.dtype  # what SDPA runs in
+    size = max(energy.size(2), keys)
+    zeros = shared(("position_only_qk", batch, heads, size, dtype, v.device),
+                   lambda: v.new_zeros(batch, heads, size, ZERO_DIM, dtype=dtype))
+    return fused_attention(zeros[:, :, :energy.size(2)], zeros[:, :, :keys], v, energy, masks, dropout)
