@@ -85,3 +85,23 @@ def test_fused_bf16_training_attends_in_bf16_and_stays_near_fp32(monkeypatch, ki
     assert dtypes == [(torch.bfloat16,) * 3]
     assert torch.isfinite(low).all()
     torch.testing.assert_close(low.float(), out, atol=5e-2, rtol=5e-2)
+
+
+@pytest.mark.parametrize("keys", [5, 8, 30])
+@pytest.mark.parametrize("masked", [False, True])
+def test_the_mask_is_made_in_rows_that_the_memory_efficient_kernel_reads_in_place(keys, masked):
+    """torch's memory-efficient attention copies (pads) a mask whose strides but the last are not multiples of
+    8 elements, forward and backward: MaskedBias writes its mask into aligned rows, its values those of the
+    masked cast, its gradient the bias's."""
+    bias = torch.randn(1, 2, 3, keys, requires_grad=True)
+    invalid = torch.rand(4, 1, 3, keys) < 0.3 if masked else None
+    mask = fused_attention.MaskedBias.apply(bias, invalid, torch.bfloat16)
+    assert mask.dtype == torch.bfloat16 and mask.stride(-1) == 1
+    assert all(stride % fused_attention.MASK_ALIGNMENT == 0 for stride in mask.stride()[:-1]), mask.stride()
+    expected = bias.detach().to(torch.bfloat16)
+    if masked:
+        expected = expected.masked_fill(invalid, float("-inf"))
+    assert torch.equal(mask, expected)
+    mask.float().masked_fill(mask.isinf(), 0).sum().backward()
+    kept = torch.ones(1, 1, 3, keys) if invalid is None else (~invalid).float().sum(0, keepdim=True)
+    torch.testing.assert_close(bias.grad, kept.expand(1, 2, -1, -1))

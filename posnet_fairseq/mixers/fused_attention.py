@@ -17,18 +17,27 @@ from torch import Tensor
 # The head size of position_only_attention's zero queries and keys: the least that CUDA's memory-efficient
 # kernel takes in half precision (its GEMM alignment, 8 elements of 16 bits).
 ZERO_DIM = 8
+# The alignment, in elements, of the strides of a mask that CUDA's memory-efficient kernel reads in place.
+MASK_ALIGNMENT = 8
 
 
 class MaskedBias(torch.autograd.Function):
-    """A learned logit bias (fp32, batch 1 or B) with the ``invalid`` keys at -inf, in ``dtype``: the additive
-    mask of torch's fused attention. Its gradient is the mask's, summed over the batch the bias was broadcast
-    to, in one operator: a -inf logit gets no gradient (its weight is 0), so autograd's masking and cast of
-    the gradient (two operators per layer) change nothing."""
+    """A logit bias (fp32, batch 1 or B) with the ``invalid`` keys (None: none) at -inf, in ``dtype``: the
+    additive mask of torch's fused attention, written (one copy, the cast included, and the masking in place)
+    into rows aligned to ``MASK_ALIGNMENT`` elements, which CUDA's memory-efficient kernel reads as they are:
+    torch pads (copies) any other mask first, and copies the gradient back, several kernels forward and
+    backward (torch's ``preprocess_mask``). Its gradient is the mask's, summed over the batch the bias was
+    broadcast to, in one operator: a -inf logit gets no gradient (its weight is 0), so autograd's masking and
+    cast of the gradient (two operators per layer) change nothing."""
 
     @staticmethod
-    def forward(ctx, bias: Tensor, invalid: Tensor, dtype) -> Tensor:
+    def forward(ctx, bias: Tensor, invalid: Optional[Tensor], dtype) -> Tensor:
         ctx.bias_shape, ctx.bias_dtype = bias.shape, bias.dtype
-        return bias.to(dtype).masked_fill(invalid, float("-inf"))
+        shape = bias.shape if invalid is None else torch.broadcast_shapes(bias.shape, invalid.shape)
+        keys = shape[-1]
+        row = -(-keys // MASK_ALIGNMENT) * MASK_ALIGNMENT
+        mask = bias.new_empty(*shape[:-1], row, dtype=dtype)[..., :keys].copy_(bias)
+        return mask if invalid is None else mask.masked_fill_(invalid, float("-inf"))
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -41,16 +50,13 @@ class MaskedBias(torch.autograd.Function):
 def fused_attention(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], masks, dropout: float) -> Tensor:
     """softmax(q k^T / sqrt(d_h) + bias, masked) v, with ``dropout`` on the weights, through torch's fused
     scaled_dot_product_attention (``masks``: :func:`.attention.softmax_masks`: a row without any valid key sees
-    everything and is zeroed afterwards, as masked_softmax does). The bias becomes the additive mask in ``q``'s
-    dtype; where it needs a gradient on a GPU, the memory-efficient kernel returns it."""
+    everything and is zeroed afterwards, as masked_softmax does). A bias becomes the additive mask in ``q``'s
+    dtype (:class:`MaskedBias`); where it needs a gradient on a GPU, the memory-efficient kernel returns it."""
     invalid, empty = masks
     if bias is None:
         mask = None if invalid is None else ~invalid
-    elif invalid is not None and bias.requires_grad:
-        mask = MaskedBias.apply(bias, invalid, q.dtype)
     else:
-        mask = bias if invalid is None else bias.masked_fill(invalid, float("-inf"))
-        mask = mask.to(q.dtype)
+        mask = MaskedBias.apply(bias, invalid, q.dtype)
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
     return out if empty is None else out.masked_fill(empty, 0.0)
 

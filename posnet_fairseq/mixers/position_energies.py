@@ -1,13 +1,12 @@
 """The energy terms of PositionAttention (posnet.py): aPosNet's and rPosNet's, one module each.
 
-A term owns its parameters and its table of unscaled fp32 energies
-(``table``): loaded from a posnet-precompute checkpoint (a parameter, not
-trained, the term then has nothing else), made in memory by
-``PositionAttention.make_generation_fast_`` (a buffer left out of the state
-dict), or None. The mixer sums the terms' energies (arPosNet: rPosNet's plus
-aPosNet's) and decides when a table is folded or grown; a term computes its
-energies of query positions lo..hi-1 (:meth:`EnergyTerm.compute`, times a ``scale``: the mixer's
-1/sqrt(D_h) where it attends with them, 1 for a table) and reads them out of a table (:meth:`EnergyTerm.lookup`, :meth:`EnergyTerm.energies`).
+A term owns its parameters and its table of unscaled fp32 energies (``table``): loaded from a posnet-precompute
+checkpoint (a parameter, not trained, the term then has nothing else), made in memory by
+``PositionAttention.make_generation_fast_`` (a buffer left out of the state dict), or None. The mixer sums the
+terms' energies (arPosNet: rPosNet's plus aPosNet's) and decides when a table is folded or grown; a term
+computes its energies of query positions lo..hi-1 (:meth:`EnergyTerm.compute`, times a ``scale``: the mixer's
+1/sqrt(D_h) where it attends with them, 1 for a table) and reads them out of a table
+(:meth:`EnergyTerm.lookup`, :meth:`EnergyTerm.read`).
 
 rPosNet's constant-state decoding is in ``posnet_decoding.py``; aPosNet and
 arPosNet decode with the whole prefix cached (``PositionAttention.forward``).
