@@ -231,30 +231,59 @@ def test_presets_use_the_papers_settings():
     assert type(ungated.decoder.layers[0].self_attn).__name__ == "GatedMixer"
 
 
+def encoder_step(model, src, lengths):
+    """The encoder's training output and the gradients of its parameters."""
+    model.zero_grad()
+    out = model.encoder(src, lengths)["encoder_out"][0]
+    (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+    return out.detach(), {name: p.grad.clone() for name, p in model.encoder.named_parameters() if p.grad is not None}
+
+
 @pytest.mark.parametrize("arch", ["rposnet_transformer_tiny", "aposnet_transformer_tiny"])
-def test_the_layers_of_a_call_share_their_position_work_and_draw_the_same_dropout(arch):
-    """Positions, their bound, index grids, masks and rPosNet's LayerNorm'd positions are made once per call
-    for every layer; in training, each layer still draws its own dropout, as when it made them itself."""
+def test_the_layers_of_a_call_share_their_position_work_with_the_outputs_and_gradients_of_their_own(arch):
+    """Positions, their bound, index grids, masks, rPosNet's LayerNorm'd positions and the layers' projections of
+    them (issue 48) are made once per call for every layer; without dropout, the encoder's output and every
+    gradient are those of each layer making them itself."""
     from posnet_fairseq.mixers.posnet import PositionAttention
 
     torch.manual_seed(0)
-    model, _ = build_model(["--dropout", "0.3", "--attention-dropout", "0.2"], arch=arch)
+    model, _ = build_model(["--dropout", "0", "--attention-dropout", "0"], arch=arch)
     src = torch.tensor([[1, 5, 6, 7, 2], [1, 1, 8, 9, 2]])  # the second sentence left-padded (pad = 1)
     lengths = torch.tensor([5, 4])
     context = model.encoder.forward_context
     makes, shared = [], context.shared
     context.shared = lambda key, make, anchor=None: shared(key, lambda: makes.append(key[0]) or make(), anchor)
     model.train()
-    torch.manual_seed(7)
-    out = model.encoder(src, lengths)["encoder_out"][0]
-    assert makes and len(makes) == len(set(makes))  # each made once, for both layers
+    out, grads = encoder_step(model, src, lengths)
+    assert "posnet_projected" in makes and len(makes) == len(set(makes))  # each made once, for both layers
     for module in model.encoder.modules():
         if isinstance(module, PositionAttention):
             module.forward_context = None
+            for term in module.terms:
+                term.layers = ()
             if module.relative is not None:
                 module.relative.positions.forward_context = None
-    torch.manual_seed(7)
-    assert torch.allclose(model.encoder(src, lengths)["encoder_out"][0], out, atol=1e-6)
+    own_out, own_grads = encoder_step(model, src, lengths)
+    torch.testing.assert_close(out, own_out)
+    assert grads.keys() == own_grads.keys() and any("q_proj" in name for name in grads)
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, own_grads[name])
+
+
+@pytest.mark.parametrize("arch", ["rposnet_transformer_tiny", "aposnet_transformer_tiny"])
+def test_layers_projecting_their_positions_at_once_draw_their_own_dropout(arch):
+    """The layers' position vectors are dropped out once for all, each layer with its own draw: two layers with
+    the same projection get different projected vectors in training, the same in eval."""
+    from posnet_fairseq.mixers.posnet import PositionAttention
+
+    model, _ = build_model(["--dropout", "0.3"], arch=arch)
+    terms = [m.terms[0] for m in model.encoder.modules() if isinstance(m, PositionAttention)]
+    assert len(terms) == 2 and terms[0].layers == terms
+    terms[1].load_state_dict(terms[0].state_dict())
+    for training in (True, False):
+        with model.encoder.forward_context.call():
+            first, second = (term.projected(0, 5, 5, training) for term in terms)
+        assert all(torch.equal(a, b) != training for a, b in zip(first, second))
 
 
 @pytest.mark.parametrize("max_relative,dtype,atol", [(0, torch.float32, 1e-5), (2, torch.float32, 1e-5),

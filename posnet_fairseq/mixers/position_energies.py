@@ -77,14 +77,15 @@ class ModelPositions:
         """Positions the embedding has (None: sinusoidal, no limit)."""
         return self.embedding.max_positions if isinstance(self.embedding, LearnedPositionalEmbedding) else None
 
-    def __call__(self, lo: int, hi: int, training: bool) -> Tensor:
-        """LN'd (and dropped-out) vectors of positions lo..hi-1: (hi-lo) x D, fp32."""
+    def __call__(self, lo: int, hi: int, training: bool, layers: int = 0) -> Tensor:
+        """LN'd (and dropped-out) vectors of positions lo..hi-1: (hi-lo) x D, fp32; ``layers`` > 0: layers x
+        (hi-lo) x D, each layer's own dropout."""
         if self.forward_context is None:
             vectors = self.normed(lo, hi)
         else:
             vectors = self.forward_context.shared(("model_positions", id(self.norm), lo, hi),
                                                   lambda: self.normed(lo, hi))
-        return F.dropout(vectors, self.dropout, training)
+        return F.dropout(vectors.expand(layers, -1, -1) if layers else vectors, self.dropout, training)
 
     def normed(self, lo: int, hi: int) -> Tensor:
         """The LN'd vectors of positions lo..hi-1, before dropout."""
@@ -123,8 +124,46 @@ class EnergyTerm(nn.Module):
         else:
             self.register_buffer("table", None, persistent=False)
 
+        # The terms of its group in the side's layers (share_with; a plain list: each layer owns its term).
+        self.forward_context, self.group, self.layers, self.layer = None, None, (), 0
+
     def covers(self, needed: int) -> bool:
         return self.table is not None and needed <= self.table.size(1)
+
+    def share_with(self, forward_context, site: str):
+        """Joins the terms of its group (``site``, its kind and ``settings()``: those whose position vectors are
+        the same) in the layers of the side of ``forward_context``: a training call projects their vectors at
+        once (:meth:`projected`)."""
+        self.forward_context, self.group = forward_context, (site, self.TABLE_NAME, *self.settings())
+        self.layers = forward_context.register(self.group, self)
+        self.layer = len(self.layers) - 1
+
+    def projected(self, lo: int, hi: int, keys: int, training: bool):
+        """The term's position vectors (:meth:`vectors`) through its projections, one n_i x H x D_h tensor each
+        (rows ``rows`` of the vectors). In a training call where the side's layers have terms of its group
+        (:meth:`share_with`), the first makes them for all: one dropout of every layer's vectors, and per
+        projection one stack of the layers' weights and one batched product, where each layer ran a dropout
+        and its products (issue 48: operators, kernel launches on a GPU, once per side instead of per layer).
+        The same function; with dropout, other random draws."""
+        projections, rows = self.projections(), self.rows(lo, hi, keys)
+        if not (training and len(self.layers) > 1 and self.forward_context.in_call):
+            vectors = self.vectors(lo, hi, keys, training)
+            return [self._project(proj, vectors[a:b]) for proj, (a, b) in zip(projections, rows)]
+
+        def made():
+            vectors = self.vectors(lo, hi, keys, training, len(self.layers))  # layers x n x D
+            return [self._project_layers([term.projections()[i] for term in self.layers], vectors[:, a:b])
+                    for i, (a, b) in enumerate(rows)]
+
+        every = self.forward_context.shared(("posnet_projected", self.group, lo, hi, keys), made)
+        return [layers[self.layer] for layers in every]
+
+    def _project_layers(self, projections, vectors):
+        """Each layer's projection of its vectors (layers x n x D): one product for all, a tuple of n x H x D_h."""
+        weight = torch.stack([proj.weight for proj in projections]).float()
+        bias = torch.stack([proj.bias for proj in projections]).float()
+        out = torch.baddbmm(bias.unsqueeze(1), vectors, weight.transpose(1, 2))
+        return out.view(*out.shape[:2], self.num_heads, self.head_dim).unbind(0)
 
     @staticmethod
     def read(table: Tensor, rows: Optional[Tensor], columns: Optional[Tensor]) -> Tensor:
@@ -146,12 +185,15 @@ class EnergyTerm(nn.Module):
         return F.linear(vectors, proj.weight.float(), proj.bias.float()).view(-1, self.num_heads, self.head_dim)
 
     @staticmethod
-    def product(queries: Tensor, keys: Tensor, scale: float) -> Tensor:
+    def product(queries: Tensor, keys: Tensor, scale: float, training: bool) -> Tensor:
         """H x n x s energies ``scale`` <q_n, k_s>_h of n x H x D_h queries and s x H x D_h keys: one batched
-        product over the heads, read in place (strided), the scaling its alpha (beta 0: the input is not read),
-        so that neither a copy nor a scaling runs as an operator of its own (on a GPU, launches, issue 48)."""
-        return torch.baddbmm(queries.new_empty(()), queries.transpose(0, 1), keys.permute(1, 2, 0), beta=0,
-                             alpha=scale)
+        product over the heads, read in place (strided). In training the scaling is its alpha (beta 0: the input
+        is not read), no operator of its own (a launch on a GPU, issue 48); in eval the unscaled product is
+        scaled as a table's lookup is (PositionAttention.term_energies), so that a precomputed checkpoint gives
+        bitwise the energies of the parameters it was made from."""
+        energies = torch.baddbmm(queries.new_empty(()), queries.transpose(0, 1), keys.permute(1, 2, 0), beta=0,
+                                 alpha=scale if training else 1.0)
+        return energies if training or scale == 1.0 else energies * scale
 
 
 class RelativeEnergies(EnergyTerm):
@@ -181,10 +223,20 @@ class RelativeEnergies(EnergyTerm):
     def keys_needed(self, key_pos: Tensor, bound: Optional[int] = None) -> int:
         return 0  # the table's width is the 2K+1 slots, whatever the keys
 
+    def vectors(self, lo, hi, keys, training, layers=0):
+        return self.positions(lo, hi, training, layers)
+
+    def rows(self, lo, hi, keys):
+        return [(0, hi - lo)]  # the queries'
+
+    def settings(self):
+        return self.max_relative, self.length_ratio, id(self.positions.norm)
+
     def compute(self, lo, hi, keys, training, scale=1.0):
         with autocast_off(self.keys):
-            queries = self._project(self.q_proj, self.positions(lo, hi, training))
-            return self.product(queries, self.keys.float().view(-1, self.num_heads, self.head_dim), scale)
+            queries, = self.projected(lo, hi, keys, training)
+            keys = self.keys.float().view(-1, self.num_heads, self.head_dim)
+            return self.product(queries, keys, scale, training)
 
     def lookup(self, lo, hi, keys):
         return self.table[:, lo:hi].float()
@@ -243,23 +295,29 @@ class AbsoluteEnergies(EnergyTerm):
         """Key positions the table must have: ``bound`` where the caller knows it, else read from the device."""
         return int(key_pos.max()) + 1 if bound is None else bound
 
-    def compute(self, lo, hi, keys, training, scale=1.0):
-        # One set of (dropped-out) vectors for queries and keys, as in
-        # self-attention where both are the same positions.
+    def vectors(self, lo, hi, keys, training, layers=0):
+        """One set of (dropped-out) vectors of positions 0..max(hi, keys)-1 for queries and keys, as in
+        self-attention where both are the same positions; ``layers`` > 0: one set per layer."""
         if self.shared is not None:
-            vectors = self.shared(0, max(hi, keys), training)
-        else:
-            n, dim, device = max(hi, keys), self.q_proj.in_features, self.q_proj.weight.device
+            return self.shared(0, max(hi, keys), training, layers)
+        n, dim, device = max(hi, keys), self.q_proj.in_features, self.q_proj.weight.device
 
-            def made():
-                return sinusoids(n, dim, self.sinusoid_layout).to(device)
+        def made():
+            return sinusoids(n, dim, self.sinusoid_layout).to(device)
 
-            vectors = made() if self.forward_context is None else self.forward_context.shared(
-                ("sinusoids", n, dim, self.sinusoid_layout, device), made)
-            vectors = F.dropout(vectors, self.position_dropout, training)
-        with autocast_off(vectors):
-            return self.product(self._project(self.q_proj, vectors[lo:hi]), self._project(self.k_proj, vectors[:keys]),
-                                scale)
+        vectors = made() if self.forward_context is None else self.forward_context.shared(
+            ("sinusoids", n, dim, self.sinusoid_layout, device), made)
+        return F.dropout(vectors.expand(layers, -1, -1) if layers else vectors, self.position_dropout, training)
+
+    def rows(self, lo, hi, keys):
+        return [(lo, hi), (0, keys)]  # the queries', the keys'
+
+    def settings(self):
+        return self.sinusoid_layout, self.position_dropout, None if self.shared is None else id(self.shared.norm)
+
+    def compute(self, lo, hi, keys, training, scale=1.0):
+        with autocast_off(self.q_proj.weight):
+            return self.product(*self.projected(lo, hi, keys, training), scale, training)
 
     def lookup(self, lo, hi, keys):
         return self.table[:, lo:hi, :keys].float()

@@ -122,8 +122,7 @@ class PositionAttention(Mixer):
         self.folded = False  # True after make_generation_fast_: the tables are a cache that may grow
 
     def reset_parameters(self):
-        # As fairseq's MultiheadAttention initialises its projections; the
-        # relative table as the authors' code (Xavier on every matrix).
+        # As fairseq's MultiheadAttention initialises its projections; the relative table as the authors' code.
         for proj in [p for term in self.terms for p in term.projections()] + [self.v_proj]:
             nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
         nn.init.xavier_uniform_(self.out_proj.weight)
@@ -166,6 +165,8 @@ class PositionAttention(Mixer):
                                           ctx.model_dropout, positions if shared else None, ctx.forward_context))
         mixer = cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, ctx.site, terms, projections, ctx.dropout)
         mixer.forward_context = ctx.forward_context
+        for term in terms if ctx.forward_context is not None and not precomputed else ():
+            term.share_with(ctx.forward_context, ctx.site.name)
         mixer.reset_parameters()
         return mixer
 
