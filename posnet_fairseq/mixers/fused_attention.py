@@ -54,21 +54,31 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], mas
     dtype (:class:`MaskedBias`); where it needs a gradient on a GPU, the memory-efficient kernel returns it."""
     invalid, empty = masks
     if bias is None:
-        mask = None if invalid is None else ~invalid
-    else:
-        mask = MaskedBias.apply(bias, invalid, q.dtype)
+        return attend(q, k, v, None if invalid is None else ~invalid, empty, dropout)
+    return attend(q, k, v, MaskedBias.apply(bias, invalid, q.dtype), empty, dropout)
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], empty: Optional[Tensor], dropout: float):
+    """torch's scaled_dot_product_attention with the attention ``mask``, the ``empty`` rows (B x 1 x T x 1, or
+    None) zeroed."""
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
     return out if empty is None else out.masked_fill(empty, 0.0)
 
 
-def position_only_attention(energy: Tensor, masks, v: Tensor, dropout: float, shared) -> Tensor:
-    """softmax(energy, masked) v with ``dropout`` on the weights (PosNet, Eq. 2-3) as fused attention: the
-    energies (B or 1 x H x T x S, scaled) are its additive mask, its queries and keys zeros of ``ZERO_DIM``,
-    whose product adds nothing to them; ``shared(key, make)`` (``Mixer.shared``) makes those once per call
-    for every layer. The same function as the explicit softmax and product; with dropout, other random draws."""
-    kind, (batch, heads, keys) = v.device.type, v.shape[:3]
-    dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else v.dtype  # what SDPA runs in
-    size = max(energy.size(2), keys)
-    zeros = shared(("position_only_qk", batch, heads, size, dtype, v.device),
-                   lambda: v.new_zeros(batch, heads, size, ZERO_DIM, dtype=dtype))
-    return fused_attention(zeros[:, :, :energy.size(2)], zeros[:, :, :keys], v, energy, masks, dropout)
+def attention_dtype(v: Tensor):
+    """The dtype fused attention runs in on ``v``'s device: autocast's where it is on, else ``v``'s."""
+    kind = v.device.type
+    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else v.dtype
+
+
+def position_only_attention(mask: Tensor, empty: Optional[Tensor], v: Tensor, dropout: float, shared) -> Tensor:
+    """softmax(energy, masked) v with ``dropout`` on the weights (PosNet, Eq. 2-3) as fused attention: ``mask``
+    is the additive mask of the scaled energies (:class:`MaskedBias`, B or 1 x H x T x S, in
+    :func:`attention_dtype`), its queries and keys zeros of ``ZERO_DIM``, whose product adds nothing to it;
+    ``shared(key, make)`` (``Mixer.shared``) makes those once per call for every layer. The same function as
+    the explicit softmax and product; with dropout, other random draws."""
+    (batch, heads, keys), length = v.shape[:3], mask.size(2)
+    size = max(length, keys)
+    zeros = shared(("position_only_qk", batch, heads, size, mask.dtype, v.device),
+                   lambda: v.new_zeros(batch, heads, size, ZERO_DIM, dtype=mask.dtype))
+    return attend(zeros[:, :, :length], zeros[:, :, :keys], v, mask, empty, dropout)

@@ -124,46 +124,14 @@ class EnergyTerm(nn.Module):
         else:
             self.register_buffer("table", None, persistent=False)
 
-        # The terms of its group in the side's layers (share_with; a plain list: each layer owns its term).
-        self.forward_context, self.group, self.layers, self.layer = None, None, (), 0
-
     def covers(self, needed: int) -> bool:
         return self.table is not None and needed <= self.table.size(1)
 
-    def share_with(self, forward_context, site: str):
-        """Joins the terms of its group (``site``, its kind and ``settings()``: those whose position vectors are
-        the same) in the layers of the side of ``forward_context``: a training call projects their vectors at
-        once (:meth:`projected`)."""
-        self.forward_context, self.group = forward_context, (site, self.TABLE_NAME, *self.settings())
-        self.layers = forward_context.register(self.group, self)
-        self.layer = len(self.layers) - 1
-
     def projected(self, lo: int, hi: int, keys: int, training: bool):
         """The term's position vectors (:meth:`vectors`) through its projections, one n_i x H x D_h tensor each
-        (rows ``rows`` of the vectors). In a training call where the side's layers have terms of its group
-        (:meth:`share_with`), the first makes them for all: one dropout of every layer's vectors, and per
-        projection one stack of the layers' weights and one batched product, where each layer ran a dropout
-        and its products (issue 48: operators, kernel launches on a GPU, once per side instead of per layer).
-        The same function; with dropout, other random draws."""
-        projections, rows = self.projections(), self.rows(lo, hi, keys)
-        if not (training and len(self.layers) > 1 and self.forward_context.in_call):
-            vectors = self.vectors(lo, hi, keys, training)
-            return [self._project(proj, vectors[a:b]) for proj, (a, b) in zip(projections, rows)]
-
-        def made():
-            vectors = self.vectors(lo, hi, keys, training, len(self.layers))  # layers x n x D
-            return [self._project_layers([term.projections()[i] for term in self.layers], vectors[:, a:b])
-                    for i, (a, b) in enumerate(rows)]
-
-        every = self.forward_context.shared(("posnet_projected", self.group, lo, hi, keys), made)
-        return [layers[self.layer] for layers in every]
-
-    def _project_layers(self, projections, vectors):
-        """Each layer's projection of its vectors (layers x n x D): one product for all, a tuple of n x H x D_h."""
-        weight = torch.stack([proj.weight for proj in projections]).float()
-        bias = torch.stack([proj.bias for proj in projections]).float()
-        out = torch.baddbmm(bias.unsqueeze(1), vectors, weight.transpose(1, 2))
-        return out.view(*out.shape[:2], self.num_heads, self.head_dim).unbind(0)
+        (the vectors' rows :meth:`rows`)."""
+        vectors = self.vectors(lo, hi, keys, training)
+        return [self._project(proj, vectors[a:b]) for proj, (a, b) in zip(self.projections(), self.rows(lo, hi, keys))]
 
     @staticmethod
     def read(table: Tensor, rows: Optional[Tensor], columns: Optional[Tensor]) -> Tensor:
@@ -231,6 +199,11 @@ class RelativeEnergies(EnergyTerm):
 
     def settings(self):
         return self.max_relative, self.length_ratio, id(self.positions.norm)
+
+    @staticmethod
+    def stacked_keys(terms, projected):
+        """The keys of every layer's term (posnet_layers.py): the relative tables, L x (2K+1) x D."""
+        return torch.stack([term.keys for term in terms]).float()
 
     def compute(self, lo, hi, keys, training, scale=1.0):
         with autocast_off(self.keys):
@@ -314,6 +287,11 @@ class AbsoluteEnergies(EnergyTerm):
 
     def settings(self):
         return self.sinusoid_layout, self.position_dropout, None if self.shared is None else id(self.shared.norm)
+
+    @staticmethod
+    def stacked_keys(terms, projected):
+        """The keys of every layer's term (posnet_layers.py): their projected vectors, L x M x D."""
+        return projected[1]
 
     def compute(self, lo, hi, keys, training, scale=1.0):
         with autocast_off(self.q_proj.weight):

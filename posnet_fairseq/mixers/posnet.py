@@ -56,10 +56,10 @@ from torch import nn
 
 from .. import families, flags
 from ..sites import SITES
-from . import posnet_decoding
+from . import posnet_decoding, posnet_layers
 from .attention import invalid_keys, masked_softmax, real_positions, softmax_masks
 from .base import Mixer
-from .fused_attention import position_only_attention
+from .fused_attention import MaskedBias, attention_dtype, position_only_attention
 from .gating import gated_where_mixer_of
 from .norms import LAYER_NORMS, layer_norm
 from .position_energies import AbsoluteEnergies, ModelPositions, RelativeEnergies, rename_old_keys
@@ -120,6 +120,7 @@ class PositionAttention(Mixer):
         self.absolute = next((t for t in self.terms if isinstance(t, AbsoluteEnergies)), None)
         self.precomputed = self.terms[0].precomputed
         self.folded = False  # True after make_generation_fast_: the tables are a cache that may grow
+        self.side_group, self.side_layers, self.layer = None, (), 0  # its group's layers (posnet_layers.py)
 
     def reset_parameters(self):
         # As fairseq's MultiheadAttention initialises its projections; the relative table as the authors' code.
@@ -165,8 +166,10 @@ class PositionAttention(Mixer):
                                           ctx.model_dropout, positions if shared else None, ctx.forward_context))
         mixer = cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, ctx.site, terms, projections, ctx.dropout)
         mixer.forward_context = ctx.forward_context
-        for term in terms if ctx.forward_context is not None and not precomputed else ():
-            term.share_with(ctx.forward_context, ctx.site.name)
+        if ctx.forward_context is not None and not precomputed:
+            mixer.side_group = (ctx.site.name, cls.NAME, *(term.settings() for term in terms))
+            mixer.side_layers = ctx.forward_context.register(mixer.side_group, mixer)
+            mixer.layer = len(mixer.side_layers) - 1
         mixer.reset_parameters()
         return mixer
 
@@ -202,33 +205,27 @@ class PositionAttention(Mixer):
                 "precompute again with a larger --max-length from the training checkpoint")
         return term.compute(lo, hi, keys, self.training, scale)
 
-    def energies(self, query_pos, key_pos, lo=None, hi=None, keys=None, shared=False, pad=None, plain=False):
+    def energies(self, query_pos, key_pos, lo=None, hi=None, keys=None, shared=False, pad=None, plain=False,
+                 tables=None):
         """Scaled fp32 energies B x H x T x S for B x T query and B x S key positions: the terms' sum. ``lo``
         and ``hi``, the least query position and one past the largest, and ``keys``, one past the largest key
         position, are read from the device unless given. ``shared``: a teacher-forced self-attention call,
         whose index grids every layer shares (they depend on ``pad`` and shapes only). ``plain``: all rows'
-        positions are 0..T-1 and 0..S-1 (no pads): one row of energies for all, 1 x H x T x S."""
+        positions are 0..T-1 and 0..S-1 (no pads): one row of energies for all, 1 x H x T x S. ``tables``: each
+        term's scaled table, read instead of the term's own (posnet_layers.py: every layer's, as heads)."""
         lo, hi = int(query_pos.min()) if lo is None else lo, int(query_pos.max()) + 1 if hi is None else hi
         rows = None if plain else (query_pos - lo if lo else query_pos)  # B x T, into the table's dim 1
         query_pos, key_pos = (query_pos[:1], key_pos[:1]) if plain else (query_pos, key_pos)
         energy = None
-        for term in self.terms:
+        for i, term in enumerate(self.terms):
             # Scaled in the table (H x n x width), not in the B x H x T x S read: a computed one in its product.
-            table = self.term_energies(term, lo, hi, term.keys_needed(key_pos, keys), self.scaling)
+            table = tables[i] if tables else self.term_energies(term, lo, hi, term.keys_needed(key_pos, keys),
+                                                                self.scaling)
             grid = (term.TABLE_NAME, *term.export_index().values(), hi, query_pos.shape, key_pos.size(1))
             columns = self.shared(grid, lambda: term.columns(query_pos, key_pos, plain), pad) if shared else \
                 term.columns(query_pos, key_pos, plain)
             energy = term.read(table, rows, columns) if energy is None else energy + term.read(table, rows, columns)
         return energy
-
-    def _teacher_forced_self(self, pad, batch, length, device):
-        """Energies and mask of a teacher-forced self-attention call: positions, bound, index grids and mask made
-        once per call for every layer (Mixer.shared); the bound read from the device only where a pad is masked."""
-        positions = self.shared(("positions", length), lambda: real_positions(pad, batch, length, device), pad)
-        bound = self.shared(("bound", length), lambda: length if pad is None else int(positions.max()) + 1, pad)
-        energy = self.energies(positions, positions, 0, bound, bound, shared=True, pad=pad, plain=pad is None)
-        return energy, self.shared(("posnet_softmax_masks", length, self.causal), lambda: softmax_masks(
-            invalid_keys(pad, self.causal, None, batch, length, length, device), pad is not None), pad)
 
     # ----- inference precomputation (paper section 4) -----
 
@@ -298,17 +295,20 @@ class PositionAttention(Mixer):
                 v, pad, key_pos = self.cache_self_attention(incremental_state, buffer, pad,
                                                             pad_key="key_padding_mask", value=v)
                 query_pos = query_step
+        fused = buffer is None and not (need_weights or need_head_weights) and device.type in self.FUSED
+        dtype = attention_dtype(v) if fused else None  # fused: the energies as the additive mask in this dtype
         if buffer is None and not self.site.cross:
-            energy, masks = self._teacher_forced_self(pad, batch, length, device)
+            energy, masks = posnet_layers.teacher_forced_self(self, pad, batch, length, device, dtype)
         else:  # query positions: decoding self-attention's the last of its keys; teacher-forced cross's 0 .. T - 1
             bounds = () if self.site.cross else (v.size(2) - length, v.size(2), v.size(2))  # (cross decoding: read)
             energy = self.energies(query_pos, key_pos, *(bounds if buffer is not None else (0, length)),
                                    plain=buffer is None and pad is None)
             masks = softmax_masks(invalid_keys(pad, self.causal, query_step, batch, length, v.size(2), device),
                                   pad is not None)
-        if buffer is None and not (need_weights or need_head_weights) and device.type in self.FUSED:
-            dropout = self.dropout if self.training else 0.0
-            return self.merge_heads(position_only_attention(energy, masks, v, dropout, self.shared)), None
+            energy = energy if dtype is None else MaskedBias.apply(energy, masks[0], dtype)
+        if fused:
+            return self.merge_heads(position_only_attention(energy, masks[1], v, self.dropout * self.training,
+                                                            self.shared)), None
         probs = masked_softmax(energy, None, masks=masks).expand(batch, -1, -1, -1)  # (plain: one row for all)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
         out = self.merge_heads(torch.matmul(dropped.to(v.dtype), v))
