@@ -372,3 +372,21 @@ def test_training_energies_have_no_sorting_gradient(kind, padded):
     names = {e.name for e in profiler.events()}
     assert not names & {"aten::index_put_", "aten::_index_put_impl_", "aten::sort"}, names
     assert all(p.grad is not None for term in mixer.terms for p in term.parameters())
+
+
+@pytest.mark.parametrize("arch", ["rposnet_transformer_tiny", "aposnet_transformer_tiny"])
+def test_a_posnet_layer_adds_no_more_training_operators_than_a_transformer_layer(arch):
+    """Issue 48: with the energies of every layer made at once (posnet_layers.py), a PosNet layer's share of a
+    training step is at most a Transformer layer's, in leaf operators (kernel launches on a GPU): counted as
+    the step's growth from 2 to 4 encoder and decoder layers (on main before posnet_layers.py, 659 and 677
+    operators per rPosNet and aPosNet layer against the Transformer's 622)."""
+    from posnet_fairseq.benchmark import op_counts
+
+    tiny = ["--size", "tiny", "--vocab", "64", "--train-batch", "2", "--train-length", "8"]
+
+    def per_layer(name):
+        counts = [op_counts.training_step_ops(name, op_counts.parse_args(
+            [*tiny, "--", "--encoder-layers", str(n), "--decoder-layers", str(n)])) for n in (2, 4)]
+        return (counts[1] - counts[0]) / 4
+
+    assert per_layer(arch) <= per_layer("posnet_transformer_tiny")
