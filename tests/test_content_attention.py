@@ -295,7 +295,7 @@ def test_a_decoding_step_of_a_position_scheme_launches_no_more_than_the_transfor
 @pytest.mark.parametrize("causal", [False, True])
 def test_a_learned_bias_gets_the_gradient_of_its_masked_cast(monkeypatch, causal):
     # MaskedBias's gradient skips autograd's masking of it: attention gives a -inf logit no gradient.
-    from posnet_fairseq.mixers import content_attention
+    from posnet_fairseq.mixers import fused_attention
     from posnet_fairseq.mixers.tisa import TisaAttention, TisaScorer
 
     torch.manual_seed(0)
@@ -310,7 +310,7 @@ def test_a_learned_bias_gets_the_gradient_of_its_masked_cast(monkeypatch, causal
         return [p.grad.clone() for p in mixer.position_bias.parameters()]
 
     fused = gradients()
-    monkeypatch.setattr(content_attention.MaskedBias, "apply",
+    monkeypatch.setattr(fused_attention.MaskedBias, "apply",
                         lambda bias, invalid, dtype: bias.masked_fill(invalid, float("-inf")).to(dtype))
     for got, expected in zip(fused, gradients()):
         assert expected.abs().min() > 0

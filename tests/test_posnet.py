@@ -231,30 +231,66 @@ def test_presets_use_the_papers_settings():
     assert type(ungated.decoder.layers[0].self_attn).__name__ == "GatedMixer"
 
 
+def encoder_step(model, src, lengths):
+    """The encoder's training output and the gradients of its parameters."""
+    model.zero_grad()
+    out = model.encoder(src, lengths)["encoder_out"][0]
+    (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+    return out.detach(), {name: p.grad.clone() for name, p in model.encoder.named_parameters() if p.grad is not None}
+
+
 @pytest.mark.parametrize("arch", ["rposnet_transformer_tiny", "aposnet_transformer_tiny"])
-def test_the_layers_of_a_call_share_their_position_work_and_draw_the_same_dropout(arch):
-    """Positions, their bound, index grids, masks and rPosNet's LayerNorm'd positions are made once per call
-    for every layer; in training, each layer still draws its own dropout, as when it made them itself."""
+@pytest.mark.parametrize("fused", [False, True], ids=["explicit", "fused"])
+def test_the_layers_of_a_call_share_their_position_work_with_the_outputs_and_gradients_of_their_own(
+        monkeypatch, arch, fused):
+    """Positions, their bound, index grids, masks, rPosNet's LayerNorm'd positions and in training the layers'
+    energies (issue 48; posnet_layers.py), with fused attention their mask, are made once per call for every
+    layer; without dropout, the encoder's output and every gradient are those of each layer making its own."""
     from posnet_fairseq.mixers.posnet import PositionAttention
 
+    monkeypatch.setattr(PositionAttention, "FUSED", ("cpu",) if fused else ())
     torch.manual_seed(0)
-    model, _ = build_model(["--dropout", "0.3", "--attention-dropout", "0.2"], arch=arch)
+    model, _ = build_model(["--dropout", "0", "--attention-dropout", "0"], arch=arch)
     src = torch.tensor([[1, 5, 6, 7, 2], [1, 1, 8, 9, 2]])  # the second sentence left-padded (pad = 1)
     lengths = torch.tensor([5, 4])
     context = model.encoder.forward_context
     makes, shared = [], context.shared
-    context.shared = lambda key, make, anchor=None: shared(key, lambda: makes.append(key[0]) or make(), anchor)
+    context.shared = lambda key, make, anchor=None: shared(key, lambda: makes.append(key) or make(), anchor)
     model.train()
-    torch.manual_seed(7)
-    out = model.encoder(src, lengths)["encoder_out"][0]
-    assert makes and len(makes) == len(set(makes))  # each made once, for both layers
+    out, grads = encoder_step(model, src, lengths)
+    assert len(makes) == len(set(makes))  # each made once, for both layers
+    assert "posnet_layer_energies" in {key[0] for key in makes}
     for module in model.encoder.modules():
         if isinstance(module, PositionAttention):
-            module.forward_context = None
+            module.forward_context, module.side_layers = None, ()
             if module.relative is not None:
                 module.relative.positions.forward_context = None
-    torch.manual_seed(7)
-    assert torch.allclose(model.encoder(src, lengths)["encoder_out"][0], out, atol=1e-6)
+    own_out, own_grads = encoder_step(model, src, lengths)
+    torch.testing.assert_close(out, own_out)
+    assert grads.keys() == own_grads.keys() and any("q_proj" in name for name in grads)
+    for name, grad in grads.items():  # fp32 rounding of sums in another order, relative to the gradient's size
+        expected = own_grads[name]
+        torch.testing.assert_close(grad, expected, atol=1e-5 + 1e-6 * float(expected.abs().max()), rtol=1.3e-6)
+
+
+@pytest.mark.parametrize("arch", ["rposnet_transformer_tiny", "aposnet_transformer_tiny"])
+def test_the_layers_energies_made_at_once_draw_each_layers_own_position_dropout(arch):
+    """The layers' position vectors are dropped out once for all, each layer with its own draw: two layers with
+    the same parameters get different energies in training, the same without dropout."""
+    from posnet_fairseq.mixers.posnet import PositionAttention
+    from posnet_fairseq.mixers.posnet_layers import stacked_table
+
+    model, _ = build_model(["--dropout", "0.3"], arch=arch)
+    mixers = [m for m in model.encoder.modules() if isinstance(m, PositionAttention)]
+    assert len(mixers) == 2 and mixers[0].side_layers == mixers
+    terms = [mixer.terms[0] for mixer in mixers]
+    terms[1].load_state_dict(terms[0].state_dict())
+    for dropout in (0.3, 0.0):
+        for term in terms:  # rPosNet's model positions, aPosNet's sinusoids
+            setattr(*((term.positions, "dropout") if hasattr(term, "positions") else (term, "position_dropout")),
+                    dropout)
+        first, second = stacked_table(terms, 0, 5, 5, 1.0).chunk(2)
+        assert torch.equal(first, second) == (dropout == 0.0)
 
 
 @pytest.mark.parametrize("max_relative,dtype,atol", [(0, torch.float32, 1e-5), (2, torch.float32, 1e-5),
@@ -336,3 +372,21 @@ def test_training_energies_have_no_sorting_gradient(kind, padded):
     names = {e.name for e in profiler.events()}
     assert not names & {"aten::index_put_", "aten::_index_put_impl_", "aten::sort"}, names
     assert all(p.grad is not None for term in mixer.terms for p in term.parameters())
+
+
+@pytest.mark.parametrize("arch", ["rposnet_transformer_tiny", "aposnet_transformer_tiny"])
+def test_a_posnet_layer_adds_no_more_training_operators_than_a_transformer_layer(arch):
+    """Issue 48: with the energies of every layer made at once (posnet_layers.py), a PosNet layer's share of a
+    training step is at most a Transformer layer's, in leaf operators (kernel launches on a GPU): counted as
+    the step's growth from 2 to 4 encoder and decoder layers (on main before posnet_layers.py, 659 and 677
+    operators per rPosNet and aPosNet layer against the Transformer's 622)."""
+    from posnet_fairseq.benchmark import op_counts
+
+    tiny = ["--size", "tiny", "--vocab", "64", "--train-batch", "2", "--train-length", "8"]
+
+    def per_layer(name):
+        counts = [op_counts.training_step_ops(name, op_counts.parse_args(
+            [*tiny, "--", "--encoder-layers", str(n), "--decoder-layers", str(n)])) for n in (2, 4)]
+        return (counts[1] - counts[0]) / 4
+
+    assert per_layer(arch) <= per_layer("posnet_transformer_tiny")

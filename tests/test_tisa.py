@@ -279,3 +279,35 @@ def test_scores_and_their_gradients_stay_fp32_under_autocast():
     scores.sum().backward()
     for p, reference in zip(scorer.parameters(), expected):
         torch.testing.assert_close(p.grad, reference)
+
+
+def tisa_training_step(model, batch):
+    """The loss's output and the gradients of every parameter after one forward and backward."""
+    model.zero_grad()
+    src, lengths, prev = batch
+    out = model(src, lengths, prev)[0]
+    (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+    return out.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+def test_the_layers_of_a_call_compute_their_scores_at_once_with_the_same_outputs_and_gradients(monkeypatch):
+    """Issue 48: a teacher-forced call evaluates every layer's kernel sum in one KernelSum per side (its
+    operators, each a kernel launch on a GPU, once per side, not per layer); outputs and every gradient are
+    those of each layer's own evaluation."""
+    from posnet_fairseq.mixers.content_attention import DistanceBias
+
+    torch.manual_seed(0)
+    model, task = build_model(["--dropout", "0"], arch="tisa_transformer_tiny")
+    batch = random_batch(task.source_dictionary, [7, 4], [6, 3])
+    scorers = [m for m in model.modules() if isinstance(m, TisaScorer)]
+    assert len(scorers) == 4 and all(len(s.layers) == 2 for s in scorers)  # two layers per side
+    with torch.profiler.profile() as profiler:
+        out, grads = tisa_training_step(model, batch)
+    exps = [e for e in profiler.events() if e.name == "aten::exp"]
+    assert len(exps) == 2, len(exps)  # one per side
+    monkeypatch.setattr(TisaScorer, "on_grid", DistanceBias.on_grid)  # each layer its own
+    each_out, each_grads = tisa_training_step(model, batch)
+    torch.testing.assert_close(out, each_out)
+    assert grads.keys() == each_grads.keys() and any("sharpness" in name for name in grads)
+    for name, grad in grads.items():
+        torch.testing.assert_close(grad, each_grads[name])

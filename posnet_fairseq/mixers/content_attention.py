@@ -52,6 +52,7 @@ from torch import Tensor, nn
 from .. import families
 from .attention import masked_softmax, real_positions, softmax_masks
 from .base import Mixer
+from .fused_attention import fused_attention
 from .state_reorder import COPY
 
 PAD_KEY = "prev_key_padding_mask"
@@ -134,25 +135,6 @@ class DistanceBias(nn.Module):
         distances = key_positions.unsqueeze(1) - query_positions.unsqueeze(2)  # B x T x S, j - i
         table = self.profile(torch.arange(-reach, reach + 1, device=distances.device))  # H x (2 reach + 1)
         return table[:, distances + reach].transpose(0, 1)  # H x B x T x S -> B x H x T x S
-
-
-class MaskedBias(torch.autograd.Function):
-    """A learned logit bias (fp32, batch 1 or B) with the ``invalid`` keys at -inf, in ``dtype``: the additive
-    mask of torch's fused attention. Its gradient is the mask's, summed over the batch the bias was broadcast
-    to, in one operator: a -inf logit gets no gradient (its weight is 0), so autograd's masking and cast of
-    the gradient (two operators per layer) change nothing."""
-
-    @staticmethod
-    def forward(ctx, bias: Tensor, invalid: Tensor, dtype) -> Tensor:
-        ctx.bias_shape, ctx.bias_dtype = bias.shape, bias.dtype
-        return bias.to(dtype).masked_fill(invalid, float("-inf"))
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor):
-        if grad.shape != ctx.bias_shape:  # one bias for the batch
-            return grad.sum(0, keepdim=True, dtype=ctx.bias_dtype), None, None
-        return grad.to(ctx.bias_dtype), None, None
 
 
 class ContentAttention(Mixer):
@@ -261,7 +243,7 @@ class ContentAttention(Mixer):
             out, probs = self._attend_with_weights(q, k, v, bias, masks)
             weights = self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
         else:
-            out, weights = self._attend(q, k, v, bias, masks), None
+            out, weights = fused_attention(q, k, v, bias, masks, self.dropout if self.training else 0.0), None
         return self.merge_heads(out), weights
 
     def _decoding_bias(self, query_pos, key_pos, keys: int, length: int, device) -> Optional[Tensor]:
@@ -353,22 +335,6 @@ class ContentAttention(Mixer):
         if PAD_KEY not in buffer:
             self.keep_state(buffer, PAD_KEY, torch.zeros(pad.size(0), past, dtype=torch.bool, device=pad.device), COPY)
         return PAD_KEY
-
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], masks) -> Tensor:
-        """softmax(q k^T / sqrt(d_h) + bias, masked) v through torch's fused scaled_dot_product_attention
-        (``masks``: :func:`.attention.softmax_masks`: a row without any valid key sees everything and is zeroed
-        afterwards, as masked_softmax does)."""
-        invalid, empty = masks
-        if bias is None:
-            mask = None if invalid is None else ~invalid
-        elif invalid is not None and bias.requires_grad:
-            mask = MaskedBias.apply(bias, invalid, q.dtype)
-        else:
-            mask = bias if invalid is None else bias.masked_fill(invalid, float("-inf"))
-            mask = mask.to(q.dtype)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask,
-                                             dropout_p=self.dropout if self.training else 0.0)
-        return out if empty is None else out.masked_fill(empty, 0.0)
 
     def _attend_with_weights(self, q, k, v, bias, masks):
         """The same function as explicit products (fp32 softmax), returning the B x H x T x S weights too."""

@@ -16,7 +16,10 @@ lengths. What a mixer needs beyond it, and what must be the same for every layer
 A side holds one context, and every mixer built for it a reference (``MixerContext.forward_context``).
 Work that depends only on the call's positions and shapes (position grids, masks, RoPE's rotation) is
 the same in every layer: :meth:`ForwardContext.shared` computes it once per call for all of them, since on
-a GPU every operator is a kernel launch and the step is bound by launches (issue 48).
+a GPU every operator is a kernel launch and the step is bound by launches (issue 48). Work that differs
+between layers in their parameters only (TISA's kernel sums, PosNet's training energies) is made once for
+all of them too, by the first layer, from the modules of every layer that :meth:`ForwardContext.register`
+lists.
 """
 import contextlib
 from typing import Optional
@@ -35,6 +38,21 @@ class ForwardContext:
         self.position_readers = 0
         # key -> (anchor, value) of shared(), while a call is under way (None outside one)
         self._shared = None
+        # kind -> the modules of that kind in the side's layers, in layer order (register)
+        self._members = {}
+
+    def register(self, kind, module) -> list:
+        """Lists ``module`` among the side's modules of ``kind`` (a hashable) and returns that list: the layers'
+        modules of a kind whose work :meth:`shared` makes for all of them at once (TISA's scorers; PosNet's
+        mixers of one group, ``posnet_layers.py``)."""
+        members = self._members.setdefault(kind, [])
+        members.append(module)
+        return members
+
+    @property
+    def in_call(self) -> bool:
+        """Whether a call is under way (:meth:`shared` then makes a value once for every layer)."""
+        return self._shared is not None
 
     def shared(self, key, make, anchor=None):
         """``make()``, made once per call for every layer that asks with the same ``key`` and the same

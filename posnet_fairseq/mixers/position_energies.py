@@ -1,13 +1,12 @@
 """The energy terms of PositionAttention (posnet.py): aPosNet's and rPosNet's, one module each.
 
-A term owns its parameters and its table of unscaled fp32 energies
-(``table``): loaded from a posnet-precompute checkpoint (a parameter, not
-trained, the term then has nothing else), made in memory by
-``PositionAttention.make_generation_fast_`` (a buffer left out of the state
-dict), or None. The mixer sums the terms' energies (arPosNet: rPosNet's plus
-aPosNet's) and decides when a table is folded or grown; a term computes its
-energies of query positions lo..hi-1 (:meth:`EnergyTerm.compute`) and reads
-them out of a table (:meth:`EnergyTerm.lookup`, :meth:`EnergyTerm.energies`).
+A term owns its parameters and its table of unscaled fp32 energies (``table``): loaded from a posnet-precompute
+checkpoint (a parameter, not trained, the term then has nothing else), made in memory by
+``PositionAttention.make_generation_fast_`` (a buffer left out of the state dict), or None. The mixer sums the
+terms' energies (arPosNet: rPosNet's plus aPosNet's) and decides when a table is folded or grown; a term
+computes its energies of query positions lo..hi-1 (:meth:`EnergyTerm.compute`, times a ``scale``: the mixer's
+1/sqrt(D_h) where it attends with them, 1 for a table) and reads them out of a table
+(:meth:`EnergyTerm.lookup`, :meth:`EnergyTerm.read`).
 
 rPosNet's constant-state decoding is in ``posnet_decoding.py``; aPosNet and
 arPosNet decode with the whole prefix cached (``PositionAttention.forward``).
@@ -78,14 +77,15 @@ class ModelPositions:
         """Positions the embedding has (None: sinusoidal, no limit)."""
         return self.embedding.max_positions if isinstance(self.embedding, LearnedPositionalEmbedding) else None
 
-    def __call__(self, lo: int, hi: int, training: bool) -> Tensor:
-        """LN'd (and dropped-out) vectors of positions lo..hi-1: (hi-lo) x D, fp32."""
+    def __call__(self, lo: int, hi: int, training: bool, layers: int = 0) -> Tensor:
+        """LN'd (and dropped-out) vectors of positions lo..hi-1: (hi-lo) x D, fp32; ``layers`` > 0: layers x
+        (hi-lo) x D, each layer's own dropout."""
         if self.forward_context is None:
             vectors = self.normed(lo, hi)
         else:
             vectors = self.forward_context.shared(("model_positions", id(self.norm), lo, hi),
                                                   lambda: self.normed(lo, hi))
-        return F.dropout(vectors, self.dropout, training)
+        return F.dropout(vectors.expand(layers, -1, -1) if layers else vectors, self.dropout, training)
 
     def normed(self, lo: int, hi: int) -> Tensor:
         """The LN'd vectors of positions lo..hi-1, before dropout."""
@@ -127,6 +127,12 @@ class EnergyTerm(nn.Module):
     def covers(self, needed: int) -> bool:
         return self.table is not None and needed <= self.table.size(1)
 
+    def projected(self, lo: int, hi: int, keys: int, training: bool):
+        """The term's position vectors (:meth:`vectors`) through its projections, one n_i x H x D_h tensor each
+        (the vectors' rows :meth:`rows`)."""
+        vectors = self.vectors(lo, hi, keys, training)
+        return [self._project(proj, vectors[a:b]) for proj, (a, b) in zip(self.projections(), self.rows(lo, hi, keys))]
+
     @staticmethod
     def read(table: Tensor, rows: Optional[Tensor], columns: Optional[Tensor]) -> Tensor:
         """Energies B x H x T x S from ``table`` (H x n x width): its rows ``rows`` (B x T; None: the table's
@@ -145,6 +151,17 @@ class EnergyTerm(nn.Module):
 
     def _project(self, proj, vectors):
         return F.linear(vectors, proj.weight.float(), proj.bias.float()).view(-1, self.num_heads, self.head_dim)
+
+    @staticmethod
+    def product(queries: Tensor, keys: Tensor, scale: float, training: bool) -> Tensor:
+        """H x n x s energies ``scale`` <q_n, k_s>_h of n x H x D_h queries and s x H x D_h keys: one batched
+        product over the heads, read in place (strided). In training the scaling is its alpha (beta 0: the input
+        is not read), no operator of its own (a launch on a GPU, issue 48); in eval the unscaled product is
+        scaled as a table's lookup is (PositionAttention.term_energies), so that a precomputed checkpoint gives
+        bitwise the energies of the parameters it was made from."""
+        energies = torch.baddbmm(queries.new_empty(()), queries.transpose(0, 1), keys.permute(1, 2, 0), beta=0,
+                                 alpha=scale if training else 1.0)
+        return energies if training or scale == 1.0 else energies * scale
 
 
 class RelativeEnergies(EnergyTerm):
@@ -174,11 +191,25 @@ class RelativeEnergies(EnergyTerm):
     def keys_needed(self, key_pos: Tensor, bound: Optional[int] = None) -> int:
         return 0  # the table's width is the 2K+1 slots, whatever the keys
 
-    def compute(self, lo, hi, keys, training):
+    def vectors(self, lo, hi, keys, training, layers=0):
+        return self.positions(lo, hi, training, layers)
+
+    def rows(self, lo, hi, keys):
+        return [(0, hi - lo)]  # the queries'
+
+    def settings(self):
+        return self.max_relative, self.length_ratio, id(self.positions.norm)
+
+    @staticmethod
+    def stacked_keys(terms, projected):
+        """The keys of every layer's term (posnet_layers.py): the relative tables, L x (2K+1) x D."""
+        return torch.stack([term.keys for term in terms]).float()
+
+    def compute(self, lo, hi, keys, training, scale=1.0):
         with autocast_off(self.keys):
-            queries = self._project(self.q_proj, self.positions(lo, hi, training))
+            queries, = self.projected(lo, hi, keys, training)
             keys = self.keys.float().view(-1, self.num_heads, self.head_dim)
-            return torch.einsum("nhd,shd->hns", queries, keys)
+            return self.product(queries, keys, scale, training)
 
     def lookup(self, lo, hi, keys):
         return self.table[:, lo:hi].float()
@@ -237,24 +268,34 @@ class AbsoluteEnergies(EnergyTerm):
         """Key positions the table must have: ``bound`` where the caller knows it, else read from the device."""
         return int(key_pos.max()) + 1 if bound is None else bound
 
-    def compute(self, lo, hi, keys, training):
-        # One set of (dropped-out) vectors for queries and keys, as in
-        # self-attention where both are the same positions.
+    def vectors(self, lo, hi, keys, training, layers=0):
+        """One set of (dropped-out) vectors of positions 0..max(hi, keys)-1 for queries and keys, as in
+        self-attention where both are the same positions; ``layers`` > 0: one set per layer."""
         if self.shared is not None:
-            vectors = self.shared(0, max(hi, keys), training)
-        else:
-            n, dim, device = max(hi, keys), self.q_proj.in_features, self.q_proj.weight.device
+            return self.shared(0, max(hi, keys), training, layers)
+        n, dim, device = max(hi, keys), self.q_proj.in_features, self.q_proj.weight.device
 
-            def made():
-                return sinusoids(n, dim, self.sinusoid_layout).to(device)
+        def made():
+            return sinusoids(n, dim, self.sinusoid_layout).to(device)
 
-            vectors = made() if self.forward_context is None else self.forward_context.shared(
-                ("sinusoids", n, dim, self.sinusoid_layout, device), made)
-            vectors = F.dropout(vectors, self.position_dropout, training)
-        with autocast_off(vectors):
-            q = self._project(self.q_proj, vectors[lo:hi])
-            k = self._project(self.k_proj, vectors[:keys])
-            return torch.einsum("nhd,mhd->hnm", q, k)
+        vectors = made() if self.forward_context is None else self.forward_context.shared(
+            ("sinusoids", n, dim, self.sinusoid_layout, device), made)
+        return F.dropout(vectors.expand(layers, -1, -1) if layers else vectors, self.position_dropout, training)
+
+    def rows(self, lo, hi, keys):
+        return [(lo, hi), (0, keys)]  # the queries', the keys'
+
+    def settings(self):
+        return self.sinusoid_layout, self.position_dropout, None if self.shared is None else id(self.shared.norm)
+
+    @staticmethod
+    def stacked_keys(terms, projected):
+        """The keys of every layer's term (posnet_layers.py): their projected vectors, L x M x D."""
+        return projected[1]
+
+    def compute(self, lo, hi, keys, training, scale=1.0):
+        with autocast_off(self.q_proj.weight):
+            return self.product(*self.projected(lo, hi, keys, training), scale, training)
 
     def lookup(self, lo, hi, keys):
         return self.table[:, lo:hi, :keys].float()

@@ -1,7 +1,7 @@
 """Position-based attention: ``rposnet``, ``aposnet``, ``arposnet`` (Schmidt & Di Gangi, PosNet paper).
 
-The attention energies depend on positions only; the content enters through
-the values (and the gate, see ``gating.py``)::
+The attention energies depend on positions only; the content enters through the values (and the gate,
+see ``gating.py``)::
 
     aPosNet (Eq. 8):   e[h,n,m] = <W_q^a p_n, W_k s_m>_h / sqrt(D_h)
     rPosNet (Eq. 9):   e[h,n,m] = <W_q^r p_n, r[idx(n,m)]>_h / sqrt(D_h)
@@ -9,53 +9,44 @@ the values (and the gate, see ``gating.py``)::
     arPosNet:          the sum of both energies
     out = W_o concat_h( softmax_m(e[h,n,:]) (W_v x)_h )        (Eq. 2-3)
 
-``r`` is a (2K+1) x D table split into H slices of D_h. The sign convention
-of Eq. 10 is the authors' code's (``m - floor(gamma n)``); the paper writes
-``floor(gamma n) - m``: slot s here is slot 2K - s there, which matters only
-when porting weights. Distances are clipped, not windowed: attention stays
-global. gamma = 1 in self-attention and the training-set length ratio
-(``--length-ratio``, computed by the model and stored in the checkpoint) in
-cross-attention, where n is a target and m a source position.
+``r`` is a (2K+1) x D table split into H slices of D_h. The sign convention of Eq. 10 is the authors' code's
+(``m - floor(gamma n)``); the paper writes ``floor(gamma n) - m``: slot s here is slot 2K - s there, which
+matters only when porting weights. Distances are clipped, not windowed: attention stays global. gamma = 1 in
+self-attention and the training-set length ratio (``--length-ratio``, computed by the model and stored in the
+checkpoint) in cross-attention, where n is a target and m a source position.
 
-Position inputs (0-based per sentence, from the padding mask; the decoder
-input position 0 is the BOS/EOS token; during incremental decoding the query
-position is the decoding step):
+Position inputs (0-based per sentence, from the padding mask; the decoder input position 0 is the BOS/EOS
+token; during incremental decoding the query position is the decoding step):
 
-* rPosNet queries ``p_n`` are the model's own position embeddings (the table
-  that is added to the tokens: learned in the ``rposnet_*`` presets, as in the
-  paper; fairseq's sinusoids otherwise) passed through a LayerNorm shared by
-  all layers of the encoder / of the decoder, then dropout at the model rate;
-* aPosNet uses its own sinusoidal vectors ``s_m`` (fairseq's formula, position
-  n = row n; ``--aposnet-sinusoids apptek``: the authors' interleaved layout)
-  with dropout, no LayerNorm -- also in ``arposnet``, so that source and
-  target positions come from one function in cross-attention.
-  ``--arposnet-absolute-positions shared`` gives arposnet's aPosNet term the
-  rPosNet term's vectors instead (the authors' code), at the self-attention
-  sites.
+* rPosNet queries ``p_n`` are the model's own position embeddings (the table that is added to the tokens:
+  learned in the ``rposnet_*`` presets, as in the paper; fairseq's sinusoids otherwise) passed through a
+  LayerNorm shared by all layers of the encoder / of the decoder, then dropout at the model rate;
+* aPosNet uses its own sinusoidal vectors ``s_m`` (fairseq's formula, position n = row n;
+  ``--aposnet-sinusoids apptek``: the authors' interleaved layout) with dropout, no LayerNorm -- also in
+  ``arposnet``, so that source and target positions come from one function in cross-attention.
+  ``--arposnet-absolute-positions shared`` gives arposnet's aPosNet term the rPosNet term's vectors instead
+  (the authors' code), at the self-attention sites.
 
-The LayerNorm of the rPosNet positions is nn.LayerNorm, or the authors'
-(unbiased variance, eps 1e-8) with ``--posnet-position-norm apptek``; which
-source uses which convention is in docs/conventions.md.
+The LayerNorm of the rPosNet positions is nn.LayerNorm, or the authors' (unbiased variance, eps 1e-8) with
+``--posnet-position-norm apptek``; which source uses which convention is in docs/conventions.md.
 
-The mixer composes its energy terms (``position_energies.py``:
-``RelativeEnergies``, ``AbsoluteEnergies``, each with its parameters and its
-table) and sums them; rPosNet alone decodes in constant state
+The mixer composes its energy terms (``position_energies.py``: ``RelativeEnergies``, ``AbsoluteEnergies``,
+each with its parameters and its table) and sums them; rPosNet alone decodes in constant state
 (``posnet_decoding.py``), aPosNet and arPosNet with the whole prefix cached.
 
-Softmax over the valid keys (padding and, in the decoder, the future are
-excluded), then attention dropout. Energies and softmax run in fp32 whatever
-the model dtype. ``v_proj`` and ``out_proj`` are the Linear layers the
-gating wrapper (``gating.py``) replaces.
+Softmax over the valid keys (padding and, in the decoder, the future are excluded), then attention dropout.
+The energies are computed in fp32 whatever the model dtype, and so is the softmax: on the CPU explicitly; on a
+GPU, teacher-forced, the energies are fused attention's additive mask in the attention's dtype
+(``fused_attention.py``, one kernel forward and one backward), whose softmax runs in fp32. ``v_proj`` and
+``out_proj`` are the Linear layers the gating wrapper (``gating.py``) replaces.
 
-Inference precomputation (paper section 4): the energies depend on positions
-only, so they can be folded into tables of unscaled energies, rPosNet
-``H x N x (2K+1)`` (query position x relative slot) and aPosNet ``H x N x M``.
-:meth:`PositionAttention.make_generation_fast_` (called by fairseq-generate
-and the hub interface) folds them in memory from the eval-mode position
-vectors and keeps the parameters, so the tables grow when a longer input
-arrives; ``posnet-precompute`` (``posnet_fairseq/precompute.py``, also the home of a
-mixer's ``table_form``) writes a checkpoint whose mixers hold only the tables
-(``posnet_precomputed = N`` in its arguments): inputs longer than N fail naming N.
+Inference precomputation (paper section 4): the energies depend on positions only, so they can be folded into
+tables of unscaled energies, rPosNet ``H x N x (2K+1)`` (query position x relative slot) and aPosNet
+``H x N x M``. :meth:`PositionAttention.make_generation_fast_` (called by fairseq-generate and the hub
+interface) folds them in memory from the eval-mode position vectors and keeps the parameters, so the tables
+grow when a longer input arrives; ``posnet-precompute`` (``posnet_fairseq/precompute.py``, also the home of a
+mixer's ``table_form``) writes a checkpoint whose mixers hold only the tables (``posnet_precomputed = N`` in
+its arguments): inputs longer than N fail naming N.
 """
 import math
 
@@ -65,9 +56,10 @@ from torch import nn
 
 from .. import families, flags
 from ..sites import SITES
-from . import posnet_decoding
+from . import posnet_decoding, posnet_layers
 from .attention import invalid_keys, masked_softmax, real_positions, softmax_masks
 from .base import Mixer
+from .fused_attention import MaskedBias, attention_dtype, position_only_attention
 from .gating import gated_where_mixer_of
 from .norms import LAYER_NORMS, layer_norm
 from .position_energies import AbsoluteEnergies, ModelPositions, RelativeEnergies, rename_old_keys
@@ -108,6 +100,10 @@ class PositionAttention(Mixer):
     declare which in ``ENERGIES``."""
 
     ENERGIES = ()  # "r" (rPosNet, Eq. 9-10) and/or "a" (aPosNet, Eq. 8); read by build only
+    # Devices where a teacher-forced call attends through fused attention (fused_attention.py): CUDA, whose
+    # memory-efficient kernel takes a float mask that needs a gradient, with dropout. On the CPU torch runs
+    # such a call as its explicit math, more operators than this mixer's own explicit path.
+    FUSED = ("cuda",)
 
     def __init__(self, embed_dim, num_heads, kdim, site, terms, projections, dropout=0.0):
         super().__init__(embed_dim, num_heads)
@@ -124,10 +120,10 @@ class PositionAttention(Mixer):
         self.absolute = next((t for t in self.terms if isinstance(t, AbsoluteEnergies)), None)
         self.precomputed = self.terms[0].precomputed
         self.folded = False  # True after make_generation_fast_: the tables are a cache that may grow
+        self.side_group, self.side_layers, self.layer = None, (), 0  # its group's layers (posnet_layers.py)
 
     def reset_parameters(self):
-        # As fairseq's MultiheadAttention initialises its projections; the
-        # relative table as the authors' code (Xavier on every matrix).
+        # As fairseq's MultiheadAttention initialises its projections; the relative table as the authors' code.
         for proj in [p for term in self.terms for p in term.projections()] + [self.v_proj]:
             nn.init.xavier_uniform_(proj.weight, gain=1 / math.sqrt(2))
         nn.init.xavier_uniform_(self.out_proj.weight)
@@ -170,6 +166,10 @@ class PositionAttention(Mixer):
                                           ctx.model_dropout, positions if shared else None, ctx.forward_context))
         mixer = cls(ctx.embed_dim, ctx.num_heads, ctx.kdim, ctx.site, terms, projections, ctx.dropout)
         mixer.forward_context = ctx.forward_context
+        if ctx.forward_context is not None and not precomputed:
+            mixer.side_group = (ctx.site.name, cls.NAME, *(term.settings() for term in terms))
+            mixer.side_layers = ctx.forward_context.register(mixer.side_group, mixer)
+            mixer.layer = len(mixer.side_layers) - 1
         mixer.reset_parameters()
         return mixer
 
@@ -182,9 +182,9 @@ class PositionAttention(Mixer):
             return self.precomputed
         return None if self.relative is None else self.relative.limit()
 
-    def term_energies(self, term, lo, hi, keys=0):
-        """Unscaled fp32 energies of ``term`` for query positions lo..hi-1 (and ``keys`` key positions,
-        aPosNet): H x n x width.
+    def term_energies(self, term, lo, hi, keys=0, scale=1.0):
+        """fp32 energies of ``term`` for query positions lo..hi-1 (and ``keys`` key positions, aPosNet), times
+        ``scale`` (1: unscaled): H x n x width.
 
         The one path of every form: a table that covers the positions is read (posnet-precompute's
         tables, or make_generation_fast_'s in-memory ones, which first grow to cover them: to the
@@ -196,40 +196,36 @@ class PositionAttention(Mixer):
         if not term.covers(needed) and self.folded and not self.training:
             self.fold_positions(max(needed, 2 * term.table.size(1) if term.table is not None else FOLD_START))
         if term.covers(needed):
-            return term.lookup(lo, hi, keys)
+            table = term.lookup(lo, hi, keys)
+            return table if scale == 1.0 else table * scale
         if self.precomputed:
             raise ValueError(
                 f"{self.NAME}: its {term.LABEL} energies were precomputed for {self.precomputed} positions "
                 f"(posnet-precompute --max-length {self.precomputed}) but this input needs {needed}; "
                 "precompute again with a larger --max-length from the training checkpoint")
-        return term.compute(lo, hi, keys, self.training)
+        return term.compute(lo, hi, keys, self.training, scale)
 
-    def energies(self, query_pos, key_pos, lo=None, hi=None, keys=None, shared=False, pad=None, plain=False):
+    def energies(self, query_pos, key_pos, lo=None, hi=None, keys=None, shared=False, pad=None, plain=False,
+                 tables=None):
         """Scaled fp32 energies B x H x T x S for B x T query and B x S key positions: the terms' sum. ``lo``
         and ``hi``, the least query position and one past the largest, and ``keys``, one past the largest key
         position, are read from the device unless given. ``shared``: a teacher-forced self-attention call,
         whose index grids every layer shares (they depend on ``pad`` and shapes only). ``plain``: all rows'
-        positions are 0..T-1 and 0..S-1 (no pads): one row of energies for all, 1 x H x T x S."""
+        positions are 0..T-1 and 0..S-1 (no pads): one row of energies for all, 1 x H x T x S. ``tables``: each
+        term's scaled table, read instead of the term's own (posnet_layers.py: every layer's, as heads)."""
         lo, hi = int(query_pos.min()) if lo is None else lo, int(query_pos.max()) + 1 if hi is None else hi
         rows = None if plain else (query_pos - lo if lo else query_pos)  # B x T, into the table's dim 1
         query_pos, key_pos = (query_pos[:1], key_pos[:1]) if plain else (query_pos, key_pos)
         energy = None
-        for term in self.terms:
-            table = self.term_energies(term, lo, hi, term.keys_needed(key_pos, keys))  # H x n x width
+        for i, term in enumerate(self.terms):
+            # Scaled in the table (H x n x width), not in the B x H x T x S read: a computed one in its product.
+            table = tables[i] if tables else self.term_energies(term, lo, hi, term.keys_needed(key_pos, keys),
+                                                                self.scaling)
             grid = (term.TABLE_NAME, *term.export_index().values(), hi, query_pos.shape, key_pos.size(1))
             columns = self.shared(grid, lambda: term.columns(query_pos, key_pos, plain), pad) if shared else \
                 term.columns(query_pos, key_pos, plain)
             energy = term.read(table, rows, columns) if energy is None else energy + term.read(table, rows, columns)
-        return energy * self.scaling
-
-    def _teacher_forced_self(self, pad, batch, length, device):
-        """Energies and mask of a teacher-forced self-attention call: positions, bound, index grids and mask made
-        once per call for every layer (Mixer.shared); the bound read from the device only where a pad is masked."""
-        positions = self.shared(("positions", length), lambda: real_positions(pad, batch, length, device), pad)
-        bound = self.shared(("bound", length), lambda: length if pad is None else int(positions.max()) + 1, pad)
-        energy = self.energies(positions, positions, 0, bound, bound, shared=True, pad=pad, plain=pad is None)
-        return energy, self.shared(("posnet_softmax_masks", length, self.causal), lambda: softmax_masks(
-            invalid_keys(pad, self.causal, None, batch, length, length, device), pad is not None), pad)
+        return energy
 
     # ----- inference precomputation (paper section 4) -----
 
@@ -299,14 +295,20 @@ class PositionAttention(Mixer):
                 v, pad, key_pos = self.cache_self_attention(incremental_state, buffer, pad,
                                                             pad_key="key_padding_mask", value=v)
                 query_pos = query_step
+        fused = buffer is None and not (need_weights or need_head_weights) and device.type in self.FUSED
+        dtype = attention_dtype(v) if fused else None  # fused: the energies as the additive mask in this dtype
         if buffer is None and not self.site.cross:
-            energy, masks = self._teacher_forced_self(pad, batch, length, device)
+            energy, masks = posnet_layers.teacher_forced_self(self, pad, batch, length, device, dtype)
         else:  # query positions: decoding self-attention's the last of its keys; teacher-forced cross's 0 .. T - 1
             bounds = () if self.site.cross else (v.size(2) - length, v.size(2), v.size(2))  # (cross decoding: read)
             energy = self.energies(query_pos, key_pos, *(bounds if buffer is not None else (0, length)),
                                    plain=buffer is None and pad is None)
             masks = softmax_masks(invalid_keys(pad, self.causal, query_step, batch, length, v.size(2), device),
                                   pad is not None)
+            energy = energy if dtype is None else MaskedBias.apply(energy, masks[0], dtype)
+        if fused:
+            return self.merge_heads(position_only_attention(energy, masks[1], v, self.dropout * self.training,
+                                                            self.shared)), None
         probs = masked_softmax(energy, None, masks=masks).expand(batch, -1, -1, -1)  # (plain: one row for all)
         dropped = F.dropout(probs, p=self.dropout, training=self.training)
         out = self.merge_heads(torch.matmul(dropped.to(v.dtype), v))

@@ -99,6 +99,19 @@ class KernelSum(torch.autograd.Function):
         return None, grad_c, grad_a, grad_b
 
 
+def kernel_sums(scorers, distances: Tensor) -> Tensor:
+    """f_h(k) of every head of every scorer in ``scorers`` at the given distances (any shape N): (L H) x N,
+    fp32, in one KernelSum (the scorers' parameters stacked)."""
+    def stacked(name):
+        tensors = [getattr(scorer, name) for scorer in scorers]
+        return (tensors[0] if len(tensors) == 1 else torch.cat(tensors)).float()
+
+    # fp32 even when the model runs in fp16/bf16: the squared distances
+    # reach ~1e5 at a few hundred tokens and exp of them underflows early.
+    return KernelSum.apply(distances.float().reshape(-1), stacked("offsets"), stacked("amplitudes"),
+                           stacked("sharpness"))
+
+
 class TisaScorer(DistanceBias):
     """The per-head positional scores F[b, h, i, j] = f_h(pos_j - pos_i), in fp32.
 
@@ -121,6 +134,8 @@ class TisaScorer(DistanceBias):
         self.offsets = nn.Parameter(torch.empty(num_heads, num_kernels))     # c
         self.amplitudes = nn.Parameter(torch.empty(num_heads, num_kernels))  # a
         self.sharpness = nn.Parameter(torch.empty(num_heads, num_kernels))   # b
+        # The side's scorers (share_with; a plain list: each layer owns its scorer) and this one's place in it.
+        self.forward_context, self.layers, self.layer = None, (), 0
         self.reset_parameters(init)
 
     def reset_parameters(self, init: str):
@@ -141,10 +156,24 @@ class TisaScorer(DistanceBias):
 
     def profile(self, distances: Tensor) -> Tensor:
         """f_h(k) for every head at the given distances (any shape N): H x N, fp32."""
-        # fp32 even when the model runs in fp16/bf16: the squared distances
-        # reach ~1e5 at a few hundred tokens and exp of them underflows early.
-        return KernelSum.apply(distances.float().reshape(-1), self.offsets.float(), self.amplitudes.float(),
-                               self.sharpness.float())
+        return kernel_sums([self], distances)
+
+    def share_with(self, forward_context):
+        """Joins the side's TISA scorers (``forward_context``, the side's): a teacher-forced call computes the
+        biases of all its layers at once (:meth:`on_grid`)."""
+        self.forward_context, self.layers = forward_context, forward_context.register("tisa", self)
+        self.layer = len(self.layers) - 1
+
+    def on_grid(self, grid: Tensor) -> Tensor:
+        """1 x H x T x S: f_h at every distance of ``grid``. In a call of a side whose layers share their work
+        (:meth:`share_with`), one KernelSum for every layer's heads, made at the first layer: each operator is
+        a kernel launch on a GPU (issue 48), and the layers' biases differ in their parameters only."""
+        layers = self.layers
+        if len(layers) < 2 or not self.forward_context.in_call:
+            return super().on_grid(grid)
+        every = self.forward_context.shared(("tisa_on_grid", grid.shape, grid.device), lambda: kernel_sums(
+            layers, grid).view(len(layers), 1, self.num_heads, *grid.shape).unbind(0))
+        return every[self.layer]
 
     def load_reference_parameters(self, kernel_offsets: Tensor, kernel_amplitudes: Tensor,
                                   kernel_sharpness: Tensor):
@@ -176,6 +205,8 @@ class TisaAttention(ContentAttention):
         scorer = build_scorer(ctx)
         if scorer is None:  # F = 0: fairseq's attention, with its state-dict keys (those of mha)
             return ctx.build_fairseq_attention()
+        if ctx.forward_context is not None:
+            scorer.share_with(ctx.forward_context)
         return cls.at_site(ctx, bias=scorer)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):

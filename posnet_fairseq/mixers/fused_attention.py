@@ -1,0 +1,84 @@
+"""Attention through torch's fused scaled_dot_product_attention, with a float logit bias as its additive mask.
+
+On a GPU, fused attention is one kernel forward and one backward where the explicit form (logits, masking,
+softmax, dropout, product with the values) launches one each, and a base model's training step is bound by
+launches (issue 48). Where the bias needs a gradient, CUDA's memory-efficient kernel returns it.
+
+Two hosts: content attention (``content_attention.py``: ``softmax(Q K^T / sqrt(d_h) + B) V``) and PosNet's
+position-only attention (``posnet.py``: ``softmax(E) V``, Eq. 2-3, whose energies E are the whole logit: the
+queries and keys are zeros, :func:`position_only_attention`).
+"""
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+# The head size of position_only_attention's zero queries and keys: the least that CUDA's memory-efficient
+# kernel takes in half precision (its GEMM alignment, 8 elements of 16 bits).
+ZERO_DIM = 8
+# The alignment, in elements, of the strides of a mask that CUDA's memory-efficient kernel reads in place.
+MASK_ALIGNMENT = 8
+
+
+class MaskedBias(torch.autograd.Function):
+    """A logit bias (fp32, batch 1 or B) with the ``invalid`` keys (None: none) at -inf, in ``dtype``: the
+    additive mask of torch's fused attention, written (one copy, the cast included, and the masking in place)
+    into rows aligned to ``MASK_ALIGNMENT`` elements, which CUDA's memory-efficient kernel reads as they are:
+    torch pads (copies) any other mask first, and copies the gradient back, several kernels forward and
+    backward (torch's ``preprocess_mask``). Its gradient is the mask's, summed over the batch the bias was
+    broadcast to, in one operator: a -inf logit gets no gradient (its weight is 0), so autograd's masking and
+    cast of the gradient (two operators per layer) change nothing."""
+
+    @staticmethod
+    def forward(ctx, bias: Tensor, invalid: Optional[Tensor], dtype) -> Tensor:
+        ctx.bias_shape, ctx.bias_dtype = bias.shape, bias.dtype
+        shape = bias.shape if invalid is None else torch.broadcast_shapes(bias.shape, invalid.shape)
+        keys = shape[-1]
+        row = -(-keys // MASK_ALIGNMENT) * MASK_ALIGNMENT
+        mask = bias.new_empty(*shape[:-1], row, dtype=dtype)[..., :keys].copy_(bias)
+        return mask if invalid is None else mask.masked_fill_(invalid, float("-inf"))
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad: Tensor):
+        if grad.shape != ctx.bias_shape:  # one bias for the batch
+            return grad.sum(0, keepdim=True, dtype=ctx.bias_dtype), None, None
+        return grad.to(ctx.bias_dtype), None, None
+
+
+def fused_attention(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], masks, dropout: float) -> Tensor:
+    """softmax(q k^T / sqrt(d_h) + bias, masked) v, with ``dropout`` on the weights, through torch's fused
+    scaled_dot_product_attention (``masks``: :func:`.attention.softmax_masks`: a row without any valid key sees
+    everything and is zeroed afterwards, as masked_softmax does). A bias becomes the additive mask in ``q``'s
+    dtype (:class:`MaskedBias`); where it needs a gradient on a GPU, the memory-efficient kernel returns it."""
+    invalid, empty = masks
+    if bias is None:
+        return attend(q, k, v, None if invalid is None else ~invalid, empty, dropout)
+    return attend(q, k, v, MaskedBias.apply(bias, invalid, q.dtype), empty, dropout)
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], empty: Optional[Tensor], dropout: float):
+    """torch's scaled_dot_product_attention with the attention ``mask``, the ``empty`` rows (B x 1 x T x 1, or
+    None) zeroed."""
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+    return out if empty is None else out.masked_fill(empty, 0.0)
+
+
+def attention_dtype(v: Tensor):
+    """The dtype fused attention runs in on ``v``'s device: autocast's where it is on, else ``v``'s."""
+    kind = v.device.type
+    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else v.dtype
+
+
+def position_only_attention(mask: Tensor, empty: Optional[Tensor], v: Tensor, dropout: float, shared) -> Tensor:
+    """softmax(energy, masked) v with ``dropout`` on the weights (PosNet, Eq. 2-3) as fused attention: ``mask``
+    is the additive mask of the scaled energies (:class:`MaskedBias`, B or 1 x H x T x S, in
+    :func:`attention_dtype`), its queries and keys zeros of ``ZERO_DIM``, whose product adds nothing to it;
+    ``shared(key, make)`` (``Mixer.shared``) makes those once per call for every layer. The same function as
+    the explicit softmax and product; with dropout, other random draws."""
+    (batch, heads, keys), length = v.shape[:3], mask.size(2)
+    size = max(length, keys)
+    zeros = shared(("position_only_qk", batch, heads, size, mask.dtype, v.device),
+                   lambda: v.new_zeros(batch, heads, size, ZERO_DIM, dtype=mask.dtype))
+    return attend(zeros[:, :, :length], zeros[:, :, :keys], v, mask, empty, dropout)

@@ -1,0 +1,107 @@
+"""PosNet's position-only attention through fused attention (mixers/fused_attention.py): the same function as
+its explicit softmax and product, outputs and gradients, in every site and padding. The fused path runs where
+PositionAttention.FUSED names the device (CUDA); here it is forced onto the CPU, where torch computes it as
+its math path."""
+import pytest
+import torch
+
+from posnet_fairseq.mixers import fused_attention
+from posnet_fairseq.mixers.posnet import PositionAttention
+from test_posnet import DIM, KINDS, left_pad, make_mixer, right_pad
+
+SITES = ("encoder_self", "decoder_self", "cross")
+
+
+def inputs(site, padded):
+    g = torch.Generator().manual_seed(1)
+    T, S = 7, 9 if site == "cross" else 7
+    query = torch.randn(T, 3, DIM, generator=g, requires_grad=True)
+    value = torch.randn(S, 3, DIM, generator=g, requires_grad=True) if site == "cross" else query
+    pad = None
+    if padded:  # fairseq left-pads sources (encoder, cross keys) and right-pads targets
+        pad = right_pad([7, 5, 3], T) if site == "decoder_self" else left_pad([S, 4, 2], S)
+    return query, value, pad
+
+
+def run(monkeypatch, mixer, site, padded, fused):
+    """The mixer's output and the gradients of its parameters and inputs, fused or explicit."""
+    monkeypatch.setattr(PositionAttention, "FUSED", ("cpu",) if fused else ())
+    mixer.zero_grad()
+    query, value, pad = inputs(site, padded)
+    out = mixer(query, value, value, key_padding_mask=pad, static_kv=site == "cross")[0]
+    (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+    grads = [p.grad.clone() for p in mixer.parameters() if p.grad is not None]
+    return out.detach(), grads + [value.grad]  # (the query's tokens enter through the values only)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("site", SITES)
+@pytest.mark.parametrize("padded", [False, True], ids=["plain", "padded"])
+def test_fused_training_without_dropout_gives_the_explicit_outputs_and_gradients(monkeypatch, kind, site, padded):
+    mixer = make_mixer(kind, site, gamma=1.5 if site == "cross" else 1.0)[0].train()
+    assert mixer.dropout == 0.0
+    fused_out, fused_grads = run(monkeypatch, mixer, site, padded, fused=True)
+    out, grads = run(monkeypatch, mixer, site, padded, fused=False)
+    torch.testing.assert_close(fused_out, out)
+    assert len(fused_grads) == len(grads) and all(g.abs().max() > 0 for g in grads)
+    for got, expected in zip(fused_grads, grads):
+        torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("site", SITES)
+def test_fused_eval_gives_the_explicit_outputs_and_training_drops_weights(monkeypatch, kind, site):
+    mixer = make_mixer(kind, site, gamma=1.5 if site == "cross" else 1.0)[0]
+    mixer.dropout = 0.5
+    with torch.no_grad():
+        fused = run_forward(monkeypatch, mixer.eval(), site, fused=True)
+        torch.testing.assert_close(fused, run_forward(monkeypatch, mixer, site, fused=False))
+        # the fused kernel is given the dropout: training draws differ from the eval weights
+        assert not torch.allclose(run_forward(monkeypatch, mixer.train(), site, fused=True), fused)
+
+
+def run_forward(monkeypatch, mixer, site, fused):
+    monkeypatch.setattr(PositionAttention, "FUSED", ("cpu",) if fused else ())
+    query, value, pad = inputs(site, padded=True)
+    return mixer(query, value, value, key_padding_mask=pad, static_kv=site == "cross")[0]
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_fused_bf16_training_attends_in_bf16_and_stays_near_fp32(monkeypatch, kind):
+    """Under autocast the energies are the fused kernel's mask in its dtype (bf16), its softmax in fp32: the
+    output is finite and within bf16 rounding of the fp32 one."""
+    mixer = make_mixer(kind, "decoder_self")[0].train()
+    out = run_forward(monkeypatch, mixer, "decoder_self", fused=False).detach()
+    dtypes = []
+    sdpa = fused_attention.F.scaled_dot_product_attention
+
+    def recorded(q, k, v, attn_mask=None, **kwargs):
+        dtypes.append((q.dtype, k.dtype, attn_mask.dtype))
+        return sdpa(q, k, v, attn_mask=attn_mask, **kwargs)
+
+    monkeypatch.setattr(fused_attention.F, "scaled_dot_product_attention", recorded)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = run_forward(monkeypatch, mixer, "decoder_self", fused=True)
+    assert dtypes == [(torch.bfloat16,) * 3]
+    assert torch.isfinite(low).all()
+    torch.testing.assert_close(low.float(), out, atol=5e-2, rtol=5e-2)
+
+
+@pytest.mark.parametrize("keys", [5, 8, 30])
+@pytest.mark.parametrize("masked", [False, True])
+def test_the_mask_is_made_in_rows_that_the_memory_efficient_kernel_reads_in_place(keys, masked):
+    """torch's memory-efficient attention copies (pads) a mask whose strides but the last are not multiples of
+    8 elements, forward and backward: MaskedBias writes its mask into aligned rows, its values those of the
+    masked cast, its gradient the bias's."""
+    bias = torch.randn(1, 2, 3, keys, requires_grad=True)
+    invalid = torch.rand(4, 1, 3, keys) < 0.3 if masked else None
+    mask = fused_attention.MaskedBias.apply(bias, invalid, torch.bfloat16)
+    assert mask.dtype == torch.bfloat16 and mask.stride(-1) == 1
+    assert all(stride % fused_attention.MASK_ALIGNMENT == 0 for stride in mask.stride()[:-1]), mask.stride()
+    expected = bias.detach().to(torch.bfloat16)
+    if masked:
+        expected = expected.masked_fill(invalid, float("-inf"))
+    assert torch.equal(mask, expected)
+    mask.float().masked_fill(mask.isinf(), 0).sum().backward()
+    kept = torch.ones(1, 1, 3, keys) if invalid is None else (~invalid).float().sum(0, keepdim=True)
+    torch.testing.assert_close(bias.grad, kept.expand(1, 2, -1, -1))
