@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from fairseq_testing import build_model, step_mixer
+from fairseq_testing import build_model, launching_kernels, step_mixer
 from posnet_fairseq.mixers.aan import LEVEL, AverageAttention
 from posnet_fairseq.mixers.registry import MIXERS, MixerContext
 from posnet_fairseq.sites import SITE
@@ -205,24 +205,16 @@ def test_an_avg_decoding_step_with_its_beam_reorder_launches_seven_kernels():
     o = i * z + f * g as one product and one fused multiply-add: 7 (on 9592acc: 11, the sum and the count
     each reordered, added to and divided; the output two products and a sum). The count is read on the
     host (one scalar read, no kernel)."""
-    from test_content_attention import NO_KERNEL
-
     mixer = make_mixer(["avg"])
     z = torch.randn(6, 4, C)
     order = torch.tensor([1, 0, 3, 2])
     with torch.inference_mode():
         _, state = step_mixer(mixer, z[:5])
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+
+        def step():
             mixer.reorder_incremental_state(state, order)
             mixer(z[5:], z[5:], z[5:], incremental_state=state)
-
-    def launches(event):
-        return event.name.startswith("aten::") and event.name not in NO_KERNEL
-
-    def below(event):
-        return any(launches(child) or below(child) for child in event.cpu_children)
-
-    names = sorted(e.name for e in profiler.events() if launches(e) and not below(e))
+        names = launching_kernels(step)
     kernels = [n for n in names if n != "aten::_local_scalar_dense"]
     assert len(kernels) == 7 and names.count("aten::_local_scalar_dense") == 1, names
 

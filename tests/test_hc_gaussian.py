@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from fairseq_testing import (
-    build_model, decode_incrementally, random_batch, train_and_generate, write_synthetic_data_bin,
+    build_model, decode_incrementally, launching_kernels, random_batch, train_and_generate, write_synthetic_data_bin,
 )
 from posnet_fairseq import flags
 from posnet_fairseq.mixers.registry import MIXERS, MixerContext
@@ -164,6 +164,49 @@ def test_cross_attention_projects_the_encoder_once_while_decoding():
     torch.testing.assert_close(torch.cat([first] + rest), full, atol=1e-6, rtol=0)
     assert set(mixer._get_input_buffer(state)) == {"value", "key_positions", "key_padding_mask", "steps"}
 
+
+def _decoder_self(max_length=64):
+    return build_mixer("hc_gaussian", "decoder_self", embed_dim=8, num_heads=2, max_target_positions=max_length).eval()
+
+
+def test_a_decoding_step_with_its_beam_reorder_launches_five_kernels():
+    """Issue 48: on a GPU a decoding step is bound by kernel launches. A beam reorder and a step of HC-SA's
+    decoder self-attention launch the ring's index_select, the value projection, the value's write into the
+    ring, one bmm of the rows' weights with the ring and the output projection: 5 (on 9592acc: 6, the step's
+    weights broadcast over the rows and copied before the product). The step count is read on the host."""
+    mixer = _decoder_self()
+    x = torch.randn(6, 4, 8)
+    order = torch.tensor([1, 0, 3, 2])
+    with torch.inference_mode():
+        state = {}
+        for t in range(5):
+            mixer(x[t: t + 1], x[t: t + 1], x[t: t + 1], incremental_state=state)
+
+        def step():
+            mixer.reorder_incremental_state(state, order)
+            mixer(x[5:], x[5:], x[5:], incremental_state=state)
+        names = launching_kernels(step)
+    kernels = [n for n in names if n != "aten::_local_scalar_dense"]
+    assert len(kernels) == 5 and "aten::bmm" in kernels and names.count("aten::_local_scalar_dense") == 1, names
+
+
+def test_a_reorder_to_more_rows_decodes_every_row():
+    """The weights repeated for the rows are made for the search's first rows; a reorder that repeats rows
+    (4 hypotheses from 2) makes them for the new count, and each row equals the teacher-forced pass over its
+    history."""
+    mixer = _decoder_self()
+    x = torch.randn(8, 2, 8)
+    more = torch.tensor([0, 0, 1, 1])
+    with torch.no_grad():
+        state = {}
+        for t in range(5):
+            mixer(x[t: t + 1], x[t: t + 1], x[t: t + 1], incremental_state=state)
+        mixer.reorder_incremental_state(state, more)
+        wide = x[:, more]
+        stepped = torch.cat([mixer(wide[t: t + 1], wide[t: t + 1], wide[t: t + 1], incremental_state=state)[0]
+                             for t in range(5, 8)])
+        forced = mixer(wide, wide, wide)[0][5:]
+    torch.testing.assert_close(stepped, forced, atol=1e-6, rtol=0)
 
 # --- parameters --------------------------------------------------------------------------
 
