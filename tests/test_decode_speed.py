@@ -111,10 +111,10 @@ def test_int8_rows_and_the_ctranslate2_rows_say_when_ctranslate2_is_missing(tmp_
     assert rows["posnet_transformer_tiny"]["CPU-time ratio"] == "0.50x"
 
 
-def test_plain_beam_rows_decode_the_same_checkpoint_with_every_state_per_hypothesis(tmp_path, monkeypatch):
-    """--plain-beam ARCHS: the rows 'ROW plain-beam' decode their row's checkpoint with --no-beamable-mm (models/
-    beam_shared.py's per-hypothesis path), alternating with the others in each round, and get its arithmetic;
-    the other rows keep the default (no flag)."""
+def test_plain_beam_rows_decode_the_same_checkpoint_with_the_cross_attention_per_hypothesis(tmp_path, monkeypatch):
+    """--plain-beam ARCHS: the rows 'ROW plain-beam' decode their row's checkpoint with --no-beamable-mm
+    (models/beam_shared.py's per-hypothesis cross attention), alternating with the others in each round, and get
+    its arithmetic; the other rows keep the default (no flag)."""
     seconds = {("posnet_transformer_tiny", ()): 2.0, ("posnet_transformer_tiny", ("--no-beamable-mm",)): 2.5,
                ("posnet_transformer_tiny-int8", ()): 1.2, ("aan_plus_avg_tiny", ()): 1.6,
                ("aan_plus_avg_tiny-int8", ()): 1.0,

@@ -25,9 +25,9 @@ FLOPs per generated token allow against the baseline row (the first arch, or
 converts with CTranslate2 (the Transformer, Shaw-relative and T5-bias models) in fp32 and int8
 (:mod:`.ctranslate2_decoding`),
 with the same sources, forced lengths, beam, batch and threads. ``--plain-beam ARCHS`` adds those rows
-decoded with ``--no-beamable-mm`` as ``ROW plain-beam``: every state per hypothesis, where the default
-keeps the encoder side once per sentence (:mod:`posnet_fairseq.models.beam_shared`), so that one run
-times both paths (on a GPU the shared path launches more, smaller kernels)::
+decoded with ``--no-beamable-mm`` as ``ROW plain-beam``: the cross attention's keys and values per
+hypothesis, where the default keeps them once per sentence (:mod:`posnet_fairseq.models.beam_shared`), so
+that one run times both paths (on a GPU the shared path launches more, smaller kernels)::
 
     python -m posnet_fairseq.benchmark.decode_speed --threads 1 --sentences 32 --rounds 1 --lengths 30,80,200
     python -m posnet_fairseq.benchmark.decode_speed --archs transformer,hc_gaussian --lengths 30,80
@@ -45,7 +45,7 @@ from ..plugin import PLUGIN_DIR
 from .decode_models import ctranslate2_rows, fairseq_rows, mean_source_length, synthetic_data_bin
 from .measurements import DecodeTiming
 
-# The row of a fairseq row decoded with every state per hypothesis (--plain-beam), and its generation flag.
+# The row of a fairseq row decoded with its cross attention per hypothesis (--plain-beam), and its generation flag.
 PLAIN_BEAM = " plain-beam"
 PLAIN_BEAM_FLAGS = ("--no-beamable-mm",)
 
@@ -187,8 +187,8 @@ def parse_args(argv=None):
                    "(requirements/ctranslate2.txt), fp32 and int8: the first as the rows ctranslate2 fp32 / "
                    "ctranslate2 int8, the others as ARCH ctranslate2 fp32 / int8, on --device")
     p.add_argument("--plain-beam", metavar="ARCHS", default="", help="also these comma-separated --archs (or "
-                   "their -int8 rows) decoded with --no-beamable-mm, every state per hypothesis, as the rows "
-                   "'ARCH plain-beam' (default: none; the other rows keep the encoder side once per sentence)")
+                   "their -int8 rows) decoded with --no-beamable-mm, the cross attention per hypothesis, as the "
+                   "rows 'ARCH plain-beam' (default: none; the other rows keep it once per sentence)")
     p.add_argument("--against", metavar="ROW", help="the row the ratios divide by (default: the first arch), e.g. "
                    "'ctranslate2 int8'")
     p.add_argument("--quick", action="store_true", help="smoke test: tiny models, 32 sentences, length 8, one round")
