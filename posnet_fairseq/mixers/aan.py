@@ -286,7 +286,10 @@ class AverageAttention(Mixer):
         if self.ffn is not None:
             g = self.ffn(g)
         i, f = torch.sigmoid(self.gate(torch.cat([query, g], dim=-1))).chunk(2, dim=-1)
-        # o = i * z + f * g (Eq. 5), the second product fused with the sum
+        # o = i * z + f * g (Eq. 5). Without gradients the second product is fused with the sum (one kernel
+        # less: issue 48); addcmul's backward would cost two products more than the two multiplies'.
+        if torch.is_grad_enabled():
+            return i * query + f * g, None
         return torch.addcmul(i * query, f, g), None
 
     def _decoded_average(self, buf: Dict[str, Optional[Tensor]], name: str, z: Tensor, k, pad):
