@@ -166,6 +166,22 @@ def decode_interleaved(mixer, xs, orders):
     return [torch.cat(out) for out in outs]
 
 
+def launching_kernels(function):
+    """The innermost operators of one call of ``function`` that are no view, allocation or no-op (the NO_KERNEL
+    of test_content_attention), sorted by name: on a GPU, the kernels it launches, and scalar reads
+    (``aten::_local_scalar_dense``: a device sync for a GPU tensor, no kernel for a host tensor)."""
+    from test_content_attention import NO_KERNEL
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        function()
+
+    def launches(event):
+        return event.name.startswith("aten::") and event.name not in NO_KERNEL
+
+    def below(event):
+        return any(launches(child) or below(child) for child in event.cpu_children)
+    return sorted(e.name for e in profiler.events() if launches(e) and not below(e))
+
 def run_cli(main_fn, argv, parser_fn):
     """Runs a fairseq_cli main in-process with argv, quietly; returns its stdout."""
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf

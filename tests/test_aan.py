@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from fairseq_testing import build_model, step_mixer
+from fairseq_testing import build_model, launching_kernels, step_mixer
 from posnet_fairseq.mixers.aan import LEVEL, AverageAttention
 from posnet_fairseq.mixers.registry import MIXERS, MixerContext
 from posnet_fairseq.sites import SITE
@@ -158,6 +158,65 @@ def test_gradients_finite_with_padding_at_length_1024(name):
     assert torch.isfinite(out).all() and torch.isfinite(z.grad).all()
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in mixer.parameters())
 
+
+def test_avg_decoding_keeps_the_mean_until_a_pad_or_a_block_needs_the_sums():
+    """AVG's steps without pads keep the running mean in place (the mean form); a pad step (the second row
+    ends) or a block of several tokens continues from the sums made from it. Every real row equals the
+    teacher-forced pass, at each switch."""
+    mixer = make_mixer(["avg"])
+    z = torch.randn(12, 2, C, generator=torch.Generator().manual_seed(3))
+    pad = torch.zeros(2, 12, dtype=torch.bool)
+    pad[1, 9:] = True  # right padding: the second row ends after 9 tokens
+    with torch.no_grad():
+        expected = mixer(z, z, z, key_padding_mask=pad)[0]
+        state, outs = {}, []
+        for t in range(6):  # one token at a time: the mean form
+            outs.append(mixer(z[t: t + 1], z[t: t + 1], z[t: t + 1], incremental_state=state)[0])
+        assert set(mixer._get_input_buffer(state)) == {"avg_mean", "avg_count"}
+        outs.append(mixer(z[6:9], z[6:9], z[6:9], incremental_state=state)[0])  # a block: the sums
+        assert "avg_mean" not in mixer._get_input_buffer(state)
+        for t in range(9, 12):  # pad steps of the second row
+            outs.append(mixer(z[t: t + 1], z[t: t + 1], z[t: t + 1], key_padding_mask=pad[:, : t + 1],
+                              incremental_state=state)[0])
+    decoded = torch.cat(outs)
+    torch.testing.assert_close(decoded[:, 0], expected[:, 0], atol=1e-6, rtol=0)
+    torch.testing.assert_close(decoded[:9, 1], expected[:9, 1], atol=1e-6, rtol=0)
+
+
+def test_avg_decoding_with_a_pad_from_the_first_step_uses_the_sums():
+    mixer = make_mixer(["avg"])
+    z = torch.randn(4, 2, C, generator=torch.Generator().manual_seed(4))
+    pad = torch.zeros(2, 4, dtype=torch.bool)
+    pad[1, 0] = True  # a left pad
+    with torch.no_grad():
+        expected = mixer(z, z, z, key_padding_mask=pad)[0]
+        state, outs = {}, []
+        for t in range(4):
+            outs.append(mixer(z[t: t + 1], z[t: t + 1], z[t: t + 1], key_padding_mask=pad[:, : t + 1],
+                              incremental_state=state)[0])
+    assert "avg_mean" not in mixer._get_input_buffer(state)
+    torch.testing.assert_close(torch.cat(outs)[:, 0], expected[:, 0], atol=1e-6, rtol=0)
+    torch.testing.assert_close(torch.cat(outs)[1:, 1], expected[1:, 1], atol=1e-6, rtol=0)
+
+
+def test_an_avg_decoding_step_with_its_beam_reorder_launches_seven_kernels():
+    """Issue 48: on a GPU a decoding step is bound by kernel launches. A beam reorder and a step of AVG
+    launch the mean's index_select, its in-place update (lerp_), the gate's cat, linear and sigmoid and
+    o = i * z + f * g as one product and one fused multiply-add: 7 (on 9592acc: 11, the sum and the count
+    each reordered, added to and divided; the output two products and a sum). The count is read on the
+    host (one scalar read, no kernel)."""
+    mixer = make_mixer(["avg"])
+    z = torch.randn(6, 4, C)
+    order = torch.tensor([1, 0, 3, 2])
+    with torch.inference_mode():
+        _, state = step_mixer(mixer, z[:5])
+
+        def step():
+            mixer.reorder_incremental_state(state, order)
+            mixer(z[5:], z[5:], z[5:], incremental_state=state)
+        names = launching_kernels(step)
+    kernels = [n for n in names if n != "aten::_local_scalar_dense"]
+    assert len(kernels) == 7 and names.count("aten::_local_scalar_dense") == 1, names
 
 def test_left_and_right_padding_give_the_same_real_rows():
     mixer = make_mixer(**CONFIGS["all"])

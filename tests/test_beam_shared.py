@@ -53,7 +53,8 @@ def _cross_attentions(model):
 @pytest.mark.parametrize("arch", sorted(ARCHS))
 def test_beam_search_translates_as_the_per_hypothesis_path(arch, monkeypatch):
     """The same hypotheses and scores, with sentences finishing at different steps (their rows dropped from the
-    batch mid-search); the encoder output is copied only to expand it and to drop finished sentences."""
+    batch mid-search); on both paths the encoder output is copied only to expand it and to drop finished
+    sentences."""
     model, per_hypothesis, d = _models(ARCHS[arch])
     copies = []
     reorder = TransformerEncoderBase.reorder_encoder_out  # the copy the plugin's encoder makes or skips
@@ -73,7 +74,8 @@ def test_beam_search_translates_as_the_per_hypothesis_path(arch, monkeypatch):
                                    atol=1e-5, rtol=0)
     assert rows_shared[0] == (len(SOURCES), len(SOURCES) * BEAM)  # the expansion
     assert all(after < before for before, after in rows_shared[1:]), rows_shared  # only sentences dropped
-    assert len(rows_shared) > 1 and len(copies) > len(rows_shared)  # sentences did finish mid-search
+    assert len(rows_shared) > 1  # sentences did finish mid-search
+    assert copies == rows_shared  # the per-hypothesis cross attention too (--no-beamable-mm) skips the no-op copies
     if _cross_attentions(model):
         assert {m.beam_size for m in _cross_attentions(model)} == {BEAM}
     assert {m.beam_size for m in _cross_attentions(per_hypothesis)} <= {1}
@@ -114,12 +116,12 @@ def test_decoding_steps_equal_the_per_hypothesis_path(quantized):
 
 
 def test_a_step_copies_nothing_of_the_encoder_side():
-    """After the expansion, a reorder within sentences returns the encoder output itself, and the cross
-    attention caches one row per sentence: no operator of a decoding step copies a tensor as long as the
-    source, where the per-hypothesis path copies the encoder output at every step."""
+    """After the expansion, a reorder within sentences returns the encoder output itself on both paths (it would
+    copy equal rows onto each other; on 9592acc the per-hypothesis path copied it at every step), and no
+    operator of a decoding step copies a tensor as long as the source; the shared cross attention caches one
+    row per sentence, the per-hypothesis one a row per hypothesis."""
     model, per_hypothesis, d = _models(ARCHS["transformer"])
     source = max(SOURCES) + 1
-    counts = {}
     for name, m in (("shared", model), ("per hypothesis", per_hypothesis)):
         encoder_out = m.encoder(**_sample(d)["net_input"])
         rows = len(SOURCES) * BEAM
@@ -132,12 +134,12 @@ def test_a_step_copies_nothing_of_the_encoder_side():
                 m.decoder.reorder_incremental_state_scripting(state, order)
                 reordered = m.encoder.reorder_encoder_out(encoder_out, order)
                 m.decoder(torch.cat([prev, prev], 1), encoder_out=reordered, incremental_state=state)
-        counts[name] = sum(1 for e in profiler.events() if e.name == "aten::index_select"
-                           and any(source in shape for shape in e.input_shapes if shape))
-        if name == "shared":
-            assert reordered is encoder_out
-            assert {state[k]["prev_key"].size(0) for k in state if "prev_key" in state[k]} >= {len(SOURCES)}
-    assert counts["shared"] == 0 and counts["per hypothesis"] > 0, counts
+        copies = sum(1 for e in profiler.events() if e.name == "aten::index_select"
+                     and any(source in shape for shape in e.input_shapes if shape))
+        assert reordered is encoder_out and copies == 0, name
+        cached = {state[k]["prev_key"].size(0) for k in state  # the cross attention's keys: B x H x source x D_h
+                  if "prev_key" in state[k] and state[k]["prev_key"].size(2) == source}
+        assert cached == {len(SOURCES) if name == "shared" else rows}, name
 
 
 def test_a_later_generation_without_beam_is_per_hypothesis():

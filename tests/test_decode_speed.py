@@ -71,6 +71,8 @@ def test_tables_give_the_cpu_time_ratio_the_ceiling_and_the_share(tmp_path, monk
     (["--lengths", "30,eighty"], "--lengths 30,eighty: give whole numbers"),
     (["--archs", "transformer,aan_plus_avg", "--profile", "ssru"], "--profile ssru is not among --archs"),
     (["--device", "cuda", "--int8"], "--int8 measures CPU decoding: leave it out with --device cuda"),
+    (["--archs", "transformer", "--plain-beam", "transformer-int8"],
+     "--plain-beam transformer-int8 is not among --archs"),
     (["--device", "cuda", "--archs", "transformer", "--profile", "transformer"],
      "--profile measures CPU decoding: leave it out with --device cuda"),
 ])
@@ -108,6 +110,34 @@ def test_int8_rows_and_the_ctranslate2_rows_say_when_ctranslate2_is_missing(tmp_
     assert rows["aan_plus_avg_tiny-int8"]["CPU-time ratio"] == f"{1.0 / 0.8:.2f}x"
     assert rows["posnet_transformer_tiny"]["CPU-time ratio"] == "0.50x"
 
+
+def test_plain_beam_rows_decode_the_same_checkpoint_with_the_cross_attention_per_hypothesis(tmp_path, monkeypatch):
+    """--plain-beam ARCHS: the rows 'ROW plain-beam' decode their row's checkpoint with --no-beamable-mm
+    (models/beam_shared.py's per-hypothesis cross attention), alternating with the others in each round, and get
+    its arithmetic; the other rows keep the default (no flag)."""
+    seconds = {("posnet_transformer_tiny", ()): 2.0, ("posnet_transformer_tiny", ("--no-beamable-mm",)): 2.5,
+               ("posnet_transformer_tiny-int8", ()): 1.2, ("aan_plus_avg_tiny", ()): 1.6,
+               ("aan_plus_avg_tiny-int8", ()): 1.0,
+               ("aan_plus_avg_tiny-int8", ("--no-beamable-mm",)): 1.25}
+    calls = []
+
+    def fake_generate(data_bin, checkpoint, length, results_dir, flags=(), **kw):
+        key = checkpoint.rsplit("/", 1)[1][:-len(".pt")], tuple(flags)
+        calls.append(key)
+        return {"rate": SENTENCES / seconds[key], "tokens_per_hyp": length + 1, "cpu_s": seconds[key]}
+
+    monkeypatch.setattr(decode_speed, "generate_timed", fake_generate)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        decode_speed.main(["--size", "tiny", "--sentences", str(SENTENCES), "--rounds", "2", "--lengths", "8",
+                           "--archs", "transformer,aan_plus_avg", "--int8", "--plain-beam",
+                           "transformer,aan_plus_avg-int8", "--workdir", str(tmp_path)])
+    rows = {row["arch"]: row for row in _tables(out.getvalue())[0]}
+    assert rows["posnet_transformer_tiny plain-beam"]["CPU-time ratio"] == "0.80x"
+    assert rows["aan_plus_avg_tiny-int8 plain-beam"]["CPU-time ratio"] == f"{2.0 / 1.25:.2f}x"
+    assert rows["aan_plus_avg_tiny-int8 plain-beam"]["MFLOP per token"] == rows["aan_plus_avg_tiny"]["MFLOP per token"]
+    assert "aan_plus_avg_tiny plain-beam" not in rows and "posnet_transformer_tiny-int8 plain-beam" not in rows
+    assert len(calls) == 2 * 6 and calls[:6] == calls[6:] and len(set(calls)) == 6  # every row in each round
 
 def test_against_a_row_not_measured_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(decode_speed, "generate_timed", lambda *a, **kw: pytest.fail("nothing is timed"))

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from fairseq_testing import (
-    build_model, decode_incrementally, random_batch, train_and_generate, write_synthetic_data_bin,
+    build_model, decode_incrementally, launching_kernels, random_batch, train_and_generate, write_synthetic_data_bin,
 )
 from posnet_fairseq import flags
 from posnet_fairseq.mixers.registry import MIXERS, MixerContext
@@ -164,6 +164,66 @@ def test_cross_attention_projects_the_encoder_once_while_decoding():
     torch.testing.assert_close(torch.cat([first] + rest), full, atol=1e-6, rtol=0)
     assert set(mixer._get_input_buffer(state)) == {"value", "key_positions", "key_padding_mask", "steps"}
 
+
+def _decoder_self(embed_dim=64, **flags):
+    """Decoder self-attention of 2 heads (window 16: sigma 1, offsets l,c); heads of 32 dimensions by default."""
+    return build_mixer("hc_gaussian", "decoder_self", embed_dim=embed_dim, num_heads=2, max_target_positions=64,
+                       **flags).eval()
+
+
+def test_a_decoding_step_with_its_beam_reorder_launches_five_kernels():
+    """Issue 48: on a GPU a decoding step is bound by kernel launches. A beam reorder and a step of HC-SA's
+    decoder self-attention launch the ring's index_select, the value projection, the value's write into the
+    ring, one bmm of the rows' weights with the ring and the output projection: 5 (on 9592acc: 6, the step's
+    weights broadcast over the rows and copied before the product). The step count is read on the host."""
+    mixer = _decoder_self()
+    x = torch.randn(6, 4, 64)
+    order = torch.tensor([1, 0, 3, 2])
+    with torch.inference_mode():
+        state = {}
+        for t in range(5):
+            mixer(x[t: t + 1], x[t: t + 1], x[t: t + 1], incremental_state=state)
+
+        def step():
+            mixer.reorder_incremental_state(state, order)
+            mixer(x[5:], x[5:], x[5:], incremental_state=state)
+        names = launching_kernels(step)
+    kernels = [n for n in names if n != "aten::_local_scalar_dense"]
+    assert len(kernels) == 5 and "aten::bmm" in kernels and names.count("aten::_local_scalar_dense") == 1, names
+
+
+def test_a_reorder_to_more_rows_decodes_every_row():
+    """The weights repeated for the rows are made for the search's first rows; a reorder that repeats rows
+    (4 hypotheses from 2) makes them for the new count, and each row equals the teacher-forced pass over its
+    history."""
+    mixer = _decoder_self()
+    x = torch.randn(8, 2, 64)
+    more = torch.tensor([0, 0, 1, 1])
+    with torch.no_grad():
+        state = {}
+        for t in range(5):
+            mixer(x[t: t + 1], x[t: t + 1], x[t: t + 1], incremental_state=state)
+        mixer.reorder_incremental_state(state, more)
+        wide = x[:, more]
+        stepped = torch.cat([mixer(wide[t: t + 1], wide[t: t + 1], wide[t: t + 1], incremental_state=state)[0]
+                             for t in range(5, 8)])
+        forced = mixer(wide, wide, wide)[0][5:]
+    torch.testing.assert_close(stepped, forced, atol=1e-6, rtol=0)
+
+@pytest.mark.parametrize("embed_dim, repeated", [(64, True), (16, False)])
+def test_the_weights_are_repeated_for_the_rows_only_where_no_larger_than_the_ring(embed_dim, repeated):
+    """The rows' weights hold window / D_h times the ring's numbers: a window of 16 beside heads of 32
+    dimensions repeats them, beside heads of 8 keeps the product with weights broadcast over the rows; both
+    decode as the teacher-forced pass."""
+    mixer = _decoder_self(embed_dim)
+    x = torch.randn(20, 3, embed_dim)
+    with torch.no_grad():
+        state = {}
+        stepped = torch.cat([mixer(x[t: t + 1], x[t: t + 1], x[t: t + 1], incremental_state=state)[0]
+                             for t in range(20)])
+        forced = mixer(x, x, x)[0]
+    assert mixer.window == 16 and ("row_weights" in mixer._get_input_buffer(state)) == repeated
+    torch.testing.assert_close(stepped, forced, atol=1e-6, rtol=0)
 
 # --- parameters --------------------------------------------------------------------------
 

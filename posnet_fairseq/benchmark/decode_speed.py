@@ -24,13 +24,18 @@ FLOPs per generated token allow against the baseline row (the first arch, or
 (:mod:`posnet_fairseq.models.int8`), ``--ctranslate2`` every arch that
 converts with CTranslate2 (the Transformer, Shaw-relative and T5-bias models) in fp32 and int8
 (:mod:`.ctranslate2_decoding`),
-with the same sources, forced lengths, beam, batch and threads::
+with the same sources, forced lengths, beam, batch and threads. ``--plain-beam ARCHS`` adds those rows
+decoded with ``--no-beamable-mm`` as ``ROW plain-beam``: the cross attention's keys and values per
+hypothesis, where the default keeps them once per sentence (:mod:`posnet_fairseq.models.beam_shared`), so
+that one run times both paths (on a GPU the shared path launches more, smaller kernels)::
 
     python -m posnet_fairseq.benchmark.decode_speed --threads 1 --sentences 32 --rounds 1 --lengths 30,80,200
     python -m posnet_fairseq.benchmark.decode_speed --archs transformer,hc_gaussian --lengths 30,80
     python -m posnet_fairseq.benchmark.decode_speed --quick         # smoke test: tiny models
     python -m posnet_fairseq.benchmark.decode_speed --threads 1 --archs transformer,aan_plus_avg --int8 \\
         --ctranslate2 --against 'ctranslate2 int8' --lengths 30,80,200
+    python -m posnet_fairseq.benchmark.decode_speed --device cuda --archs transformer,aan_plus_avg \\
+        --plain-beam transformer,aan_plus_avg --batch-size 128 --lengths 80
 """
 import logging
 import os
@@ -39,6 +44,10 @@ import time
 from ..plugin import PLUGIN_DIR
 from .decode_models import ctranslate2_rows, fairseq_rows, mean_source_length, synthetic_data_bin
 from .measurements import DecodeTiming
+
+# The row of a fairseq row decoded with its cross attention per hypothesis (--plain-beam), and its generation flag.
+PLAIN_BEAM = " plain-beam"
+PLAIN_BEAM_FLAGS = ("--no-beamable-mm",)
 
 
 def quiet():
@@ -177,6 +186,9 @@ def parse_args(argv=None):
     p.add_argument("--ctranslate2", action="store_true", help="also every arch that converts with CTranslate2 "
                    "(requirements/ctranslate2.txt), fp32 and int8: the first as the rows ctranslate2 fp32 / "
                    "ctranslate2 int8, the others as ARCH ctranslate2 fp32 / int8, on --device")
+    p.add_argument("--plain-beam", metavar="ARCHS", default="", help="also these comma-separated --archs (or "
+                   "their -int8 rows) decoded with --no-beamable-mm, the cross attention per hypothesis, as the "
+                   "rows 'ARCH plain-beam' (default: none; the other rows keep it once per sentence)")
     p.add_argument("--against", metavar="ROW", help="the row the ratios divide by (default: the first arch), e.g. "
                    "'ctranslate2 int8'")
     p.add_argument("--quick", action="store_true", help="smoke test: tiny models, 32 sentences, length 8, one round")
@@ -192,16 +204,40 @@ def parse_args(argv=None):
     except ValueError:
         p.error(f"--lengths {args.lengths}: give whole numbers, comma-separated")
     args.profile = [a.strip() for a in args.profile.split(",") if a.strip()]
+    args.plain_beam = [a.strip() for a in args.plain_beam.split(",") if a.strip()]
     if args.device == "cuda":
         # int8 linear layers are torch's CPU dynamic quantization; the profile of operators by their CPU time
         # is a CPU measurement (the CTranslate2 rows run on the GPU too).
         for flag, given in (("--int8", args.int8), ("--profile", args.profile)):
             if given:
                 p.error(f"{flag} measures CPU decoding: leave it out with --device cuda")
-    for name in args.profile:
-        if name not in args.names and not (args.int8 and name.endswith("-int8") and name[:-5] in args.names):
-            p.error(f"--profile {name} is not among --archs" + (" (nor their -int8 rows)" if args.int8 else ""))
+    for flag, names in (("--profile", args.profile), ("--plain-beam", args.plain_beam)):
+        for name in names:
+            if name not in args.names and not (args.int8 and name.endswith("-int8") and name[:-5] in args.names):
+                p.error(f"{flag} {name} is not among --archs" + (" (nor their -int8 rows)" if args.int8 else ""))
     return args
+
+
+def fairseq_row(args, archs, name):
+    """The row of ``name``, an arch as --archs names it or its ``-int8`` row (--profile, --plain-beam)."""
+    from . import resolve
+
+    if name.endswith("-int8") and name not in args.names:
+        return resolve(name[: -len("-int8")], args.size) + "-int8"
+    return archs[args.names.index(name)]
+
+
+def plain_beam_rows(args, archs, checkpoints, params, limit, arithmetic):
+    """{row: its fairseq-generate flags} of the --plain-beam rows, each added to ``checkpoints`` (the same
+    checkpoint as its row) and to the row's ``params``, ``limit`` and ``arithmetic`` in place."""
+    flags = {}
+    for name in args.plain_beam:
+        row = fairseq_row(args, archs, name)
+        plain = row + PLAIN_BEAM
+        checkpoints[plain], params[plain], limit[plain] = checkpoints[row], params[row], limit[row]
+        arithmetic.update({(plain, n): arithmetic[row, n] for n in args.lengths if (row, n) in arithmetic})
+        flags[plain] = PLAIN_BEAM_FLAGS
+    return flags
 
 
 def _load_average():
@@ -225,6 +261,7 @@ def main(argv=None):
     data_bin = synthetic_data_bin(args.workdir, args.sentences)
     source_length = round(mean_source_length(args.workdir, args.sentences))
     checkpoints, params, limit, arithmetic = fairseq_rows(args, archs, data_bin, source_length)
+    row_flags = plain_beam_rows(args, archs, checkpoints, params, limit, arithmetic)
     engines, engine_arch, ct2_rows = ctranslate2_rows(args, checkpoints, archs, data_bin) if args.ctranslate2 \
         else ({}, {}, [])
     for row, arch in engine_arch.items():  # the converted model's size, positions and arithmetic
@@ -247,8 +284,8 @@ def main(argv=None):
     print(f"# load average at start: {_load_average()}")
     start = time.time()
     results_dir = os.path.join(args.workdir, "out")
-    runs = time_rounds(runnable, data_bin, args.rounds, results_dir, beam=args.beam, batch_size=args.batch_size,
-                       cpu=args.device == "cpu",
+    runs = time_rounds(runnable, data_bin, args.rounds, results_dir, flags=row_flags, beam=args.beam,
+                       batch_size=args.batch_size, cpu=args.device == "cpu",
                        on_round=lambda r: print(f"# round {r + 1}/{args.rounds} done after {time.time() - start:.0f}s, "
                                                 f"load {_load_average()}", flush=True))
 
@@ -257,8 +294,7 @@ def main(argv=None):
     print(f"\n# load average at end: {_load_average()}; wall {time.time() - start:.0f}s")
 
     for name in args.profile:
-        arch = resolve(name[: -len("-int8")], args.size) + "-int8" if name.endswith("-int8") else \
-            archs[args.names.index(name)]
+        arch = fairseq_row(args, archs, name)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
             generate_timed(data_bin, checkpoints[arch], args.lengths[-1], results_dir, beam=args.beam,
                            batch_size=args.batch_size)

@@ -41,7 +41,12 @@ no real prefix underflows to 0/0. All of it runs in fp32 and is cast back.
 * Decoding, the dynamic programme (Eqs. 12-14): per pattern the running
   numerator ``g~`` (B x C), denominator ``a~`` (B x 1, or B x C for wet) and
   their reference ``r``; a step rescales them by exp(r_old - r_new) and adds
-  the new token. The state does not grow with the step.
+  the new token. The state does not grow with the step. AVG's steps without
+  pads keep the average itself instead, ``g_n = g_{n-1} + (z_n - g_{n-1}) / n``
+  (Eq. 12 divided by Eq. 13's ``a~_n = n``), updated in place in one operator,
+  with the count ``n`` on the host: on a GPU a decoding step is bound by
+  kernel launches (issue 48), and a sum, a count and their division are three
+  per layer, plus the count's beam reorder.
 
 Padding: pad keys get s = -inf (weight 0) and positions come from the padding
 mask, so a left- or right-padded target gives the same averages for its real
@@ -59,7 +64,7 @@ from .. import families, flags
 from .attention import autocast_off, real_positions
 from .base import Mixer
 from .registry import register_mixer
-from .state_reorder import COPY
+from .state_reorder import COPY, SHARED
 
 PATTERNS = ("avg", "ner", "far", "wet")
 ACTIVATIONS = ("exp", "relu", "square")
@@ -156,6 +161,15 @@ def running_mean_step(v: Tensor, num: Tensor, den: Tensor):
     and a count, computed here without the exps (the denominator is then at least 1)."""
     num, den = num + v, den + 1.0
     return num / den, (num, den)
+
+
+def mean_in_place_step(v: Tensor, mean: Optional[Tensor], count: int) -> Tensor:
+    """AVG's average after ``count`` real tokens in every row (Eqs. 12-14 with a_k = 1): the B x C fp32 ``mean`` of
+    the ``count - 1`` before, updated in place by ``v`` in one operator, ``mean + (v - mean) / count``; the first
+    step (``mean`` None) copies ``v`` into memory the mixer owns."""
+    if mean is None:
+        return v.clone()
+    return mean.lerp_(v, 1.0 / count)
 
 
 def safe_divide(num: Tensor, den: Tensor) -> Tensor:
@@ -259,26 +273,11 @@ class AverageAttention(Mixer):
 
         averages = []
         for name in self.patterns:
-            state = None if buf is None else self._state(buf, name)
-            if name == "avg" and state is not None and T == 1 and pad is None:
-                g, state = running_mean_step(z[0], *state[:2])
-                g = g.unsqueeze(0)
-            else:
-                if state is not None and state[2] is None:  # avg's reference: always 0
-                    state = (*state[:2], torch.zeros_like(state[1]))
+            if buf is None:
                 s, w = self._pattern(name, z, k, pad)
-                if buf is None:
-                    g, _ = weighted_prefix_average(s, z, w)
-                elif T == 1:
-                    g, state = prefix_average_step(s[0], z[0], None if w is None else w[0], state)
-                    g = g.unsqueeze(0)
-                else:
-                    g, state = weighted_prefix_average(s, z, w, state)
-            if buf is not None:
-                # avg's reference is 0 at every step (s is 0 or -inf): it is not kept, nor reordered.
-                for part, tensor in zip(("num", "den") if name == "avg" else ("num", "den", "ref"), state):
-                    self.keep_state(buf, f"{name}_{part}", tensor, COPY)
-            averages.append(g)
+                averages.append(weighted_prefix_average(s, z, w)[0])
+            else:
+                averages.append(self._decoded_average(buf, name, z, k, pad))
         g = averages[0] if len(averages) == 1 else torch.stack(averages).mean(0)
         g = g.to(query.dtype)
         if buf is not None:
@@ -287,10 +286,48 @@ class AverageAttention(Mixer):
         if self.ffn is not None:
             g = self.ffn(g)
         i, f = torch.sigmoid(self.gate(torch.cat([query, g], dim=-1))).chunk(2, dim=-1)
-        return i * query + f * g, None
+        # o = i * z + f * g (Eq. 5). Without gradients the second product is fused with the sum (one kernel
+        # less: issue 48); addcmul's backward would cost two products more than the two multiplies'.
+        if torch.is_grad_enabled():
+            return i * query + f * g, None
+        return torch.addcmul(i * query, f, g), None
+
+    def _decoded_average(self, buf: Dict[str, Optional[Tensor]], name: str, z: Tensor, k, pad):
+        """Pattern ``name``'s T x B x C fp32 averages of an incremental call, its state in ``buf`` advanced: AVG's
+        steps without pads in the mean form (:func:`mean_in_place_step`) until a pad or a block of several tokens
+        needs the sums, then those (the module doc)."""
+        T = z.size(0)
+        if name == "avg" and T == 1 and pad is None and "avg_num" not in buf:
+            count = buf.get("avg_count")
+            count = 1 if count is None else int(count) + 1
+            mean = self.keep_state(buf, "avg_mean", mean_in_place_step(z[0], buf.get("avg_mean"), count), COPY)
+            self.keep_state(buf, "avg_count", torch.tensor(count), SHARED)  # the same in every row
+            return mean.unsqueeze(0)
+        state = self._state(buf, name)
+        if name == "avg" and state is not None and T == 1 and pad is None:
+            g, state = running_mean_step(z[0], *state[:2])
+            g = g.unsqueeze(0)
+        else:
+            if state is not None and state[2] is None:  # avg's reference: always 0
+                state = (*state[:2], torch.zeros_like(state[1]))
+            s, w = self._pattern(name, z, k, pad)
+            if T == 1:
+                g, state = prefix_average_step(s[0], z[0], None if w is None else w[0], state)
+                g = g.unsqueeze(0)
+            else:
+                g, state = weighted_prefix_average(s, z, w, state)
+        # avg's reference is 0 at every step (s is 0 or -inf): it is not kept, nor reordered.
+        for part, tensor in zip(("num", "den") if name == "avg" else ("num", "den", "ref"), state):
+            self.keep_state(buf, f"{name}_{part}", tensor, COPY)
+        return g
 
     @staticmethod
     def _state(buf: Dict[str, Optional[Tensor]], name: str):
+        """(numerator, denominator, reference or None) of pattern ``name`` in ``buf``, or None before its first
+        token; AVG's mean form is taken out of ``buf`` and returned as its sums."""
+        if name == "avg" and "avg_mean" in buf:
+            mean, count = buf.pop("avg_mean"), int(buf.pop("avg_count"))
+            return mean * count, mean.new_full((mean.size(0), 1), float(count)), None
         num = buf.get(f"{name}_num")
         return None if num is None else (num, buf[f"{name}_den"], buf.get(f"{name}_ref"))
 

@@ -9,7 +9,12 @@ the ring's slots once per slot and kept, so a step writes one value and makes on
 reorder copies the ring into the one the previous reorder released (``state_reorder.REUSE``). The step
 count is the same for every hypothesis and kept on the CPU (``state_reorder.SHARED``), as rPosNet's
 (``clipped_decoding.py``). Before, a step concatenated the window with its value: a copy of the whole
-window per step on top of the reorder's.
+window per step on top of the reorder's. The rotated weights are repeated for the search's rows once,
+at its first step (``SHARED`` too: a row of it serves any hypothesis, and a search that drops sentences
+reads the first rows), so that a step's weighting is one ``bmm`` of the rows' weights and the ring; a
+product with weights broadcast over the rows copies them into a B x H x 1 x window tensor first, one
+more kernel per layer and step on a GPU (issue 48). They hold window / D_h times as many numbers as the
+ring, so a window wider than a head (a wide sigma) keeps the broadcast product instead.
 """
 import torch
 import torch.nn.functional as F
@@ -43,12 +48,29 @@ def decode_window(mixer, buffer, v: Tensor, weights: Tensor) -> Tensor:
         mixer.keep_state(buffer, "window", v.new_zeros(batch, heads, window, head_dim), REUSE)
     ring = buffer["window"]
     dropout = mixer.weight_dropout and mixer.training  # (fairseq never decodes in training mode)
+    rows = None if dropout or window > head_dim else _row_weights(mixer, buffer, weights, batch)
     outs = []
     for t in range(length):
         slot = (first + t) % window
         ring[:, :, slot: slot + 1] = v[:, :, t: t + 1]
+        if rows is not None:  # (the ring is contiguous: made so, written in place and reordered into contiguous memory)
+            step = rows[slot, :batch].view(batch * heads, 1, window)
+            outs.append(torch.bmm(step, ring.view(batch * heads, window, head_dim)).view(batch, heads, 1, head_dim))
+            continue
         step = weights[slot]  # 1 x H x 1 x window
         if dropout:
             step = F.dropout(step.expand(batch, heads, 1, window), mixer.weight_dropout, training=True).to(v.dtype)
         outs.append(torch.matmul(step, ring))
     return outs[0] if length == 1 else torch.cat(outs, dim=2)  # (a step: no copy)
+
+
+def _row_weights(mixer, buffer, weights: Tensor, batch: int) -> Tensor:
+    """``weights`` (:func:`rotated_weights`) repeated for at least ``batch`` rows, window x rows x H x 1 x window
+    contiguous: made at a search's first step (or for more rows than before: a reorder may repeat rows) and kept in
+    ``buffer``."""
+    rows = buffer.get("row_weights")
+    if rows is None or rows.size(1) < batch:
+        window, _, heads, _, _ = weights.shape
+        rows = mixer.keep_state(buffer, "row_weights", weights.expand(window, batch, heads, 1, window).contiguous(),
+                                SHARED)
+    return rows

@@ -25,7 +25,15 @@ Other cross-site mixers keep their states per hypothesis and reorder them as bef
 they read has the same values in every hypothesis of a sentence either way. In fp32 the outputs equal the
 per-hypothesis path's up to float rounding (the cross attention's products are summed in another order);
 in int8 (``models/int8.py``) such rounding differences can move a dynamically quantised activation by a
-step. ``fairseq-generate --no-beamable-mm`` keeps every state per hypothesis.
+step.
+
+``fairseq-generate --no-beamable-mm`` keeps the cross attention per hypothesis (fairseq's plain path: its
+keys and values projected and cached for every hypothesis) and still skips the encoder output's reorders
+within sentences, which copy equal rows onto each other: its outputs are those of fairseq's per-hypothesis
+path exactly. The two paths trade kernels for memory traffic: fairseq's beamable attention reads each
+sentence's keys and values once instead of ``beam`` times, but lays the beam out with permutes that it
+copies (4 more kernels per layer and step, counted on the CPU), so on a GPU, where a step is bound by kernel
+launches, either may be faster; ``benchmark.decode_speed --plain-beam`` times both in one run.
 """
 import torch
 from fairseq.modules import MultiheadAttention
@@ -38,13 +46,14 @@ class BeamSharing:
         # Exactly fairseq's attention: a module wrapping one (e.g. a gate) may read its cache per hypothesis.
         self.cross_attentions = [m for m in decoder.modules()
                                  if type(m) is MultiheadAttention and m.encoder_decoder_attention]
-        self.enabled = True
+        self.beamable = True  # the cross attention in beam mode while a beam is shared
         self.beam = 1
 
     def disable(self):
-        """Every state per hypothesis from now on (``fairseq-generate --no-beamable-mm``)."""
-        self.enabled = False
-        self._set(1)
+        """The cross attention per hypothesis from now on (``fairseq-generate --no-beamable-mm``); the encoder
+        output's reorders within sentences are still skipped (the module doc)."""
+        self.beamable = False
+        self._set(self.beam)
 
     def reset(self):
         """A new encoder output: per hypothesis until its expansion says otherwise."""
@@ -54,13 +63,13 @@ class BeamSharing:
     def _set(self, beam):
         self.beam = beam
         for attention in self.cross_attentions:
-            attention.set_beam_size(beam)
+            attention.set_beam_size(beam if self.beamable else 1)
 
     def reorder(self, encoder_out, new_order, reorder):
         """``reorder(encoder_out, new_order)`` (the encoder's own reorder), skipped where it would copy
         each row onto an equal one; an expansion of every row ``k`` times in place sets beam mode ``k``."""
         states = encoder_out["encoder_out"]
-        if not self.enabled or not states:
+        if not states:
             return reorder(encoder_out, new_order)
         rows = states[0].size(1)  # T x B x C
         if self.beam > 1 and new_order.numel() == rows:
