@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A prepared GPU run (issue 48, item 6; docs/gpu/README.md): what only a GPU can measure,
-# in about 8.5 minutes on one GPU with no network, each part under its own time limit.
+# in about 9 minutes on one GPU with no network, each part under its own time limit.
 #
 #   bash tests/gpu-measure.sh          in the repository root of the GPU machine
 #
@@ -23,7 +23,8 @@
 # tree's (the device tool's copy: pass the hash from the machine that sent it). POSNET_GPU_FAKE=1 runs the same
 # parts on the CPU with tiny models and checks the install instead of running it (tests/test_gpu_measure.py);
 # POSNET_GPU_ARCHS_{OPCOUNTS,DECODE,TRAIN} replace the arch lists; POSNET_GPU_DECODE_ROUNDS (5),
-# POSNET_GPU_TRAIN_ROUNDS (5) and POSNET_GPU_TRAIN_STEPS (30) shorten a run that has less device time.
+# POSNET_GPU_TRAIN_ROUNDS (5) and POSNET_GPU_TRAIN_STEPS (30) shorten a run that has less device time;
+# POSNET_GPU_PLAIN_BEAM replaces the archs also decoded per hypothesis (decode_speed --plain-beam).
 # The exit status is non-zero if any part failed or stopped at its limit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +38,7 @@ if [ "$fake" = 1 ]; then
   device=cpu
   slug=fake-cpu
   ops_args=(--size tiny --vocab 64 --batch-size 2 --train-batch 2 --train-length 8 --source-length 8 --step 4)
-  decode_args=(--quick)
+  decode_args=(--quick --plain-beam transformer)  # the plain-beam pass too, as on the GPU
   ct2_args=(--quick)
   train_args=(--quick)
 else
@@ -50,7 +51,10 @@ else
   slug=$("$PYTHON" -c 'import re, torch; n = torch.cuda.get_device_name()
 m = re.search(r"\b[A-Z]\d{2,4}\b", n); print((m.group(0) if m else re.sub(r"\W+", "-", n)).lower())')
   ops_args=(--batch-size 128 --train-batch 128)
-  decode_args=(--batch-size 128 --lengths 80 --sentences 256 --rounds "${POSNET_GPU_DECODE_ROUNDS:-5}")
+  # --plain-beam: the beam-shared encoder side (models/beam_shared.py) launches more, smaller kernels than the
+  # per-hypothesis path; only a GPU says which is faster, so both are timed in the same rounds
+  decode_args=(--batch-size 128 --lengths 80 --sentences 256 --rounds "${POSNET_GPU_DECODE_ROUNDS:-5}"
+               --plain-beam "${POSNET_GPU_PLAIN_BEAM:-transformer,aan_plus_avg,hc_gaussian}")
   ct2_args=(--batch-size 128 --lengths 80 --sentences 256 --rounds 3)
   # 3 rounds of 20 steps left the H100's rounds 10% apart (2026-11-27): 5 of 30 unless a short run asks less
   train_args=(--memory-cap-gib 0 --rounds "${POSNET_GPU_TRAIN_ROUNDS:-5}" --steps "${POSNET_GPU_TRAIN_STEPS:-30}")
@@ -137,7 +141,7 @@ if run install "${POSNET_LIMIT_INSTALL:-45}" install.log install; then
   run device 30 device.txt describe
   run opcounts "${POSNET_LIMIT_OPCOUNTS:-75}" op_counts.md "${bench[@]}.op_counts" --device "$device" \
     --archs "$ops_archs" "${ops_args[@]}"
-  run decode "${POSNET_LIMIT_DECODE:-150}" decode_speed_batch128.md "${bench[@]}.decode_speed" --device "$device" \
+  run decode "${POSNET_LIMIT_DECODE:-220}" decode_speed_batch128.md "${bench[@]}.decode_speed" --device "$device" \
     --archs "$decode_archs" --workdir "$work/decode" "${decode_args[@]}"
   run train "${POSNET_LIMIT_TRAIN:-240}" train_speed.md "${bench[@]}.train_speed" --device "$device" \
     --archs "$train_archs" "${train_args[@]}"

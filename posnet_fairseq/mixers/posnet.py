@@ -247,6 +247,20 @@ class PositionAttention(Mixer):
             self.folded = True
             self.fold_positions(FOLD_START)
 
+    def cross_values(self, value, key_padding_mask, buffer, batch, device):
+        """Cross-attention's values, key positions and padding mask: from the buffer once decoding has kept them
+        (the encoder side is computed once per sentence), else from the encoder output."""
+        if buffer is not None and "value" in buffer:
+            return buffer["value"], buffer["key_positions"], buffer.get("key_padding_mask")
+        v = self.split_heads(self.v_proj(value))
+        key_pos = real_positions(key_padding_mask, batch, value.size(0), device)
+        if buffer is not None:
+            self.keep_state(buffer, "value", v, COPY)
+            self.keep_state(buffer, "key_positions", key_pos, COPY)
+            if key_padding_mask is not None:  # the caller's tensor: copied
+                self.keep_state(buffer, "key_padding_mask", key_padding_mask, COPY)
+        return v, key_pos, key_padding_mask
+
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
         # attn_mask (fairseq's future mask, given only when not incremental) is unused: causality comes from the steps.
@@ -272,17 +286,7 @@ class PositionAttention(Mixer):
         # cached, since absolute energies give every key its own weight.
         query_step = None if buffer is None else self.decoding_steps(buffer, batch, length, device)
         if self.site.cross:
-            if buffer is not None and "value" in buffer:
-                v, key_pos, pad = buffer["value"], buffer["key_positions"], buffer.get("key_padding_mask")
-            else:
-                v = self.split_heads(self.v_proj(value))
-                pad = key_padding_mask
-                key_pos = real_positions(pad, batch, value.size(0), device)
-                if buffer is not None:  # the encoder side is computed once per sentence
-                    self.keep_state(buffer, "value", v, COPY)
-                    self.keep_state(buffer, "key_positions", key_pos, COPY)
-                    if pad is not None:  # the caller's tensor: copied
-                        self.keep_state(buffer, "key_padding_mask", pad, COPY)
+            v, key_pos, pad = self.cross_values(value, key_padding_mask, buffer, batch, device)
             if buffer is not None:
                 self._set_input_buffer(incremental_state, buffer)
             # Targets are right-padded: the column index is the target position.
@@ -369,19 +373,15 @@ class ARPosNet(PositionAttention):
 
 
 # ----- the presets (families.py) -----
-# aPosNet / rPosNet as in the paper (Table 2, and its authors'
-# configurations): PosNet in the encoder and decoder self-attention, MHA in
-# cross-attention, GeLU gating (Eq. 4) on, K = 16 (big: K = 8, section 5.2).
-# rPosNet uses learned absolute position embeddings (its queries are that
-# table, LayerNorm'd); aPosNet keeps fairseq's sinusoids.
+# aPosNet / rPosNet as in the paper (Table 2, and its authors' configurations): PosNet in the encoder and
+# decoder self-attention, MHA in cross-attention, GeLU gating (Eq. 4) on, K = 16 (big: K = 8, section 5.2).
+# rPosNet uses learned absolute position embeddings (its queries are that table, LayerNorm'd); aPosNet keeps
+# fairseq's sinusoids.
 #
-# Gating follows the mixers: unless --{site}-gating is given, a layer is gated
-# exactly when its mixer is one of this module's. So the placement rows of
-# Table 4 are one flag away (--arch rposnet_transformer_base
-# --encoder-self-mixer mha: ungated MHA encoder, gated rPosNet decoder;
-# --cross-mixer rposnet: gated rPosNet cross-attention), and
-# --encoder-self-gating off --decoder-self-gating off gives the ungated rows
-# of Table 6.
+# Gating follows the mixers: unless --{site}-gating is given, a layer is gated exactly when its mixer is one of
+# this module's. So the placement rows of Table 4 are one flag away (--arch rposnet_transformer_base
+# --encoder-self-mixer mha: ungated MHA encoder, gated rPosNet decoder; --cross-mixer rposnet: gated rPosNet
+# cross-attention), and --encoder-self-gating off --decoder-self-gating off gives the ungated rows of Table 6.
 _GATING_FOLLOWS_MIXERS = gated_where_mixer_of(__name__)
 _SIZES = {"tiny": families.TESTS, "small": "PosNet Table 3 (small De-En)"}
 _BOTH = dict(at_size={"big": {"posnet_max_relative": 8}}, benchmark="mechanism", ctranslate2=families.OWN_PARAMETERS)
