@@ -111,9 +111,11 @@ def test_the_verdicts_of_a_report_are_corrected_together():
     alone = _test(_stats(refs, 0.5, 0.5), _stats(refs, 0.8, 0.8, offset=10)).as_json()
     close = dict(alone, effect=0.4, p=0.03)
     far = dict(alone, effect=-0.1, p=0.5)
-    found, kept = verdict.corrected({"m": {"in range": close, "beyond": far, "joined": None}}, {})
+    given = {"m": {"in range": close, "beyond": far, "joined": None}}
+    found, kept = verdict.corrected(given, {})
     assert found["m"]["in range"]["adjusted_p"] == pytest.approx(0.06) and found["m"]["in range"]["family"] == 2
     assert found["m"]["in range"]["verdict"] == "no detectable difference" and close["p"] <= 0.05
+    assert given["m"]["in range"] is close and close["adjusted_p"] is None  # the caller's mapping left as it was
 
 
 def test_kept_share_and_its_tests():

@@ -28,6 +28,7 @@ Corpus BLEU is sacreBLEU's (its signature in results.md), computed from summed p
 (:func:`posnet_fairseq.evaluation.bootstrap.sentence_stats`). docs/verdict-calibration.md has the method's
 calibration (tests/test_verdict_calibration.py).
 """
+import copy
 import dataclasses
 from typing import Optional
 
@@ -210,7 +211,8 @@ def _family(verdict, kept_tests):
 def corrected(verdict, kept_tests):
     """``verdict`` (:func:`verdicts`, with "joined" added where the run has it) and ``kept_tests``
     (:func:`kept`) with Holm's adjusted p-values and verdicts over their family: every BLEU verdict and every
-    kept-against-the-baseline verdict of the report."""
+    kept-against-the-baseline verdict of the report; the arguments are left as they were."""
+    verdict, kept_tests = copy.deepcopy(verdict), copy.deepcopy(kept_tests)
     members = list(_family(verdict, kept_tests))
     adjusted = crossed.holm([holder[key]["p"] for holder, key in members])
     for (holder, key), p in zip(members, adjusted):
