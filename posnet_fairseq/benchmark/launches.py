@@ -11,7 +11,8 @@ kernels in docs/benchmarks.md, "Operators per step".
 # Operators that launch no kernel on a GPU: views and metadata changes (their result aliases their input),
 # allocations (the caching allocator hands out memory without a kernel), and composites that do nothing when
 # called as a no-op (``to`` to the dtype a tensor has, ``dropout`` in eval, ``contiguous`` of a contiguous
-# tensor); where such a composite does work, the operators it calls are counted instead.
+# tensor); where such a composite does work, the operators it calls are counted instead (dropout as the one
+# kernel CUDA runs: ONE_KERNEL_ON_CUDA).
 NO_KERNEL = frozenset({
     "aten::view", "aten::_unsafe_view", "aten::unsqueeze", "aten::squeeze", "aten::permute", "aten::transpose",
     "aten::t", "aten::expand", "aten::as_strided", "aten::slice", "aten::select", "aten::alias", "aten::reshape",
@@ -32,6 +33,10 @@ HOST_READS = frozenset({"aten::item", "aten::_local_scalar_dense", "aten::is_non
 # Operators CUDA runs over a list of tensors in one kernel per chunk of them (multi_tensor_apply) and the CPU as
 # one operator per tensor: each counts once, its per-tensor callees not.
 MULTI_TENSOR = "aten::_foreach_"
+# Composites the CPU runs as several operators and CUDA as one kernel, counted once where they launch at all:
+# dropout in training (CUDA's fused native_dropout draws the mask and scales in one kernel; the CPU draws with
+# bernoulli_, then divides and multiplies).
+ONE_KERNEL_ON_CUDA = frozenset({"aten::dropout"})
 # An optimizer's step (torch's record_function): on a GPU its step counters and bias corrections are host
 # tensors and Python floats, so only its multi-tensor operators launch.
 OPTIMIZER_STEP = "Optimizer.step#"
@@ -40,7 +45,8 @@ OPTIMIZER_STEP = "Optimizer.step#"
 def launching(events, host_reads=False):
     """The names of the operators among the profiler's ``events`` that would launch a kernel on a GPU: the
     innermost ``aten::`` operators not in ``NO_KERNEL`` (an operator counts unless one it calls counts), each
-    multi-tensor operator once, inside an optimizer's step only those; scalar reads only with ``host_reads``."""
+    multi-tensor operator and each of ``ONE_KERNEL_ON_CUDA`` that launches once, inside an optimizer's step only
+    the multi-tensor ones; scalar reads only with ``host_reads``."""
     skip = NO_KERNEL if host_reads else NO_KERNEL | HOST_READS
     names = []
 
@@ -49,8 +55,11 @@ def launching(events, host_reads=False):
             names.append(event.name)
             return True
         optimizer = optimizer or event.name.startswith(OPTIMIZER_STEP)
+        first = len(names)
         below = [visit(child, optimizer) for child in event.cpu_children]
         if any(below):
+            if event.name in ONE_KERNEL_ON_CUDA:
+                names[first:] = [event.name]
             return True
         if event.name.startswith("aten::") and event.name not in skip and not optimizer:
             names.append(event.name)
