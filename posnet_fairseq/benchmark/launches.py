@@ -4,8 +4,9 @@ A CUDA profile counts kernels, copies and fills; a CPU profile counts ``aten::``
 allocations that launch nothing on a GPU, and the CPU's own decompositions of what CUDA runs as one kernel.
 :func:`launching` keeps the innermost operators that launch: an operator whose callees launch counts as them
 (``aten::linear`` as its ``aten::addmm``), one that launches nothing (a view, an allocation, a no-op cast or
-``contiguous``) counts as none; what it adds to ``op_counts``' leaf count is the calibration against the H100's
-kernels in docs/benchmarks.md, "Operators per step".
+``contiguous``) counts as none, and the CPU-only decompositions named here (dropout, an optimizer's multi-tensor
+operators) count as the one kernel CUDA runs. How close it comes to an H100's kernel counts: docs/benchmarks.md,
+"Launches: the GPU's kernels predicted on the CPU".
 """
 
 # Operators that launch no kernel on a GPU: views and metadata changes (their result aliases their input),

@@ -23,8 +23,9 @@ each as a ratio to the first arch's (the Transformer). What is counted:
   ``aten::`` operator: each runs a kernel or a view); an operator that
   composes others counts as the ones it calls;
 * on the CPU also the operators that would launch a kernel on a GPU
-  (:func:`.launches.launching`: no views, allocations or host reads, the
-  optimizer as CUDA runs it), the proxy of the GPU's kernel count: the
+  (:func:`.launches.launching`: no views, allocations or host reads,
+  dropout and the optimizer as CUDA runs them), the proxy of the GPU's
+  kernel count (docs/benchmarks.md calibrates it against an H100's): the
   training step is profiled a second time for it, with Adam's multi-tensor
   (foreach) implementation, which torch picks for CUDA parameters and not for
   the CPU's.
