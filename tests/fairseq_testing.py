@@ -167,20 +167,15 @@ def decode_interleaved(mixer, xs, orders):
 
 
 def launching_kernels(function):
-    """The innermost operators of one call of ``function`` that are no view, allocation or no-op (the NO_KERNEL
-    of test_content_attention), sorted by name: on a GPU, the kernels it launches, and scalar reads
+    """The operators of one call of ``function`` that would launch a kernel on a GPU
+    (``posnet_fairseq.benchmark.launches.launching``), sorted by name, scalar reads included
     (``aten::_local_scalar_dense``: a device sync for a GPU tensor, no kernel for a host tensor)."""
-    from test_content_attention import NO_KERNEL
+    from posnet_fairseq.benchmark.launches import launching
 
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
         function()
+    return sorted(launching(profiler.events(), host_reads=True))
 
-    def launches(event):
-        return event.name.startswith("aten::") and event.name not in NO_KERNEL
-
-    def below(event):
-        return any(launches(child) or below(child) for child in event.cpu_children)
-    return sorted(e.name for e in profiler.events() if launches(e) and not below(e))
 
 def run_cli(main_fn, argv, parser_fn):
     """Runs a fairseq_cli main in-process with argv, quietly; returns its stdout."""

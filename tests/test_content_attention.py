@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from fairseq_testing import build_model
+from posnet_fairseq.benchmark.launches import NO_KERNEL
 from posnet_fairseq.mixers.alibi import AlibiAttention
 from posnet_fairseq.mixers.content_attention import FOLD_START, ContentAttention, DistanceBias
 from posnet_fairseq.mixers.kerple import KerpleAttention
@@ -248,20 +249,6 @@ def test_a_decoding_step_reads_its_rotation_from_a_table_and_decodes_as_it_train
         assert table.shape == (FOLD_START, 1, 8, 8)  # steps x every sentence x d_h x d_h
     with torch.no_grad():
         assert torch.allclose(decoded, model(src, lengths, prev)[0], atol=1e-5)
-
-
-# Operators that launch no kernel on a GPU (views, allocations, casts and dropout that do nothing here): a
-# decoding step's cost is the rest.
-NO_KERNEL = {"aten::view", "aten::_unsafe_view", "aten::unsqueeze", "aten::squeeze", "aten::permute",
-             "aten::transpose", "aten::t", "aten::expand", "aten::as_strided", "aten::slice", "aten::select",
-             "aten::alias", "aten::reshape", "aten::_reshape_alias", "aten::unflatten", "aten::flatten",
-             "aten::detach", "aten::lift_fresh", "aten::empty", "aten::empty_strided", "aten::new_empty",
-             "aten::resize_", "aten::set_", "aten::to", "aten::type_as", "aten::dropout", "aten::contiguous",
-             "aten::split", "aten::unbind", "aten::narrow", "aten::expand_as", "aten::result_type",
-             "aten::empty_like", "aten::view_as", "aten::broadcast_tensors", "aten::resolve_conj",
-             "aten::resolve_neg", "aten::chunk", "aten::split_with_sizes", "aten::unsafe_split", "aten::diagonal",
-             "aten::movedim", "aten::squeeze_", "aten::unsqueeze_", "aten::as_strided_", "aten::detach_",
-             "aten::view_as_real", "aten::view_as_complex", "aten::_neg_view", "aten::_conj", "aten::conj"}
 
 
 def launching_ops(monkeypatch, arch):

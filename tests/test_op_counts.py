@@ -9,7 +9,7 @@ import types
 import pytest
 import torch
 
-from posnet_fairseq.benchmark import op_counts
+from posnet_fairseq.benchmark import launches, op_counts
 
 TINY = ["--size", "tiny", "--vocab", "64", "--batch-size", "2", "--train-batch", "2", "--train-length", "8",
         "--source-length", "8", "--step", "4"]
@@ -54,10 +54,77 @@ def test_the_table_gives_the_transformer_1_00x_and_the_ratios():
     assert rposnet["decoding / Transformer"] == f"{int(rposnet['decoding step']) / int(base['decoding step']):.2f}x"
     assert rposnet["training / Transformer"] == f"{int(rposnet['training step']) / int(base['training step']):.2f}x"
     assert "leaf aten operators" in out.getvalue()
+    for column in ("decoding launches", "training launches"):
+        assert base[f"{column} / Transformer"] == "1.00x"
+        assert rposnet[f"{column} / Transformer"] == f"{int(rposnet[column]) / int(base[column]):.2f}x"
 
 
-def _event(name, device_type, children=()):
-    return types.SimpleNamespace(name=name, device_type=device_type, cpu_children=list(children))
+def _event(name, device_type=torch.autograd.DeviceType.CPU, children=()):
+    event = types.SimpleNamespace(name=name, device_type=device_type, cpu_children=list(children), cpu_parent=None)
+    for child in children:
+        child.cpu_parent = event
+    return event
+
+
+def _all(*roots):
+    """The events of the trees under ``roots``, parents first, as the profiler lists them."""
+    return [event for root in roots for event in [root, *_all(*root.cpu_children)]]
+
+
+def _is_view(name):
+    """Whether the aten operator ``name`` returns an alias of its input that it does not write: a view."""
+    op = getattr(torch.ops.aten, name[len("aten::"):])
+    return any(r.alias_info is not None and not r.alias_info.is_write
+               for overload in op.overloads() for r in getattr(op, overload)._schema.returns)
+
+
+def test_launches_are_deterministic_and_fewer_than_the_leaf_operators():
+    args = _args()
+    first = op_counts.count(["posnet_transformer_tiny"], args)["posnet_transformer_tiny"]
+    assert first == op_counts.count(["posnet_transformer_tiny"], args)["posnet_transformer_tiny"]
+    assert 0 < first["decode launches"] < first["decode"]
+    assert 0 < first["train launches"] < first["train"]
+
+
+@pytest.mark.parametrize("arch", ["posnet_transformer_tiny", "rposnet_transformer_tiny"])
+def test_no_view_is_counted_as_a_launch(arch):
+    # Every operator the steps run that returns a view of its input (by its schema) is in NO_KERNEL: one
+    # missing from it, counted as a launch, fails here.
+    args = _args()
+    names = set(op_counts.decoding_step_ops(arch, args, lambda profiler, _: launches.launching(profiler.events())))
+    names |= set(op_counts.training_step_ops(arch, args, lambda profiler, _: launches.launching(profiler.events()),
+                                             foreach=True))
+    assert _is_view("aten::transpose") and not _is_view("aten::copy_") and not _is_view("aten::addmm")
+    assert names and not {name for name in names if _is_view(name)}
+    assert not (names & launches.NO_KERNEL) - launches.ONE_KERNEL_ON_CUDA and not names & launches.HOST_READS
+
+
+def test_a_launch_is_the_innermost_operator_that_is_no_view_and_a_foreach_or_dropout_counts_once():
+    add = _event("aten::add")
+    linear = _event("aten::linear", children=[_event("aten::t"), _event("aten::addmm")])
+    read = _event("aten::item", children=[_event("aten::_local_scalar_dense")])
+    noop = _event("aten::to")  # a cast to the dtype the tensor has: no callee
+    cast = _event("aten::to", children=[_event("aten::_to_copy", children=[_event("aten::empty_strided"),
+                                                                          _event("aten::copy_")])])
+    foreach = _event("aten::_foreach_mul_", children=[_event("aten::mul_"), _event("aten::mul_")])
+    optimizer = _event("Optimizer.step#Adam.step", children=[foreach, _event("aten::item"), _event("aten::sqrt")])
+    dropout = _event("aten::dropout", children=[_event("aten::empty_like"), _event("aten::bernoulli_"),
+                                                _event("aten::div_"), _event("aten::mul")])
+    events = _all(add, linear, read, noop, cast, _event("aten::view", children=[_event("aten::as_strided")]),
+                  optimizer, dropout, _event("aten::dropout"))  # the second in eval: a no-op
+    assert sorted(launches.launching(events)) == ["aten::_foreach_mul_", "aten::add", "aten::addmm", "aten::copy_",
+                                                  "aten::dropout"]
+    assert "aten::_local_scalar_dense" in launches.launching(events, host_reads=True)
+
+
+def test_the_tests_count_launches_with_the_benchmarks_no_kernel_set():
+    import fairseq_testing
+    import test_content_attention
+
+    assert test_content_attention.NO_KERNEL is launches.NO_KERNEL
+    x = torch.randn(4, 6)
+    names = fairseq_testing.launching_kernels(lambda: x.view(6, 4).t().unsqueeze(0).contiguous().neg())
+    assert names == ["aten::copy_", "aten::neg"]  # contiguous of the transposed view copies
 
 
 def test_on_cuda_the_kernels_are_counted_and_on_cpu_the_leaf_operators():

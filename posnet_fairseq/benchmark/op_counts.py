@@ -21,7 +21,14 @@ each as a ratio to the first arch's (the Transformer). What is counted:
   included, as each is a launch);
 * on the CPU, the leaf ``aten::`` operators (those that call no other
   ``aten::`` operator: each runs a kernel or a view); an operator that
-  composes others counts as the ones it calls.
+  composes others counts as the ones it calls;
+* on the CPU also the operators that would launch a kernel on a GPU
+  (:func:`.launches.launching`: no views, allocations or host reads,
+  dropout and the optimizer as CUDA runs them), the proxy of the GPU's
+  kernel count (docs/benchmarks.md calibrates it against an H100's): the
+  training step is profiled a second time for it, with Adam's multi-tensor
+  (foreach) implementation, which torch picks for CUDA parameters and not for
+  the CPU's.
 
 The counts do not depend on the weights, and hardly on the batch (CPU
 defaults are small so that counting takes seconds)::
@@ -34,6 +41,7 @@ import argparse
 import torch
 
 from . import resolve
+from .launches import launching
 from .training_step import TrainingStep, build_model, dictionary
 
 
@@ -50,8 +58,13 @@ def counted(profiler, device):
                and not any(child.name.startswith("aten::") for child in e.cpu_children))
 
 
-def profiled(function, device):
-    """The operator count of one call of ``function`` (:func:`counted`)."""
+def counted_and_launched(profiler, device):
+    """(:func:`counted`, the operators that would launch a kernel on a GPU: :func:`.launches.launching`)."""
+    return counted(profiler, device), len(launching(profiler.events()))
+
+
+def profiled(function, device, count=None):
+    """``count(profiler, device)`` (default :func:`counted`) of one call of ``function``."""
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -59,11 +72,12 @@ def profiled(function, device):
         function()
         if device == "cuda":
             torch.cuda.synchronize()
-    return counted(profiler, device)
+    return (count or counted)(profiler, device)
 
 
-def decoding_step_ops(arch, args):
-    """Operators of one incremental decoding step of ``arch`` at position ``args.step`` (see the module doc)."""
+def decoding_step_ops(arch, args, count=None):
+    """``count`` (:func:`profiled`) of one incremental decoding step of ``arch`` at position ``args.step`` (see
+    the module doc)."""
     from fairseq.sequence_generator import EnsembleModel
 
     vocab = dictionary(args.vocab)
@@ -95,41 +109,61 @@ def decoding_step_ops(arch, args):
             model.reorder_incremental_state(states, order)
             model.forward_decoder(tokens, outs, states)
 
-        return profiled(step, args.device)
+        return profiled(step, args.device, count)
 
 
-def training_step_ops(arch, args):
-    """Operators of one training step of ``arch``, after an unprofiled one."""
+def training_step_ops(arch, args, count=None, foreach=False):
+    """``count`` (:func:`profiled`) of one training step of ``arch``, after an unprofiled one; with ``foreach``,
+    Adam's multi-tensor implementation, as torch runs it on CUDA parameters."""
     step = TrainingStep(arch, args.train_batch, args.train_length, args.vocab, args.model_flags, args.device,
                         args.precision)
     step()
     step.sync()
-    return profiled(step, args.device)
+    if foreach:
+        for group in step.optimizer.param_groups:
+            group["foreach"] = True
+    return profiled(step, args.device, count)
 
 
 def count(archs, args):
-    """{arch: {"decode": operators, "train": operators}}."""
-    return {arch: {"decode": decoding_step_ops(arch, args), "train": training_step_ops(arch, args)}
-            for arch in archs}
+    """{arch: {"decode": operators, "train": operators}}, on the CPU with "decode launches" and "train launches"
+    (the operators that would launch a kernel on a GPU)."""
+    counts = {}
+    for arch in archs:
+        if args.device == "cuda":
+            counts[arch] = {"decode": decoding_step_ops(arch, args), "train": training_step_ops(arch, args)}
+            continue
+        decode, decode_launches = decoding_step_ops(arch, args, counted_and_launched)
+        train_launches = len(launching(training_step_ops(arch, args, lambda p, _: p.events(), foreach=True)))
+        counts[arch] = {"decode": decode, "train": training_step_ops(arch, args),
+                        "decode launches": decode_launches, "train launches": train_launches}
+    return counts
 
 
 def table(archs, counts, args):
     base = archs[0]
     unit = "CUDA kernels" if args.device == "cuda" else "leaf aten operators"
     device = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
+    columns = [("decode", "decoding step", "decoding / Transformer"),
+               ("train", "training step", "training / Transformer")]
+    if args.device == "cpu":
+        columns[1:1] = [("decode launches", "decoding launches", "decoding launches / Transformer")]
+        columns.append(("train launches", "training launches", "training launches / Transformer"))
     lines = [
         f"# operators per step ({unit}, torch.profiler), {device}, torch {torch.__version__}, size {args.size}; "
         f"decoding step at position {args.step}, batch {args.batch_size} x beam {args.beam}, "
         f"{args.source_length} source tokens; training step {args.train_batch} x {args.train_length} tokens, "
-        f"precision {args.precision}, vocab {args.vocab}; ratios against {base}",
+        f"precision {args.precision}, vocab {args.vocab}; ratios against {base}"
+        + ("; launches: the operators that would launch a kernel on a GPU (benchmark/launches.py)"
+           if args.device == "cpu" else ""),
         "",
-        "| arch | decoding step | decoding / Transformer | training step | training / Transformer |",
-        "|---|---:|---:|---:|---:|",
+        "| arch | " + " | ".join(f"{name} | {ratio}" for _, name, ratio in columns) + " |",
+        "|---|" + "---:|---:|" * len(columns),
     ]
     for arch in archs:
         c = counts[arch]
-        lines.append(f"| {arch} | {c['decode']} | {c['decode'] / counts[base]['decode']:.2f}x "
-                     f"| {c['train']} | {c['train'] / counts[base]['train']:.2f}x |")
+        lines.append(f"| {arch} | " + " | ".join(f"{c[key]} | {c[key] / counts[base][key]:.2f}x"
+                                                   for key, _, _ in columns) + " |")
     return "\n".join(lines)
 
 
