@@ -54,3 +54,16 @@ def test_hc_gaussian_ring_weights_follow_an_in_place_write_of_the_offsets():
     expected = hc_decoding.rotated_weights(mixer._causal_weights(0, mixer.window))
     assert not torch.equal(before, expected)
     torch.testing.assert_close(after, expected, atol=0, rtol=0)
+
+
+def test_an_inference_tensor_is_cached_by_identity_and_a_replacement_makes_the_value_anew():
+    """A table made (grown) under torch.inference_mode has no version counter: reading it raised."""
+    with torch.inference_mode():
+        source = torch.arange(6.0)
+    cache = DerivedCache()
+    calls, make = made_counter(source)
+    assert cache.get(source, make) == cache.get(source, make) == 15.0 and len(calls) == 1
+    with torch.inference_mode():
+        grown = torch.arange(8.0)
+    assert not cache.holds(grown)
+    assert cache.get(grown, lambda: grown.sum().item()) == 28.0

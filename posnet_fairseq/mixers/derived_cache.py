@@ -9,7 +9,9 @@ the same at every step, so they are made once. The cache must notice when the te
 * written in place (``load_state_dict`` copies into a precomputed table): the alias shares the tensor's
   version counter, which every in-place write bumps, and the entry records the count it was made at.
 
-A write through ``tensor.data`` bypasses version counting in PyTorch, and so bypasses this cache too.
+A write through ``tensor.data`` bypasses version counting in PyTorch, and so bypasses this cache too, as does
+an in-place write of an inference tensor (made under ``torch.inference_mode``, e.g. a folded table grown while
+decoding in it): such a tensor has no version counter, so only a replacement is noticed.
 """
 from typing import Any, Callable, Dict, Hashable
 
@@ -27,7 +29,7 @@ class DerivedCache:
     def get(self, source: Tensor, make: Callable[[], Any], extra: Hashable = None) -> Any:
         """The value made by ``make()`` for ``source`` and ``extra``, made anew if ``source`` changed since."""
         if not self.holds(source):
-            self._alias, self._version, self._values = source.detach(), source._version, {}
+            self._alias, self._version, self._values = source.detach(), _version(source), {}
         if extra not in self._values:
             self._values[extra] = make()
         return self._values[extra]
@@ -35,7 +37,12 @@ class DerivedCache:
     def holds(self, source: Tensor) -> bool:
         """Whether the kept values were made from ``source`` as it is now."""
         alias = self._alias
-        return (alias is not None and alias.data_ptr() == source.data_ptr() and alias._version == self._version
-                and source._version == self._version and alias.shape == source.shape
+        return (alias is not None and alias.data_ptr() == source.data_ptr() and _version(alias) == self._version
+                and _version(source) == self._version and alias.shape == source.shape
                 and alias.stride() == source.stride() and alias.dtype == source.dtype
                 and alias.device == source.device)
+
+
+def _version(tensor: Tensor):
+    """``tensor``'s version counter, or None for an inference tensor, which has none (reading it raises)."""
+    return None if tensor.is_inference() else tensor._version
