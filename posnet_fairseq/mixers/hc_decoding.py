@@ -3,24 +3,31 @@
 A causal head's weight of a key depends only on the key's distance to the query, and beyond the
 mixer's ``window`` it is exactly 0.0 in fp32 (``HardCodedSelfAttention.decoding_window``), so every
 decoding step is the same H x window weighting of the last ``window`` values, whatever the step. They
-are kept in a ring: the value of position n in slot n mod window, written in place over the value that
-leaves the window (zeros before the start, which weigh nothing, like pads). The weights are rotated to
-the ring's slots once per slot and kept, so a step writes one value and makes one product; a beam
-reorder copies the ring into the one the previous reorder released (``state_reorder.REUSE``). The step
-count is the same for every hypothesis and kept on the CPU (``state_reorder.SHARED``), as rPosNet's
-(``clipped_decoding.py``). Before, a step concatenated the window with its value: a copy of the whole
-window per step on top of the reorder's. The rotated weights are repeated for the search's rows once,
-at its first step (``SHARED`` too: a row of it serves any hypothesis, and a search that drops sentences
-reads the first rows), so that a step's weighting is one ``bmm`` of the rows' weights and the ring; a
-product with weights broadcast over the rows copies them into a B x H x 1 x window tensor first, one
-more kernel per layer and step on a GPU (issue 48). They hold window / D_h times as many numbers as the
-ring, so a window wider than a head (a wide sigma) keeps the broadcast product instead.
+are kept in a ring, ``window x A x H x D_h`` (A rows allocated per slot), in the rows they were written
+to: the value of position n in slot n mod window, row b of the hypothesis that wrote it, over the value
+that leaves the window (zeros before the start, which weigh nothing, like pads). Every hypothesis leaves
+the window's oldest value at the same step, so a step may overwrite the slot's rows whichever
+hypotheses read them. A hypothesis reads its values through ``ring_index`` (B x window: the ring row
+``slot * A + b'`` of each of its slots), so a beam reorder copies no ring: it composes the index
+(``state_reorder.COMPOSED``), once for every layer of the side that holds the same index, where a
+reorder copied each layer's ring before (issue 48: on a GPU a decoding step is bound by kernel
+launches). A step writes one value per layer and reads the output with one weighted ``embedding_bag``
+(the rows of the step's slots, weighed as the rotated weights say); the step's rows and the index after
+it are made once per step for every layer (``Mixer.shared``), as rPosNet's ``indexed_ring.py`` does.
+The step count is the same for every hypothesis and kept on the CPU (``state_reorder.SHARED``).
+
+The rotated weights are repeated for the search's rows once, at its first step (``SHARED`` too: a row
+of it serves any hypothesis, and a search that drops sentences reads the first rows), so that a step's
+bag reads them in place; they hold window / D_h times as many numbers as the ring, so a window wider
+than a head (a wide sigma) expands them for the rows at each step instead, one copy per layer.
 """
+from typing import Dict, Tuple
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .state_reorder import REUSE, SHARED
+from .state_reorder import COMPOSED, INDEXED, SHARED
 
 
 def rotated_weights(weights: Tensor) -> Tensor:
@@ -43,25 +50,73 @@ def decode_window(mixer, buffer, v: Tensor, weights: Tensor) -> Tensor:
     count = buffer.get("step_count")
     first = 0 if count is None else int(count)
     mixer.keep_state(buffer, "step_count", torch.tensor(first + length), SHARED)
-    if "window" not in buffer:
-        # Made here and only written in place: a reorder copies it into the ring the previous one released.
-        mixer.keep_state(buffer, "window", v.new_zeros(batch, heads, window, head_dim), REUSE)
-    ring = buffer["window"]
+    ring, index = _ring(mixer, buffer, v)
     dropout = mixer.weight_dropout and mixer.training  # (fairseq never decodes in training mode)
     rows = None if dropout or window > head_dim else _row_weights(mixer, buffer, weights, batch)
     outs = []
     for t in range(length):
         slot = (first + t) % window
-        ring[:, :, slot: slot + 1] = v[:, :, t: t + 1]
-        if rows is not None:  # (the ring is contiguous: made so, written in place and reordered into contiguous memory)
-            step = rows[slot, :batch].view(batch * heads, 1, window)
-            outs.append(torch.bmm(step, ring.view(batch * heads, window, head_dim)).view(batch, heads, 1, head_dim))
-            continue
-        step = weights[slot]  # 1 x H x 1 x window
-        if dropout:
-            step = F.dropout(step.expand(batch, heads, 1, window), mixer.weight_dropout, training=True).to(v.dtype)
-        outs.append(torch.matmul(step, ring))
+        ring[slot, :batch] = v[:, :, t]
+        read, index = mixer.shared(("hc_ring_rows", slot, batch, ring.size(1), window),
+                                   lambda: _rows(index, slot, ring.size(1), heads), index)
+        if rows is not None:  # (contiguous: made so by _row_weights)
+            bag = rows[slot, :batch].view(-1)
+        else:
+            bag = weights[slot].expand(batch, heads, 1, window)
+            if dropout:
+                bag = F.dropout(bag, mixer.weight_dropout, training=True)
+            bag = bag.reshape(-1).to(ring.dtype)
+        offsets = _constants(batch, ring.size(1), heads, window, v.device)[3]
+        out = F.embedding_bag(read, ring.view(-1, head_dim), offsets, mode="sum", per_sample_weights=bag)
+        outs.append(out.view(batch, heads, 1, head_dim))
+    mixer.keep_state(buffer, "ring_index", index, COMPOSED)
     return outs[0] if length == 1 else torch.cat(outs, dim=2)  # (a step: no copy)
+
+
+def _ring(mixer, buffer, v: Tensor) -> Tuple[Tensor, Tensor]:
+    """The ring and its index for a step of ``v``'s rows: made at a search's first step (the index once for every
+    layer), or gathered anew into rows of their own where a reorder repeated rows beyond those allocated."""
+    batch, heads, _, head_dim = v.shape
+    window = mixer.window
+    ring, index = buffer.get("ring"), buffer.get("ring_index")
+    if ring is not None and batch <= ring.size(1):
+        return ring, index
+    if ring is None:  # (made here, only written in place)
+        ring = v.new_zeros(window, batch, heads, head_dim)
+    else:
+        ring = ring.view(-1, heads, head_dim).index_select(0, index.t().reshape(-1)).view(window, batch, heads, -1)
+    mixer.keep_state(buffer, "ring", ring, INDEXED)
+    index = mixer.shared(("hc_ring_index", batch, window), lambda: _constants(batch, batch, heads, window, v.device)[0])
+    return ring, mixer.keep_state(buffer, "ring_index", index, COMPOSED)
+
+
+def _rows(index: Tensor, slot: int, allocated: int, heads: int) -> Tuple[Tensor, Tensor]:
+    """A step's flat ring rows to read, (b, h, s) in order: ``index[b, s] * heads + h``, and the index after the
+    step, in whose ``slot`` each hypothesis reads its own row (the step's value)."""
+    batch, window = index.shape
+    identity, slots, head, _ = _constants(batch, allocated, heads, window, index.device)
+    after = torch.where(slots[slot: slot + 1], identity, index)
+    return torch.add(head, after.unsqueeze(1), alpha=heads).view(-1), after
+
+
+def _constants(batch: int, allocated: int, heads: int, window: int, device) -> Tuple[Tensor, ...]:
+    """What a step of ``batch`` rows over a ring of ``allocated`` rows per slot reads, made once per shape: the
+    identity index (B x window: ``s * allocated + b``), each slot's mask (row ``slot`` of a window x window
+    identity), the heads (1 x H x 1) and the offsets of the B H bags of ``window`` rows."""
+    key = (batch, allocated, heads, window, device)
+    made = _CONSTANTS.get(key)
+    if made is None:
+        if len(_CONSTANTS) > 16:  # a search's batch shrinks as sentences finish: keep a few shapes
+            _CONSTANTS.clear()
+        identity = torch.arange(window).unsqueeze(0) * allocated + torch.arange(batch).unsqueeze(1)
+        slots = torch.eye(window, dtype=torch.bool)
+        offsets = torch.arange(0, batch * heads * window, window)
+        made = _CONSTANTS[key] = tuple(t.to(device) for t in (identity, slots, torch.arange(heads).view(1, -1, 1),
+                                                              offsets))
+    return made
+
+
+_CONSTANTS: Dict[tuple, Tuple[Tensor, ...]] = {}
 
 
 def _row_weights(mixer, buffer, weights: Tensor, batch: int) -> Tensor:

@@ -234,8 +234,10 @@ class HardCodedSelfAttention(_HardCodedAttention):
     @classmethod
     def build(cls, ctx):
         opts = ctx.options(FLAGS)
-        return cls(ctx.embed_dim, ctx.num_heads, layer_offsets(ctx, opts), opts.hc_sigma, opts.hc_kernel, opts.hc_bias,
-                   ctx.causal, opts.hc_weight_dropout, getattr(ctx.args, "max_target_positions", None))
+        mixer = cls(ctx.embed_dim, ctx.num_heads, layer_offsets(ctx, opts), opts.hc_sigma, opts.hc_kernel,
+                    opts.hc_bias, ctx.causal, opts.hc_weight_dropout, getattr(ctx.args, "max_target_positions", None))
+        mixer.forward_context = ctx.forward_context  # a decoding step's ring rows, made once for every layer
+        return mixer
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
