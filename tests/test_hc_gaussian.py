@@ -173,21 +173,21 @@ def _decoder_self(embed_dim=64, **flags):
                        **flags).eval()
 
 
-def _decoder_layers(count, embed_dim=64):
+def _decoder_layers(count, embed_dim=64, **flags):
     """``count`` layers of :func:`_decoder_self` that share one side's ForwardContext, as a model's decoder."""
     context = ForwardContext()
     return context, [build_mixer("hc_gaussian", "decoder_self", embed_dim=embed_dim, num_heads=2, layer_idx=i,
-                                 num_layers=count, max_target_positions=64, forward_context=context).eval()
+                                 num_layers=count, max_target_positions=64, forward_context=context, **flags).eval()
                      for i in range(count)]
 
 
-def test_a_decoding_step_of_six_layers_with_its_beam_reorder_launches_four_kernels_per_layer_and_three():
+def test_a_decoding_step_of_six_layers_with_its_beam_reorder_launches_three_kernels_per_layer_and_three():
     """Issue 48: on a GPU a decoding step is bound by kernel launches. A beam reorder of six HC-SA decoder
     self-attention layers composes their shared ring index once (index_select); the step's ring rows and the
-    index after it are made once for every layer (where, add); each layer launches its value projection, the
-    value's write into the ring, one weighted embedding_bag (a copy_ on the CPU) and its output projection:
-    6 x 4 + 3 = 27 (on d6086d9: 30, each layer's reorder copying its ring before the bmm). The step count is read
-    on the host, once per layer."""
+    index after it are made once for every layer (where, add); each layer launches its value projection written
+    into its ring slot (mm), one weighted embedding_bag (a copy_ on the CPU) and its output projection:
+    6 x 3 + 3 = 21 (on d6086d9: 30, each layer's reorder copying its ring, the projection copied into it, a
+    bmm). The step count is read on the host, once per layer."""
     context, layers = _decoder_layers(6)
     x = torch.randn(6, 4, 64)
     order = torch.tensor([1, 0, 3, 2])
@@ -206,15 +206,17 @@ def test_a_decoding_step_of_six_layers_with_its_beam_reorder_launches_four_kerne
                     layer(x[5:], x[5:], x[5:], incremental_state=state)
         names = launching_kernels(step)
     kernels = [n for n in names if n != "aten::_local_scalar_dense"]
-    assert len(kernels) == 27 and names.count("aten::_local_scalar_dense") == 6, names
+    assert len(kernels) == 21 and names.count("aten::_local_scalar_dense") == 6, names
     assert kernels.count("aten::index_select") == kernels.count("aten::where") == kernels.count("aten::add") == 1
 
 
-def test_layers_sharing_the_ring_index_decode_as_the_teacher_forced_pass_through_reorders():
+@pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
+def test_layers_sharing_the_ring_index_decode_as_the_teacher_forced_pass_through_reorders(bias):
     """Three layers read their rings through one composed index: through a reorder that drops a row and one to
     more rows (a row repeated), past the ring's wrap (window 16, 24 steps), each layer's output at every step
-    equals the teacher-forced pass over its row's history."""
-    context, layers = _decoder_layers(3)
+    (its value projected into the ring: mm, or addmm with a bias) equals the teacher-forced pass over its row's
+    history."""
+    context, layers = _decoder_layers(3, hc_bias=bias)
     orders = {4: torch.tensor([2, 0, 1]), 9: torch.tensor([0, 0, 1, 2, 2]), 17: torch.tensor([4, 3, 1, 0, 2])}
     history = [torch.zeros(0, 4, 64) for _ in layers]
     state = {}

@@ -11,7 +11,8 @@ hypotheses read them. A hypothesis reads its values through ``ring_index`` (B x 
 ``slot * A + b'`` of each of its slots), so a beam reorder copies no ring: it composes the index
 (``state_reorder.COMPOSED``), once for every layer of the side that holds the same index, where a
 reorder copied each layer's ring before (issue 48: on a GPU a decoding step is bound by kernel
-launches). A step writes one value per layer and reads the output with one weighted ``embedding_bag``
+launches). A step writes one value per layer (projected straight into its slot where it can: one kernel,
+not a projection and its copy) and reads the output with one weighted ``embedding_bag``
 (the rows of the step's slots, weighed as the rotated weights say); the step's rows and the index after
 it are made once per step for every layer (``Mixer.shared``), as rPosNet's ``indexed_ring.py`` does.
 The step count is the same for every hypothesis and kept on the CPU (``state_reorder.SHARED``).
@@ -25,7 +26,7 @@ from typing import Dict, Tuple
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from .state_reorder import COMPOSED, INDEXED, SHARED
 
@@ -40,23 +41,47 @@ def rotated_weights(weights: Tensor) -> Tensor:
     return weights[:, window - 1 - distance].permute(1, 0, 2).unsqueeze(1).unsqueeze(3)  # window x 1 x H x 1 x window
 
 
-def decode_window(mixer, buffer, v: Tensor, weights: Tensor) -> Tensor:
+def projects_into(projection, x: Tensor) -> bool:
+    """Whether ``projection`` of ``x`` can be written into a ring slot by :func:`_project` (a plain ``nn.Linear``
+    of ``x``'s dtype, no autocast, no gradient: ``out=`` records none): on a GPU one kernel less per layer and step
+    than the projection and its copy into the ring (issue 48)."""
+    return (type(projection) is nn.Linear and x.dtype == projection.weight.dtype and not torch.is_grad_enabled()
+            and not torch.is_autocast_enabled(x.device.type))
+
+
+def _project(projection: nn.Linear, x: Tensor, out: Tensor):
+    """``projection(x)`` written into ``out`` (B x C, contiguous): the product F.linear computes for 2-D input."""
+    if projection.bias is None:
+        torch.mm(x, projection.weight.t(), out=out)
+    else:
+        torch.addmm(projection.bias, x, projection.weight.t(), out=out)
+
+
+def decode_window(mixer, buffer, v: Tensor, weights: Tensor, project: bool = False) -> Tensor:
     """This call's B x H x T x D_h outputs of causal hard-coded attention, the ring in ``buffer`` advanced by
-    the T values ``v`` (B x H x T x D_h); ``weights``: :func:`rotated_weights`, in ``v``'s dtype or, for
+    the T values ``v`` (B x H x T x D_h), or with ``project`` by the value projection of the step's input ``v``
+    (1 x B x C: :func:`projects_into`); ``weights``: :func:`rotated_weights`, in the values' dtype or, for
     attention weight dropout (in training only, as the teacher-forced ``_HardCodedAttention._mix`` drops
     them), in fp32."""
-    batch, heads, length, head_dim = v.shape
+    if project:
+        length, batch, _ = v.shape
+        heads, head_dim = mixer.num_heads, mixer.head_dim
+    else:
+        batch, heads, length, head_dim = v.shape
     window = weights.size(0)
     count = buffer.get("step_count")
     first = 0 if count is None else int(count)
     mixer.keep_state(buffer, "step_count", torch.tensor(first + length), SHARED)
-    ring, index = _ring(mixer, buffer, v)
+    ring, index = _ring(mixer, buffer, batch, v)
     dropout = mixer.weight_dropout and mixer.training  # (fairseq never decodes in training mode)
     rows = None if dropout or window > head_dim else _row_weights(mixer, buffer, weights, batch)
     outs = []
     for t in range(length):
         slot = (first + t) % window
-        ring[slot, :batch] = v[:, :, t]
+        if project:
+            _project(mixer.v_proj, v[0], ring[slot, :batch].view(batch, -1))
+        else:
+            ring[slot, :batch] = v[:, :, t]
         read, index = mixer.shared(("hc_ring_rows", slot, batch, ring.size(1), window),
                                    lambda: _rows(index, slot, ring.size(1), heads), index)
         if rows is not None:  # (contiguous: made so by _row_weights)
@@ -73,20 +98,22 @@ def decode_window(mixer, buffer, v: Tensor, weights: Tensor) -> Tensor:
     return outs[0] if length == 1 else torch.cat(outs, dim=2)  # (a step: no copy)
 
 
-def _ring(mixer, buffer, v: Tensor) -> Tuple[Tensor, Tensor]:
-    """The ring and its index for a step of ``v``'s rows: made at a search's first step (the index once for every
-    layer), or gathered anew into rows of their own where a reorder repeated rows beyond those allocated."""
-    batch, heads, _, head_dim = v.shape
+def _ring(mixer, buffer, batch: int, like: Tensor) -> Tuple[Tensor, Tensor]:
+    """The ring (of ``like``'s dtype and device) and its index for a step of ``batch`` rows: made at a search's
+    first step (the index once for every layer), or gathered anew into rows of their own where a reorder repeated
+    rows beyond those allocated."""
+    heads, head_dim = mixer.num_heads, mixer.head_dim
     window = mixer.window
     ring, index = buffer.get("ring"), buffer.get("ring_index")
     if ring is not None and batch <= ring.size(1):
         return ring, index
     if ring is None:  # (made here, only written in place)
-        ring = v.new_zeros(window, batch, heads, head_dim)
+        ring = like.new_zeros(window, batch, heads, head_dim)
     else:
         ring = ring.view(-1, heads, head_dim).index_select(0, index.t().reshape(-1)).view(window, batch, heads, -1)
     mixer.keep_state(buffer, "ring", ring, INDEXED)
-    index = mixer.shared(("hc_ring_index", batch, window), lambda: _constants(batch, batch, heads, window, v.device)[0])
+    index = mixer.shared(("hc_ring_index", batch, window),
+                         lambda: _constants(batch, batch, heads, window, like.device)[0])
     return ring, mixer.keep_state(buffer, "ring_index", index, COMPOSED)
 
 

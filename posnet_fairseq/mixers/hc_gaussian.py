@@ -242,11 +242,9 @@ class HardCodedSelfAttention(_HardCodedAttention):
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
         T, B, _ = query.shape
-        v = self.split_heads(self.v_proj(value))
-        if key_padding_mask is not None:  # pads contribute nothing (their weight is lost, not renormalised)
-            v = v.masked_fill(key_padding_mask.view(B, 1, -1, 1), 0)
         if incremental_state is not None and self.window is not None:
-            return self._decode_window(incremental_state, v, need_weights or need_head_weights)
+            return self._decode_window(incremental_state, value, key_padding_mask, need_weights or need_head_weights)
+        v = self._values(value, key_padding_mask)
         if incremental_state is not None:  # a window as long as the longest target: the cache is cheaper
             buffer = self._get_input_buffer(incremental_state)
             query_pos = self.decoding_steps(buffer, B, T, query.device)  # B x T
@@ -264,15 +262,24 @@ class HardCodedSelfAttention(_HardCodedAttention):
             weights = weights.masked_fill(distance > 0, 0.0)
         return self._mix(weights, v, need_weights, need_head_weights)
 
-    def _decode_window(self, incremental_state, v, need_weights):
+    def _values(self, value, key_padding_mask):
+        """The B x H x S x D_h values of ``value`` (S x B x C), pads' zeroed (their weight is lost, not
+        renormalised)."""
+        v = self.split_heads(self.v_proj(value))
+        return v if key_padding_mask is None else v.masked_fill(key_padding_mask.view(v.size(0), 1, -1, 1), 0)
+
+    def _decode_window(self, incremental_state, value, key_padding_mask, need_weights):
         """Causal decoding with the last ``self.window`` values as the whole state, in a ring
-        (``hc_decoding.py``): each step is one H x window weighting, whatever the step."""
+        (``hc_decoding.py``): each step is one H x window weighting, whatever the step. A step without pads
+        projects its value straight into its ring slot where the projection allows (``hc_decoding.projects_into``)."""
         if need_weights:
             raise ValueError("hc_gaussian decoder self-attention keeps only its window while decoding "
                              "incrementally: it returns no attention weights there")
         buffer = self._get_input_buffer(incremental_state)
+        direct = value.size(0) == 1 and key_padding_mask is None and hc_decoding.projects_into(self.v_proj, value)
+        v = value if direct else self._values(value, key_padding_mask)
         dtype = torch.float32 if self.weight_dropout and self.training else v.dtype  # dropout: as _mix drops
-        out = hc_decoding.decode_window(self, buffer, v, self._ring_weights(v.device, dtype))
+        out = hc_decoding.decode_window(self, buffer, v, self._ring_weights(v.device, dtype), direct)
         self._set_input_buffer(incremental_state, buffer)
         return self.merge_heads(out), None
 
