@@ -7,14 +7,15 @@ are kept in a ring, ``window x A x H x D_h`` (A rows allocated per slot), in the
 to: the value of position n in slot n mod window, row b of the hypothesis that wrote it, over the value
 that leaves the window (zeros before the start, which weigh nothing, like pads). Every hypothesis leaves
 the window's oldest value at the same step, so a step may overwrite the slot's rows whichever
-hypotheses read them. A hypothesis reads its values through ``ring_index`` (B x window: the ring row
-``slot * A + b'`` of each of its slots), so a beam reorder copies no ring: it composes the index
+hypotheses read them. A hypothesis reads its values through ``ring_index`` (B x H x window: the row
+``(slot * A + b') * H + h`` of the ring's rows of D_h numbers for each head and slot, the bags' input as
+it is), so a beam reorder copies no ring: it composes the index
 (``state_reorder.COMPOSED``), once for every layer of the side that holds the same index, where a
 reorder copied each layer's ring before (issue 48: on a GPU a decoding step is bound by kernel
 launches). A step writes one value per layer (projected straight into its slot where it can: one kernel,
 not a projection and its copy) and reads the output with one weighted ``embedding_bag``
-(the rows of the step's slots, weighed as the rotated weights say); the step's rows and the index after
-it are made once per step for every layer (``Mixer.shared``), as rPosNet's ``indexed_ring.py`` does.
+(the rows of the step's slots, weighed as the rotated weights say); the index after the step is made
+once per step for every layer (``Mixer.shared``), as rPosNet's ``indexed_ring.py`` does.
 The step count is the same for every hypothesis and kept on the CPU (``state_reorder.SHARED``).
 
 The rotated weights are repeated for the search's rows once, at its first step (``SHARED`` too: a row
@@ -82,8 +83,8 @@ def decode_window(mixer, buffer, v: Tensor, weights: Tensor, project: bool = Fal
             _project(mixer.v_proj, v[0], ring[slot, :batch].view(batch, -1))
         else:
             ring[slot, :batch] = v[:, :, t]
-        read, index = mixer.shared(("hc_ring_rows", slot, batch, ring.size(1), window),
-                                   lambda: _rows(index, slot, ring.size(1), heads), index)
+        index = mixer.shared(("hc_ring_rows", slot, batch, ring.size(1), window),
+                             lambda: _after(index, slot, ring.size(1)), index)
         if rows is not None:  # (contiguous: made so by _row_weights)
             bag = rows[slot, :batch].view(-1)
         else:
@@ -91,8 +92,8 @@ def decode_window(mixer, buffer, v: Tensor, weights: Tensor, project: bool = Fal
             if dropout:
                 bag = F.dropout(bag, mixer.weight_dropout, training=True)
             bag = bag.reshape(-1).to(ring.dtype)
-        offsets = _constants(batch, ring.size(1), heads, window, v.device)[3]
-        out = F.embedding_bag(read, ring.view(-1, head_dim), offsets, mode="sum", per_sample_weights=bag)
+        offsets = _constants(batch, ring.size(1), heads, window, v.device)[2]
+        out = F.embedding_bag(index.view(-1), ring.view(-1, head_dim), offsets, mode="sum", per_sample_weights=bag)
         outs.append(out.view(batch, heads, 1, head_dim))
     mixer.keep_state(buffer, "ring_index", index, COMPOSED)
     return outs[0] if length == 1 else torch.cat(outs, dim=2)  # (a step: no copy)
@@ -110,36 +111,35 @@ def _ring(mixer, buffer, batch: int, like: Tensor) -> Tuple[Tensor, Tensor]:
     if ring is None:  # (made here, only written in place)
         ring = like.new_zeros(window, batch, heads, head_dim)
     else:
-        ring = ring.view(-1, heads, head_dim).index_select(0, index.t().reshape(-1)).view(window, batch, heads, -1)
+        slots = index[:, 0].div(heads, rounding_mode="floor")  # B x window: slot * A + b', the rows of D_h x H
+        ring = ring.view(-1, heads, head_dim).index_select(0, slots.t().reshape(-1)).view(window, batch, heads, -1)
     mixer.keep_state(buffer, "ring", ring, INDEXED)
     index = mixer.shared(("hc_ring_index", batch, window),
                          lambda: _constants(batch, batch, heads, window, like.device)[0])
     return ring, mixer.keep_state(buffer, "ring_index", index, COMPOSED)
 
 
-def _rows(index: Tensor, slot: int, allocated: int, heads: int) -> Tuple[Tensor, Tensor]:
-    """A step's flat ring rows to read, (b, h, s) in order: ``index[b, s] * heads + h``, and the index after the
-    step, in whose ``slot`` each hypothesis reads its own row (the step's value)."""
-    batch, window = index.shape
-    identity, slots, head, _ = _constants(batch, allocated, heads, window, index.device)
-    after = torch.where(slots[slot: slot + 1], identity, index)
-    return torch.add(head, after.unsqueeze(1), alpha=heads).view(-1), after
+def _after(index: Tensor, slot: int, allocated: int) -> Tensor:
+    """The index after a step that wrote ``slot``: there each hypothesis reads its own rows (the step's value)."""
+    batch, heads, window = index.shape
+    identity, slots, _ = _constants(batch, allocated, heads, window, index.device)
+    return torch.where(slots[slot].view(1, 1, window), identity, index)
 
 
 def _constants(batch: int, allocated: int, heads: int, window: int, device) -> Tuple[Tensor, ...]:
     """What a step of ``batch`` rows over a ring of ``allocated`` rows per slot reads, made once per shape: the
-    identity index (B x window: ``s * allocated + b``), each slot's mask (row ``slot`` of a window x window
-    identity), the heads (1 x H x 1) and the offsets of the B H bags of ``window`` rows."""
+    identity index (B x H x window: ``(s * allocated + b) * H + h``), each slot's mask (row ``slot`` of a window x
+    window identity) and the offsets of the B H bags of ``window`` rows."""
     key = (batch, allocated, heads, window, device)
     made = _CONSTANTS.get(key)
     if made is None:
         if len(_CONSTANTS) > 16:  # a search's batch shrinks as sentences finish: keep a few shapes
             _CONSTANTS.clear()
-        identity = torch.arange(window).unsqueeze(0) * allocated + torch.arange(batch).unsqueeze(1)
+        rows = torch.arange(window).view(1, 1, -1) * allocated + torch.arange(batch).view(-1, 1, 1)
+        identity = rows * heads + torch.arange(heads).view(1, -1, 1)
         slots = torch.eye(window, dtype=torch.bool)
         offsets = torch.arange(0, batch * heads * window, window)
-        made = _CONSTANTS[key] = tuple(t.to(device) for t in (identity, slots, torch.arange(heads).view(1, -1, 1),
-                                                              offsets))
+        made = _CONSTANTS[key] = tuple(t.to(device) for t in (identity, slots, offsets))
     return made
 
 
