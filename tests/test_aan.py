@@ -219,6 +219,7 @@ def test_an_avg_decoding_step_with_its_beam_reorder_launches_seven_kernels():
     kernels = [n for n in names if n != "aten::_local_scalar_dense"]
     assert len(kernels) == 7 and names.count("aten::_local_scalar_dense") == 1, names
 
+
 def _avg_layers(count):
     """``count`` AVG layers built as a decoder builds them, sharing one side's ForwardContext."""
     context = ForwardContext()
@@ -232,7 +233,7 @@ def _avg_layers(count):
 
 def test_six_avg_layers_with_their_beam_reorder_launch_six_kernels_per_layer_and_one():
     """Issue 48: the six layers' means are one tensor, so a beam reorder copies them with one index_select, and
-    each layer launches its mean's update and the gate's five: 6 x 6 + 1 = 37 (on d6086d9: 42, each layer's mean
+    each layer launches its mean's update and the gate's five: 6 x 6 + 1 = 37 (on b7b2892: 42, each layer's mean
     reordered on its own)."""
     context, layers = _avg_layers(6)
     z = torch.randn(6, 4, C)

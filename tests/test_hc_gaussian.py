@@ -186,7 +186,7 @@ def test_a_decoding_step_of_six_layers_with_its_beam_reorder_launches_three_kern
     self-attention layers composes their shared ring index once (index_select); the index after the step (the
     bags' input) is made once for every layer (where); each layer launches its value projection written into
     its ring slot (mm), one weighted embedding_bag (a copy_ on the CPU) and its output projection:
-    6 x 3 + 2 = 20 (on d6086d9: 30, each layer's reorder copying its ring, the projection copied into it, a
+    6 x 3 + 2 = 20 (on b7b2892: 30, each layer's reorder copying its ring, the projection copied into it, a
     bmm). The step count is read on the host, once per layer."""
     context, layers = _decoder_layers(6)
     x = torch.randn(6, 4, 64)

@@ -7,15 +7,15 @@ are kept in a ring, ``window x A x H x D_h`` (A rows allocated per slot), in the
 to: the value of position n in slot n mod window, row b of the hypothesis that wrote it, over the value
 that leaves the window (zeros before the start, which weigh nothing, like pads). Every hypothesis leaves
 the window's oldest value at the same step, so a step may overwrite the slot's rows whichever
-hypotheses read them. A hypothesis reads its values through ``ring_index`` (B x H x window: the row
-``(slot * A + b') * H + h`` of the ring's rows of D_h numbers for each head and slot, the bags' input as
-it is), so a beam reorder copies no ring: it composes the index
-(``state_reorder.COMPOSED``), once for every layer of the side that holds the same index, where a
-reorder copied each layer's ring before (issue 48: on a GPU a decoding step is bound by kernel
-launches). A step writes one value per layer (projected straight into its slot where it can: one kernel,
-not a projection and its copy) and reads the output with one weighted ``embedding_bag``
-(the rows of the step's slots, weighed as the rotated weights say); the index after the step is made
-once per step for every layer (``Mixer.shared``), as rPosNet's ``indexed_ring.py`` does.
+hypotheses read them. A hypothesis reads its values through ``ring_index`` (B x H x window: for each
+head and slot the row ``(slot * A + b') * H + h`` of the ring seen as rows of D_h numbers, the bags'
+input as it is), so a beam reorder copies no ring: it composes the index (``state_reorder.COMPOSED``),
+once for every layer of the side that holds the same index, where a reorder copied each layer's ring
+before (issue 48: on a GPU a decoding step is bound by kernel launches). A step writes one value per
+layer (projected straight into its slot where it can: one kernel, not a projection and its copy) and
+reads the output with one weighted ``embedding_bag`` (the rows of the step's slots, weighed as the
+rotated weights say); the index after the step is made once per step for every layer
+(``Mixer.shared``), as rPosNet's ``indexed_ring.py`` does.
 The step count is the same for every hypothesis and kept on the CPU (``state_reorder.SHARED``).
 
 The rotated weights are repeated for the search's rows once, at its first step (``SHARED`` too: a row
@@ -111,7 +111,7 @@ def _ring(mixer, buffer, batch: int, like: Tensor) -> Tuple[Tensor, Tensor]:
     if ring is None:  # (made here, only written in place)
         ring = like.new_zeros(window, batch, heads, head_dim)
     else:
-        slots = index[:, 0].div(heads, rounding_mode="floor")  # B x window: slot * A + b', the rows of D_h x H
+        slots = index[:, 0].div(heads, rounding_mode="floor")  # B x window: slot * A + b', a row of H x D_h
         ring = ring.view(-1, heads, head_dim).index_select(0, slots.t().reshape(-1)).view(window, batch, heads, -1)
     mixer.keep_state(buffer, "ring", ring, INDEXED)
     index = mixer.shared(("hc_ring_index", batch, window),

@@ -26,13 +26,12 @@ SH-X keeps hard-coded self-attention and a single learned cross-attention
 head of dimension D in the last decoder layer only: the ``learned_cross``
 mixer is fairseq's MultiheadAttention with ``--learned-cross-heads`` heads.
 
-Offsets are given per site (``--hc-encoder-offsets``, ``--hc-decoder-offsets``,
-``--hc-cross-offsets``) as a comma-separated list of numbers or the paper's
-symbols ``l`` (-1), ``c`` (0), ``r`` (+1). A list shorter than the number of
-heads is repeated cyclically (head h uses ``offsets[h mod len]``), so three
-offsets over eight heads give l,c,r,l,c,r,l,c (and over two heads l,c: the
-default l,c,r of cross attention serves any number of heads). ``;`` separates one list per
-layer (paper appendix A searches settings of the first and last layers)::
+Offsets are given per site (``--hc-encoder-offsets``, ``--hc-decoder-offsets``, ``--hc-cross-offsets``)
+as a comma-separated list of numbers or the paper's symbols ``l`` (-1), ``c`` (0), ``r`` (+1). A list
+shorter than the number of heads is repeated cyclically (head h uses ``offsets[h mod len]``), so three
+offsets over eight heads give l,c,r,l,c,r,l,c (and over two heads l,c: the default l,c,r of cross
+attention serves any number of heads). ``;`` separates one list per layer (paper appendix A searches
+settings of the first and last layers)::
 
     --hc-encoder-offsets "l,c;l,r;l,r;l,r;l,r;l,r"    # first encoder layer (l, c)
 
@@ -263,15 +262,13 @@ class HardCodedSelfAttention(_HardCodedAttention):
         return self._mix(weights, v, need_weights, need_head_weights)
 
     def _values(self, value, key_padding_mask):
-        """The B x H x S x D_h values of ``value`` (S x B x C), pads' zeroed (their weight is lost, not
-        renormalised)."""
+        """The B x H x S x D_h values of ``value`` (S x B x C), pads' zeroed (their weight lost, not renormalised)."""
         v = self.split_heads(self.v_proj(value))
         return v if key_padding_mask is None else v.masked_fill(key_padding_mask.view(v.size(0), 1, -1, 1), 0)
 
     def _decode_window(self, incremental_state, value, key_padding_mask, need_weights):
-        """Causal decoding with the last ``self.window`` values as the whole state, in a ring
-        (``hc_decoding.py``): each step is one H x window weighting, whatever the step. A step without pads
-        projects its value straight into its ring slot where the projection allows (``hc_decoding.projects_into``)."""
+        """Causal decoding with the last ``self.window`` values as the whole state, in a ring (``hc_decoding.py``): each
+        step one H x window weighting; a step without pads projects its value into the ring (``projects_into``)."""
         if need_weights:
             raise ValueError("hc_gaussian decoder self-attention keeps only its window while decoding "
                              "incrementally: it returns no attention weights there")
