@@ -9,6 +9,7 @@ import torch
 
 from fairseq_testing import build_model, launching_kernels, step_mixer
 from posnet_fairseq.mixers.aan import LEVEL, AverageAttention
+from posnet_fairseq.mixers.forward_context import ForwardContext
 from posnet_fairseq.mixers.registry import MIXERS, MixerContext
 from posnet_fairseq.sites import SITE
 
@@ -217,6 +218,71 @@ def test_an_avg_decoding_step_with_its_beam_reorder_launches_seven_kernels():
         names = launching_kernels(step)
     kernels = [n for n in names if n != "aten::_local_scalar_dense"]
     assert len(kernels) == 7 and names.count("aten::_local_scalar_dense") == 1, names
+
+
+def _avg_layers(count):
+    """``count`` AVG layers built as a decoder builds them, sharing one side's ForwardContext."""
+    context = ForwardContext()
+    torch.manual_seed(0)
+    return context, [MIXERS["aan"].build(MixerContext(
+        site=SITE["decoder_self"], embed_dim=C, num_heads=2, kdim=C, layer_idx=i, num_layers=count,
+        args=argparse.Namespace(decoder_ffn_embed_dim=32, aan_patterns="avg"), padding_idx=1,
+        forward_context=context)).eval()
+        for i in range(count)]
+
+
+def test_six_avg_layers_with_their_beam_reorder_launch_six_kernels_per_layer_and_one():
+    """Issue 48: the six layers' means are one tensor, so a beam reorder copies them with one index_select, and
+    each layer launches its mean's update and the gate's five: 6 x 6 + 1 = 37 (on b7b2892: 42, each layer's mean
+    reordered on its own)."""
+    context, layers = _avg_layers(6)
+    z = torch.randn(6, 4, C)
+    order = torch.tensor([1, 0, 3, 2])
+    with torch.inference_mode():
+        state = {}
+        for t in range(5):
+            with context.call():
+                for layer in layers:
+                    layer(z[t: t + 1], z[t: t + 1], z[t: t + 1], incremental_state=state)
+
+        def step():
+            for layer in layers:
+                layer.reorder_incremental_state(state, order)
+            with context.call():
+                for layer in layers:
+                    layer(z[5:], z[5:], z[5:], incremental_state=state)
+        names = launching_kernels(step)
+    kernels = [n for n in names if n != "aten::_local_scalar_dense"]
+    assert len(kernels) == 37 and kernels.count("aten::index_select") == 1, names
+
+
+def test_avg_layers_sharing_their_means_decode_as_the_teacher_forced_pass_through_reorders():
+    """Three layers keep their means in one tensor: through a reorder that drops a row, one to more rows (a row
+    repeated) and a pad that turns the means into sums, each layer's output at every step equals the
+    teacher-forced pass over its row's history."""
+    context, layers = _avg_layers(3)
+    orders = {3: torch.tensor([2, 0, 1]), 6: torch.tensor([0, 0, 1, 2, 2])}
+    history = [torch.zeros(0, 4, C) for _ in layers]
+    pads = torch.zeros(4, 0, dtype=torch.bool)
+    state = {}
+    with torch.no_grad():
+        for t in range(10):
+            if t in orders:
+                for layer in layers:
+                    layer.reorder_incremental_state(state, orders[t])
+                history, pads = [h[:, orders[t]] for h in history], pads[orders[t]]
+            pads = torch.cat([pads, torch.zeros(pads.size(0), 1, dtype=torch.bool)], 1)
+            pads[1, -1] = t == 8  # a pad key in row 1 at step 8 (the sums from there on)
+            with context.call():
+                for i, layer in enumerate(layers):
+                    x = torch.randn(1, history[i].size(1), C)
+                    history[i] = torch.cat([history[i], x])
+                    stepped = layer(x, x, x, key_padding_mask=pads if pads.any() else None,
+                                    incremental_state=state)[0]
+                    forced = layer(history[i], history[i], history[i], key_padding_mask=pads)[0][-1:]
+                    torch.testing.assert_close(stepped, forced, atol=1e-5, rtol=0)
+            assert ("avg_mean" in layers[0]._get_input_buffer(state)) == (t < 8)
+
 
 def test_left_and_right_padding_give_the_same_real_rows():
     mixer = make_mixer(**CONFIGS["all"])

@@ -13,6 +13,7 @@ from fairseq_testing import (
     build_model, decode_incrementally, launching_kernels, random_batch, train_and_generate, write_synthetic_data_bin,
 )
 from posnet_fairseq import flags
+from posnet_fairseq.mixers.forward_context import ForwardContext
 from posnet_fairseq.mixers.registry import MIXERS, MixerContext
 from posnet_fairseq.sites import SITE
 from posnet_fairseq.mixers.hc_gaussian import HardCodedSelfAttention
@@ -27,11 +28,12 @@ def make_args(**values):
     return args
 
 
-def build_mixer(name, site, embed_dim=8, num_heads=2, layer_idx=0, num_layers=1, kdim=None, **flags):
+def build_mixer(name, site, embed_dim=8, num_heads=2, layer_idx=0, num_layers=1, kdim=None, forward_context=None,
+                **flags):
     args = make_args(**flags)
     ctx = MixerContext(site=SITE[site], embed_dim=embed_dim, num_heads=num_heads, kdim=kdim or embed_dim,
                        layer_idx=layer_idx, num_layers=num_layers, args=args, padding_idx=1,
-                       length_ratio=args.length_ratio)
+                       length_ratio=args.length_ratio, forward_context=forward_context)
     return MIXERS[name].build(ctx)
 
 
@@ -171,25 +173,66 @@ def _decoder_self(embed_dim=64, **flags):
                        **flags).eval()
 
 
-def test_a_decoding_step_with_its_beam_reorder_launches_five_kernels():
-    """Issue 48: on a GPU a decoding step is bound by kernel launches. A beam reorder and a step of HC-SA's
-    decoder self-attention launch the ring's index_select, the value projection, the value's write into the
-    ring, one bmm of the rows' weights with the ring and the output projection: 5 (on 9592acc: 6, the step's
-    weights broadcast over the rows and copied before the product). The step count is read on the host."""
-    mixer = _decoder_self()
+def _decoder_layers(count, embed_dim=64, **flags):
+    """``count`` layers of :func:`_decoder_self` that share one side's ForwardContext, as a model's decoder."""
+    context = ForwardContext()
+    return context, [build_mixer("hc_gaussian", "decoder_self", embed_dim=embed_dim, num_heads=2, layer_idx=i,
+                                 num_layers=count, max_target_positions=64, forward_context=context, **flags).eval()
+                     for i in range(count)]
+
+
+def test_a_decoding_step_of_six_layers_with_its_beam_reorder_launches_three_kernels_per_layer_and_two():
+    """Issue 48: on a GPU a decoding step is bound by kernel launches. A beam reorder of six HC-SA decoder
+    self-attention layers composes their shared ring index once (index_select); the index after the step (the
+    bags' input) is made once for every layer (where); each layer launches its value projection written into
+    its ring slot (mm), one weighted embedding_bag (a copy_ on the CPU) and its output projection:
+    6 x 3 + 2 = 20 (on b7b2892: 30, each layer's reorder copying its ring, the projection copied into it, a
+    bmm). The step count is read on the host, once per layer."""
+    context, layers = _decoder_layers(6)
     x = torch.randn(6, 4, 64)
     order = torch.tensor([1, 0, 3, 2])
     with torch.inference_mode():
         state = {}
         for t in range(5):
-            mixer(x[t: t + 1], x[t: t + 1], x[t: t + 1], incremental_state=state)
+            with context.call():
+                for layer in layers:
+                    layer(x[t: t + 1], x[t: t + 1], x[t: t + 1], incremental_state=state)
 
         def step():
-            mixer.reorder_incremental_state(state, order)
-            mixer(x[5:], x[5:], x[5:], incremental_state=state)
+            for layer in layers:
+                layer.reorder_incremental_state(state, order)
+            with context.call():
+                for layer in layers:
+                    layer(x[5:], x[5:], x[5:], incremental_state=state)
         names = launching_kernels(step)
     kernels = [n for n in names if n != "aten::_local_scalar_dense"]
-    assert len(kernels) == 5 and "aten::bmm" in kernels and names.count("aten::_local_scalar_dense") == 1, names
+    assert len(kernels) == 20 and names.count("aten::_local_scalar_dense") == 6, names
+    assert kernels.count("aten::index_select") == kernels.count("aten::where") == 1
+
+
+@pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
+def test_layers_sharing_the_ring_index_decode_as_the_teacher_forced_pass_through_reorders(bias):
+    """Three layers read their rings through one composed index: through a reorder that drops a row and one to
+    more rows (a row repeated), past the ring's wrap (window 16, 24 steps), each layer's output at every step
+    (its value projected into the ring: mm, or addmm with a bias) equals the teacher-forced pass over its row's
+    history."""
+    context, layers = _decoder_layers(3, hc_bias=bias)
+    orders = {4: torch.tensor([2, 0, 1]), 9: torch.tensor([0, 0, 1, 2, 2]), 17: torch.tensor([4, 3, 1, 0, 2])}
+    history = [torch.zeros(0, 4, 64) for _ in layers]
+    state = {}
+    with torch.no_grad():
+        for t in range(24):
+            if t in orders:
+                for layer in layers:
+                    layer.reorder_incremental_state(state, orders[t])
+                history = [h[:, orders[t]] for h in history]
+            with context.call():
+                for i, layer in enumerate(layers):
+                    x = torch.randn(1, history[i].size(1), 64)
+                    history[i] = torch.cat([history[i], x])
+                    stepped = layer(x, x, x, incremental_state=state)[0]
+                    forced = layer(history[i], history[i], history[i])[0][-1:]
+                    torch.testing.assert_close(stepped, forced, atol=1e-5, rtol=0)
 
 
 def test_a_reorder_to_more_rows_decodes_every_row():

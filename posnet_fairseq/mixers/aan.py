@@ -46,7 +46,14 @@ no real prefix underflows to 0/0. All of it runs in fp32 and is cast back.
   (Eq. 12 divided by Eq. 13's ``a~_n = n``), updated in place in one operator,
   with the count ``n`` on the host: on a GPU a decoding step is bound by
   kernel launches (issue 48), and a sum, a count and their division are three
-  per layer, plus the count's beam reorder.
+  per layer, plus the count's beam reorder. Every layer of the decoder keeps
+  its mean in one B x L x C tensor (a slot per layer, made at a search's first
+  step for every layer: ``Mixer.shared``), so that a beam reorder copies all of
+  them with one ``index_select`` (``state_reorder.COMPOSED``: made once for
+  every layer that holds the same tensor), not one per layer. The means are
+  written in place, which that composition allows: every layer is reordered
+  before any of them steps, so the tensor a reorder composes from is read by
+  no later reorder.
 
 Padding: pad keys get s = -inf (weight 0) and positions come from the padding
 mask, so a left- or right-padded target gives the same averages for its real
@@ -64,7 +71,7 @@ from .. import families, flags
 from .attention import autocast_off, real_positions
 from .base import Mixer
 from .registry import register_mixer
-from .state_reorder import COPY, SHARED
+from .state_reorder import COMPOSED, COPY, SHARED
 
 PATTERNS = ("avg", "ner", "far", "wet")
 ACTIVATIONS = ("exp", "relu", "square")
@@ -163,13 +170,11 @@ def running_mean_step(v: Tensor, num: Tensor, den: Tensor):
     return num / den, (num, den)
 
 
-def mean_in_place_step(v: Tensor, mean: Optional[Tensor], count: int) -> Tensor:
+def mean_in_place_step(v: Tensor, mean: Tensor, count: int) -> Tensor:
     """AVG's average after ``count`` real tokens in every row (Eqs. 12-14 with a_k = 1): the B x C fp32 ``mean`` of
     the ``count - 1`` before, updated in place by ``v`` in one operator, ``mean + (v - mean) / count``; the first
-    step (``mean`` None) copies ``v`` into memory the mixer owns."""
-    if mean is None:
-        return v.clone()
-    return mean.lerp_(v, 1.0 / count)
+    step copies ``v`` into it."""
+    return mean.copy_(v) if count == 1 else mean.lerp_(v, 1.0 / count)
 
 
 def safe_divide(num: Tensor, den: Tensor) -> Tensor:
@@ -219,6 +224,8 @@ class AverageAttention(Mixer):
         self.gate = nn.Linear(2 * embed_dim, 2 * embed_dim)
         nn.init.xavier_uniform_(self.gate.weight)
         nn.init.zeros_(self.gate.bias)
+        # This layer's slot among the side's AVG means while decoding, and their number (the module doc).
+        self.mean_slot, self.mean_slots = 0, 1
 
     @classmethod
     def build(cls, ctx):
@@ -226,8 +233,12 @@ class AverageAttention(Mixer):
         ffn_dim = None
         if opts.aan_ffn:
             ffn_dim = opts.aan_ffn_dim or getattr(ctx.args, "decoder_ffn_embed_dim", 4 * ctx.embed_dim)
-        return cls(ctx.embed_dim, ctx.num_heads, opts.aan_patterns, opts.aan_alpha, opts.aan_beta, opts.aan_gamma,
-                   opts.aan_activation, ffn_dim, getattr(ctx.args, "activation_dropout", 0.0) or 0.0)
+        mixer = cls(ctx.embed_dim, ctx.num_heads, opts.aan_patterns, opts.aan_alpha, opts.aan_beta, opts.aan_gamma,
+                    opts.aan_activation, ffn_dim, getattr(ctx.args, "activation_dropout", 0.0) or 0.0)
+        if ctx.forward_context is not None:  # every layer's AVG mean in one tensor (the module doc)
+            mixer.forward_context = ctx.forward_context
+            mixer.mean_slot, mixer.mean_slots = ctx.layer_idx, ctx.num_layers
+        return mixer
 
     def _pattern(self, name: str, z: Tensor, k: Tensor, pad: Optional[Tensor]):
         """(s, w) of ``a_k = exp(s) * w`` (Eqs. 7-10 / Table 5), fp32, pads excluded.
@@ -300,9 +311,13 @@ class AverageAttention(Mixer):
         if name == "avg" and T == 1 and pad is None and "avg_num" not in buf:
             count = buf.get("avg_count")
             count = 1 if count is None else int(count) + 1
-            mean = self.keep_state(buf, "avg_mean", mean_in_place_step(z[0], buf.get("avg_mean"), count), COPY)
+            means = buf.get("avg_mean")
+            if means is None:
+                rows, width = z.shape[1:]
+                means = self.shared(("aan_means", rows), lambda: z.new_zeros(rows, self.mean_slots, width))
+            self.keep_state(buf, "avg_mean", means, COMPOSED)
             self.keep_state(buf, "avg_count", torch.tensor(count), SHARED)  # the same in every row
-            return mean.unsqueeze(0)
+            return mean_in_place_step(z[0], means[:, self.mean_slot], count).unsqueeze(0)
         state = self._state(buf, name)
         if name == "avg" and state is not None and T == 1 and pad is None:
             g, state = running_mean_step(z[0], *state[:2])
@@ -321,12 +336,11 @@ class AverageAttention(Mixer):
             self.keep_state(buf, f"{name}_{part}", tensor, COPY)
         return g
 
-    @staticmethod
-    def _state(buf: Dict[str, Optional[Tensor]], name: str):
+    def _state(self, buf: Dict[str, Optional[Tensor]], name: str):
         """(numerator, denominator, reference or None) of pattern ``name`` in ``buf``, or None before its first
         token; AVG's mean form is taken out of ``buf`` and returned as its sums."""
         if name == "avg" and "avg_mean" in buf:
-            mean, count = buf.pop("avg_mean"), int(buf.pop("avg_count"))
+            mean, count = buf.pop("avg_mean")[:, self.mean_slot], int(buf.pop("avg_count"))
             return mean * count, mean.new_full((mean.size(0), 1), float(count)), None
         num = buf.get(f"{name}_num")
         return None if num is None else (num, buf[f"{name}_den"], buf.get(f"{name}_ref"))

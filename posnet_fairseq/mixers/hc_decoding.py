@@ -3,24 +3,33 @@
 A causal head's weight of a key depends only on the key's distance to the query, and beyond the
 mixer's ``window`` it is exactly 0.0 in fp32 (``HardCodedSelfAttention.decoding_window``), so every
 decoding step is the same H x window weighting of the last ``window`` values, whatever the step. They
-are kept in a ring: the value of position n in slot n mod window, written in place over the value that
-leaves the window (zeros before the start, which weigh nothing, like pads). The weights are rotated to
-the ring's slots once per slot and kept, so a step writes one value and makes one product; a beam
-reorder copies the ring into the one the previous reorder released (``state_reorder.REUSE``). The step
-count is the same for every hypothesis and kept on the CPU (``state_reorder.SHARED``), as rPosNet's
-(``clipped_decoding.py``). Before, a step concatenated the window with its value: a copy of the whole
-window per step on top of the reorder's. The rotated weights are repeated for the search's rows once,
-at its first step (``SHARED`` too: a row of it serves any hypothesis, and a search that drops sentences
-reads the first rows), so that a step's weighting is one ``bmm`` of the rows' weights and the ring; a
-product with weights broadcast over the rows copies them into a B x H x 1 x window tensor first, one
-more kernel per layer and step on a GPU (issue 48). They hold window / D_h times as many numbers as the
-ring, so a window wider than a head (a wide sigma) keeps the broadcast product instead.
+are kept in a ring, ``window x A x H x D_h`` (A rows allocated per slot), in the rows they were written
+to: the value of position n in slot n mod window, row b of the hypothesis that wrote it, over the value
+that leaves the window (zeros before the start, which weigh nothing, like pads). Every hypothesis leaves
+the window's oldest value at the same step, so a step may overwrite the slot's rows whichever
+hypotheses read them. A hypothesis reads its values through ``ring_index`` (B x H x window: for each
+head and slot the row ``(slot * A + b') * H + h`` of the ring seen as rows of D_h numbers, the bags'
+input as it is), so a beam reorder copies no ring: it composes the index (``state_reorder.COMPOSED``),
+once for every layer of the side that holds the same index, where a reorder copied each layer's ring
+before (issue 48: on a GPU a decoding step is bound by kernel launches). A step writes one value per
+layer (projected straight into its slot where it can: one kernel, not a projection and its copy) and
+reads the output with one weighted ``embedding_bag`` (the rows of the step's slots, weighed as the
+rotated weights say); the index after the step is made once per step for every layer
+(``Mixer.shared``), as rPosNet's ``indexed_ring.py`` does.
+The step count is the same for every hypothesis and kept on the CPU (``state_reorder.SHARED``).
+
+The rotated weights are repeated for the search's rows once, at its first step (``SHARED`` too: a row
+of it serves any hypothesis, and a search that drops sentences reads the first rows), so that a step's
+bag reads them in place; they hold window / D_h times as many numbers as the ring, so a window wider
+than a head (a wide sigma) expands them for the rows at each step instead, one copy per layer.
 """
+from typing import Dict, Tuple
+
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
-from .state_reorder import REUSE, SHARED
+from .state_reorder import COMPOSED, INDEXED, SHARED
 
 
 def rotated_weights(weights: Tensor) -> Tensor:
@@ -33,35 +42,108 @@ def rotated_weights(weights: Tensor) -> Tensor:
     return weights[:, window - 1 - distance].permute(1, 0, 2).unsqueeze(1).unsqueeze(3)  # window x 1 x H x 1 x window
 
 
-def decode_window(mixer, buffer, v: Tensor, weights: Tensor) -> Tensor:
+def projects_into(projection, x: Tensor) -> bool:
+    """Whether ``projection`` of ``x`` can be written into a ring slot by :func:`_project` (a plain ``nn.Linear``
+    of ``x``'s dtype, no autocast, no gradient: ``out=`` records none): on a GPU one kernel less per layer and step
+    than the projection and its copy into the ring (issue 48)."""
+    return (type(projection) is nn.Linear and x.dtype == projection.weight.dtype and not torch.is_grad_enabled()
+            and not torch.is_autocast_enabled(x.device.type))
+
+
+def _project(projection: nn.Linear, x: Tensor, out: Tensor):
+    """``projection(x)`` written into ``out`` (B x C, contiguous): the product F.linear computes for 2-D input."""
+    if projection.bias is None:
+        torch.mm(x, projection.weight.t(), out=out)
+    else:
+        torch.addmm(projection.bias, x, projection.weight.t(), out=out)
+
+
+def decode_window(mixer, buffer, v: Tensor, weights: Tensor, project: bool = False) -> Tensor:
     """This call's B x H x T x D_h outputs of causal hard-coded attention, the ring in ``buffer`` advanced by
-    the T values ``v`` (B x H x T x D_h); ``weights``: :func:`rotated_weights`, in ``v``'s dtype or, for
+    the T values ``v`` (B x H x T x D_h), or with ``project`` by the value projection of the step's input ``v``
+    (1 x B x C: :func:`projects_into`); ``weights``: :func:`rotated_weights`, in the values' dtype or, for
     attention weight dropout (in training only, as the teacher-forced ``_HardCodedAttention._mix`` drops
     them), in fp32."""
-    batch, heads, length, head_dim = v.shape
+    if project:
+        length, batch, _ = v.shape
+        heads, head_dim = mixer.num_heads, mixer.head_dim
+    else:
+        batch, heads, length, head_dim = v.shape
     window = weights.size(0)
     count = buffer.get("step_count")
     first = 0 if count is None else int(count)
     mixer.keep_state(buffer, "step_count", torch.tensor(first + length), SHARED)
-    if "window" not in buffer:
-        # Made here and only written in place: a reorder copies it into the ring the previous one released.
-        mixer.keep_state(buffer, "window", v.new_zeros(batch, heads, window, head_dim), REUSE)
-    ring = buffer["window"]
+    ring, index = _ring(mixer, buffer, batch, v)
     dropout = mixer.weight_dropout and mixer.training  # (fairseq never decodes in training mode)
     rows = None if dropout or window > head_dim else _row_weights(mixer, buffer, weights, batch)
     outs = []
     for t in range(length):
         slot = (first + t) % window
-        ring[:, :, slot: slot + 1] = v[:, :, t: t + 1]
-        if rows is not None:  # (the ring is contiguous: made so, written in place and reordered into contiguous memory)
-            step = rows[slot, :batch].view(batch * heads, 1, window)
-            outs.append(torch.bmm(step, ring.view(batch * heads, window, head_dim)).view(batch, heads, 1, head_dim))
-            continue
-        step = weights[slot]  # 1 x H x 1 x window
-        if dropout:
-            step = F.dropout(step.expand(batch, heads, 1, window), mixer.weight_dropout, training=True).to(v.dtype)
-        outs.append(torch.matmul(step, ring))
+        if project:
+            _project(mixer.v_proj, v[0], ring[slot, :batch].view(batch, -1))
+        else:
+            ring[slot, :batch] = v[:, :, t]
+        index = mixer.shared(("hc_ring_rows", slot, batch, ring.size(1), window),
+                             lambda: _after(index, slot, ring.size(1)), index)
+        if rows is not None:  # (contiguous: made so by _row_weights)
+            bag = rows[slot, :batch].view(-1)
+        else:
+            bag = weights[slot].expand(batch, heads, 1, window)
+            if dropout:
+                bag = F.dropout(bag, mixer.weight_dropout, training=True)
+            bag = bag.reshape(-1).to(ring.dtype)
+        offsets = _constants(batch, ring.size(1), heads, window, v.device)[2]
+        out = F.embedding_bag(index.view(-1), ring.view(-1, head_dim), offsets, mode="sum", per_sample_weights=bag)
+        outs.append(out.view(batch, heads, 1, head_dim))
+    mixer.keep_state(buffer, "ring_index", index, COMPOSED)
     return outs[0] if length == 1 else torch.cat(outs, dim=2)  # (a step: no copy)
+
+
+def _ring(mixer, buffer, batch: int, like: Tensor) -> Tuple[Tensor, Tensor]:
+    """The ring (of ``like``'s dtype and device) and its index for a step of ``batch`` rows: made at a search's
+    first step (the index once for every layer), or gathered anew into rows of their own where a reorder repeated
+    rows beyond those allocated."""
+    heads, head_dim = mixer.num_heads, mixer.head_dim
+    window = mixer.window
+    ring, index = buffer.get("ring"), buffer.get("ring_index")
+    if ring is not None and batch <= ring.size(1):
+        return ring, index
+    if ring is None:  # (made here, only written in place)
+        ring = like.new_zeros(window, batch, heads, head_dim)
+    else:
+        slots = index[:, 0].div(heads, rounding_mode="floor")  # B x window: slot * A + b', a row of H x D_h
+        ring = ring.view(-1, heads, head_dim).index_select(0, slots.t().reshape(-1)).view(window, batch, heads, -1)
+    mixer.keep_state(buffer, "ring", ring, INDEXED)
+    index = mixer.shared(("hc_ring_index", batch, window),
+                         lambda: _constants(batch, batch, heads, window, like.device)[0])
+    return ring, mixer.keep_state(buffer, "ring_index", index, COMPOSED)
+
+
+def _after(index: Tensor, slot: int, allocated: int) -> Tensor:
+    """The index after a step that wrote ``slot``: there each hypothesis reads its own rows (the step's value)."""
+    batch, heads, window = index.shape
+    identity, slots, _ = _constants(batch, allocated, heads, window, index.device)
+    return torch.where(slots[slot].view(1, 1, window), identity, index)
+
+
+def _constants(batch: int, allocated: int, heads: int, window: int, device) -> Tuple[Tensor, ...]:
+    """What a step of ``batch`` rows over a ring of ``allocated`` rows per slot reads, made once per shape: the
+    identity index (B x H x window: ``(s * allocated + b) * H + h``), each slot's mask (row ``slot`` of a window x
+    window identity) and the offsets of the B H bags of ``window`` rows."""
+    key = (batch, allocated, heads, window, device)
+    made = _CONSTANTS.get(key)
+    if made is None:
+        if len(_CONSTANTS) > 16:  # a search's batch shrinks as sentences finish: keep a few shapes
+            _CONSTANTS.clear()
+        rows = torch.arange(window).view(1, 1, -1) * allocated + torch.arange(batch).view(-1, 1, 1)
+        identity = rows * heads + torch.arange(heads).view(1, -1, 1)
+        slots = torch.eye(window, dtype=torch.bool)
+        offsets = torch.arange(0, batch * heads * window, window)
+        made = _CONSTANTS[key] = tuple(t.to(device) for t in (identity, slots, offsets))
+    return made
+
+
+_CONSTANTS: Dict[tuple, Tuple[Tensor, ...]] = {}
 
 
 def _row_weights(mixer, buffer, weights: Tensor, batch: int) -> Tensor:

@@ -26,13 +26,12 @@ SH-X keeps hard-coded self-attention and a single learned cross-attention
 head of dimension D in the last decoder layer only: the ``learned_cross``
 mixer is fairseq's MultiheadAttention with ``--learned-cross-heads`` heads.
 
-Offsets are given per site (``--hc-encoder-offsets``, ``--hc-decoder-offsets``,
-``--hc-cross-offsets``) as a comma-separated list of numbers or the paper's
-symbols ``l`` (-1), ``c`` (0), ``r`` (+1). A list shorter than the number of
-heads is repeated cyclically (head h uses ``offsets[h mod len]``), so three
-offsets over eight heads give l,c,r,l,c,r,l,c (and over two heads l,c: the
-default l,c,r of cross attention serves any number of heads). ``;`` separates one list per
-layer (paper appendix A searches settings of the first and last layers)::
+Offsets are given per site (``--hc-encoder-offsets``, ``--hc-decoder-offsets``, ``--hc-cross-offsets``)
+as a comma-separated list of numbers or the paper's symbols ``l`` (-1), ``c`` (0), ``r`` (+1). A list
+shorter than the number of heads is repeated cyclically (head h uses ``offsets[h mod len]``), so three
+offsets over eight heads give l,c,r,l,c,r,l,c (and over two heads l,c: the default l,c,r of cross
+attention serves any number of heads). ``;`` separates one list per layer (paper appendix A searches
+settings of the first and last layers)::
 
     --hc-encoder-offsets "l,c;l,r;l,r;l,r;l,r;l,r"    # first encoder layer (l, c)
 
@@ -234,17 +233,17 @@ class HardCodedSelfAttention(_HardCodedAttention):
     @classmethod
     def build(cls, ctx):
         opts = ctx.options(FLAGS)
-        return cls(ctx.embed_dim, ctx.num_heads, layer_offsets(ctx, opts), opts.hc_sigma, opts.hc_kernel, opts.hc_bias,
-                   ctx.causal, opts.hc_weight_dropout, getattr(ctx.args, "max_target_positions", None))
+        mixer = cls(ctx.embed_dim, ctx.num_heads, layer_offsets(ctx, opts), opts.hc_sigma, opts.hc_kernel,
+                    opts.hc_bias, ctx.causal, opts.hc_weight_dropout, getattr(ctx.args, "max_target_positions", None))
+        mixer.forward_context = ctx.forward_context  # a decoding step's ring rows, made once for every layer
+        return mixer
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
         T, B, _ = query.shape
-        v = self.split_heads(self.v_proj(value))
-        if key_padding_mask is not None:  # pads contribute nothing (their weight is lost, not renormalised)
-            v = v.masked_fill(key_padding_mask.view(B, 1, -1, 1), 0)
         if incremental_state is not None and self.window is not None:
-            return self._decode_window(incremental_state, v, need_weights or need_head_weights)
+            return self._decode_window(incremental_state, value, key_padding_mask, need_weights or need_head_weights)
+        v = self._values(value, key_padding_mask)
         if incremental_state is not None:  # a window as long as the longest target: the cache is cheaper
             buffer = self._get_input_buffer(incremental_state)
             query_pos = self.decoding_steps(buffer, B, T, query.device)  # B x T
@@ -262,15 +261,22 @@ class HardCodedSelfAttention(_HardCodedAttention):
             weights = weights.masked_fill(distance > 0, 0.0)
         return self._mix(weights, v, need_weights, need_head_weights)
 
-    def _decode_window(self, incremental_state, v, need_weights):
-        """Causal decoding with the last ``self.window`` values as the whole state, in a ring
-        (``hc_decoding.py``): each step is one H x window weighting, whatever the step."""
+    def _values(self, value, key_padding_mask):
+        """The B x H x S x D_h values of ``value`` (S x B x C), pads' zeroed (their weight lost, not renormalised)."""
+        v = self.split_heads(self.v_proj(value))
+        return v if key_padding_mask is None else v.masked_fill(key_padding_mask.view(v.size(0), 1, -1, 1), 0)
+
+    def _decode_window(self, incremental_state, value, key_padding_mask, need_weights):
+        """Causal decoding with the last ``self.window`` values as the whole state, in a ring (``hc_decoding.py``): each
+        step one H x window weighting; a step without pads projects its value into the ring (``projects_into``)."""
         if need_weights:
             raise ValueError("hc_gaussian decoder self-attention keeps only its window while decoding "
                              "incrementally: it returns no attention weights there")
         buffer = self._get_input_buffer(incremental_state)
+        direct = value.size(0) == 1 and key_padding_mask is None and hc_decoding.projects_into(self.v_proj, value)
+        v = value if direct else self._values(value, key_padding_mask)
         dtype = torch.float32 if self.weight_dropout and self.training else v.dtype  # dropout: as _mix drops
-        out = hc_decoding.decode_window(self, buffer, v, self._ring_weights(v.device, dtype))
+        out = hc_decoding.decode_window(self, buffer, v, self._ring_weights(v.device, dtype), direct)
         self._set_input_buffer(incremental_state, buffer)
         return self.merge_heads(out), None
 
