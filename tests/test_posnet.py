@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention, PositionalEmbedding
 from torch import nn
 
-from fairseq_testing import build_model, step_mixer
+from fairseq_testing import build_model, launching_kernels, step_mixer
 from posnet_fairseq.mixers.registry import MixerContext
 from posnet_fairseq.sites import SITE
 from posnet_fairseq.mixers.posnet import FOLD_START, APosNet, ARPosNet, RPosNet
@@ -320,26 +320,6 @@ def test_folded_rposnet_decoding_takes_a_pad_after_steps_without_pads(max_relati
     torch.testing.assert_close(torch.cat(folded), torch.cat(general), atol=atol, rtol=0)
 
 
-# Operators that allocate or change metadata only: no kernel.
-NO_KERNEL = {"aten::empty", "aten::empty_strided", "aten::set_", "aten::detach_", "aten::resize_"}
-
-
-def launched_ops(function):
-    """The leaf aten operators of one call of ``function`` that are not views (their schema returns no alias) nor
-    allocations: on a GPU, the kernels it launches."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
-        function()
-    leaves = [e.name for e in profiler.events() if e.name.startswith("aten::") and e.name not in NO_KERNEL
-              and not any(child.name.startswith("aten::") for child in e.cpu_children)]
-
-    def view(name):
-        op = getattr(torch.ops.aten, name[len("aten::"):])
-        return any(r.alias_info is not None and not r.alias_info.is_write
-                   for overload in op.overloads() for r in getattr(op, overload)._schema.returns)
-
-    return sum(1 for name in leaves if not view(name))
-
-
 def test_folded_rposnet_decoding_step_launches_fewer_operators_than_multihead_attention():
     """Issue 48: on a GPU a decoding step is bound by kernel launches. A step of rPosNet's decoder
     self-attention, folded as fairseq-generate prepares it, launches fewer operators (counted on the CPU)
@@ -352,7 +332,7 @@ def test_folded_rposnet_decoding_step_launches_fewer_operators_than_multihead_at
     for name, mixer in (("rposnet", rposnet), ("mha", mha)):
         with torch.inference_mode():
             state = step_mixer(mixer, x[:6])[1]
-            counts[name] = launched_ops(lambda: mixer(x[6:], x[6:], x[6:], incremental_state=state))
+            counts[name] = len(launching_kernels(lambda: mixer(x[6:], x[6:], x[6:], incremental_state=state)))
     assert counts["rposnet"] < counts["mha"], counts
 
 

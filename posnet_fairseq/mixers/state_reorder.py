@@ -27,9 +27,11 @@ tensor), so every state tensor is declared where it is created, with
   so that reading it does not wait for the device (rPosNet's);
 * :data:`INDEXED`: not copied: kept in the rows it was written to and read
   through an index of rows per hypothesis (rPosNet's ring, ``indexed_ring.py``);
-* :data:`COMPOSED`: such an index (batch first), never written in place: the
-  reorder composes it, ``index[order]``, once for every layer that holds the
-  same index (:func:`compose`), not once per layer.
+* :data:`COMPOSED`: a batch-first tensor that every layer holds, reordered,
+  ``state[order]``, once for all of them (:func:`compose`), not once per layer:
+  such an index (rPosNet's and HC-SA's rings), or AAN+ AVG's means of every
+  layer (``aan.py``), which each layer writes in its own slot between two
+  reorders (sound: fairseq reorders every layer before any layer steps).
 
 A reorder refuses a state tensor that was stored without a declaration
 (``tests/test_state_reorder.py`` decodes every registered decoder mixer with
@@ -73,8 +75,9 @@ _composed = [None]
 
 def compose(index: Tensor, order: Tensor) -> Tensor:
     """``index[order]``: made once for the layers that hold the same ``index`` and are reordered with the same
-    ``order`` (every layer of a search, in turn). Sound because an index is never written in place (each step
-    makes a new one) and fairseq makes a new order for every reorder."""
+    ``order`` (every layer of a search, in turn). Sound because fairseq makes a new order for every reorder and
+    reorders every layer before any layer steps: a tensor written in place between two reorders (AAN+'s means)
+    is composed anew with the next order."""
     last = _composed[0]
     if last is None or last[0] is not index or last[1] is not order:
         last = _composed[0] = (index, order, index.index_select(0, order))
