@@ -177,6 +177,26 @@ def launching_kernels(function):
     return sorted(launching(profiler.events(), host_reads=True))
 
 
+def step_kernels_after_reorder(context, layers, x, order):
+    """``launching_kernels`` of a beam reorder and one decoding step of ``layers`` (decoder self-attention mixers
+    sharing the side's ForwardContext ``context``), after steps over every row of ``x`` (T x B x C) but its last,
+    in inference mode."""
+    with torch.inference_mode():
+        state = {}
+        for t in range(x.size(0) - 1):
+            with context.call():
+                for layer in layers:
+                    layer(x[t: t + 1], x[t: t + 1], x[t: t + 1], incremental_state=state)
+
+        def step():
+            for layer in layers:
+                layer.reorder_incremental_state(state, order)
+            with context.call():
+                for layer in layers:
+                    layer(x[-1:], x[-1:], x[-1:], incremental_state=state)
+        return launching_kernels(step)
+
+
 def run_cli(main_fn, argv, parser_fn):
     """Runs a fairseq_cli main in-process with argv, quietly; returns its stdout."""
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from fairseq_testing import build_model, launching_kernels, step_mixer
+from fairseq_testing import build_model, launching_kernels, step_kernels_after_reorder, step_mixer
 from posnet_fairseq.mixers.aan import LEVEL, AverageAttention
 from posnet_fairseq.mixers.forward_context import ForwardContext
 from posnet_fairseq.mixers.registry import MIXERS, MixerContext
@@ -238,20 +238,7 @@ def test_six_avg_layers_with_their_beam_reorder_launch_six_kernels_per_layer_and
     context, layers = _avg_layers(6)
     z = torch.randn(6, 4, C)
     order = torch.tensor([1, 0, 3, 2])
-    with torch.inference_mode():
-        state = {}
-        for t in range(5):
-            with context.call():
-                for layer in layers:
-                    layer(z[t: t + 1], z[t: t + 1], z[t: t + 1], incremental_state=state)
-
-        def step():
-            for layer in layers:
-                layer.reorder_incremental_state(state, order)
-            with context.call():
-                for layer in layers:
-                    layer(z[5:], z[5:], z[5:], incremental_state=state)
-        names = launching_kernels(step)
+    names = step_kernels_after_reorder(context, layers, z, order)
     kernels = [n for n in names if n != "aten::_local_scalar_dense"]
     assert len(kernels) == 37 and kernels.count("aten::index_select") == 1, names
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from fairseq_testing import (
-    build_model, decode_incrementally, launching_kernels, random_batch, train_and_generate, write_synthetic_data_bin,
+    build_model, decode_incrementally, random_batch, step_kernels_after_reorder, train_and_generate,
+    write_synthetic_data_bin,
 )
 from posnet_fairseq import flags
 from posnet_fairseq.mixers.forward_context import ForwardContext
@@ -191,20 +192,7 @@ def test_a_decoding_step_of_six_layers_with_its_beam_reorder_launches_three_kern
     context, layers = _decoder_layers(6)
     x = torch.randn(6, 4, 64)
     order = torch.tensor([1, 0, 3, 2])
-    with torch.inference_mode():
-        state = {}
-        for t in range(5):
-            with context.call():
-                for layer in layers:
-                    layer(x[t: t + 1], x[t: t + 1], x[t: t + 1], incremental_state=state)
-
-        def step():
-            for layer in layers:
-                layer.reorder_incremental_state(state, order)
-            with context.call():
-                for layer in layers:
-                    layer(x[5:], x[5:], x[5:], incremental_state=state)
-        names = launching_kernels(step)
+    names = step_kernels_after_reorder(context, layers, x, order)
     kernels = [n for n in names if n != "aten::_local_scalar_dense"]
     assert len(kernels) == 20 and names.count("aten::_local_scalar_dense") == 6, names
     assert kernels.count("aten::index_select") == kernels.count("aten::where") == 1
