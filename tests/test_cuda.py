@@ -158,7 +158,8 @@ def test_tisa_profiles_stay_fp32(monkeypatch, device, mode, dtype, name, site):
     from posnet_fairseq.mixers import tisa
 
     seen = []
-    _spy(monkeypatch, tisa.TisaScorer, "profile", seen)
+    # kernel_sums: every TISA bias comes from it (a layer's profile, or one call for every layer of a side)
+    _spy(monkeypatch, tisa, "kernel_sums", seen)
     model, task = _model(name, site, "default")
     _run_model(model, task.source_dictionary, device, dtype, mode)
     assert seen and set(seen) == {torch.float32}, seen
