@@ -7,6 +7,7 @@ import torch
 
 from posnet_fairseq.mixers import fused_attention
 from posnet_fairseq.mixers.posnet import PositionAttention
+from fairseq_testing import build_model, random_batch
 from test_posnet import DIM, KINDS, left_pad, make_mixer, right_pad
 
 SITES = ("encoder_self", "decoder_self", "cross")
@@ -105,3 +106,28 @@ def test_the_mask_is_made_in_rows_that_the_memory_efficient_kernel_reads_in_plac
     mask.float().masked_fill(mask.isinf(), 0).sum().backward()
     kept = torch.ones(1, 1, 3, keys) if invalid is None else (~invalid).float().sum(0, keepdim=True)
     torch.testing.assert_close(bias.grad, kept.expand(1, 2, -1, -1))
+
+
+@pytest.mark.parametrize("arch", ["rposnet_transformer_tiny", "aposnet_transformer_tiny"])
+@pytest.mark.parametrize("padded", [False, True], ids=["plain", "padded"])
+def test_a_whole_models_fused_training_step_gives_the_explicit_outputs_and_gradients(monkeypatch, arch, padded):
+    """Every layer of both sides at once (posnet_layers.py) through fused attention: the decoder's causal masks
+    are B-sized while its energies without pads are one for the batch, so the layers' mask is B-sized (the
+    H200 run of 2026-11-28 failed here, on the GPU's default path)."""
+    model, task = build_model(["--dropout", "0", "--attention-dropout", "0"], arch=arch)
+    model.train()
+    lengths = (6, 4, 3) if padded else (5, 5, 5)
+    src, src_lengths, prev = random_batch(task.source_dictionary, lengths, lengths)
+    results = []
+    for fused in (True, False):
+        monkeypatch.setattr(PositionAttention, "FUSED", ("cpu",) if fused else ())
+        model.zero_grad()
+        logits = model(src, src_lengths, prev)[0]
+        (logits * torch.linspace(-1, 1, logits.numel()).view_as(logits)).sum().backward()
+        results.append((logits.detach(), {n: p.grad.clone() for n, p in model.named_parameters()
+                                          if p.grad is not None}))
+    (fused_logits, fused_grads), (logits, grads) = results
+    torch.testing.assert_close(fused_logits, logits)
+    assert fused_grads.keys() == grads.keys() and any("q_proj" in name for name in grads)
+    for name, grad in grads.items():
+        torch.testing.assert_close(fused_grads[name], grad, atol=1e-5 + 1e-6 * float(grad.abs().max()), rtol=1.3e-6)

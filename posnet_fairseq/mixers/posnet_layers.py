@@ -70,8 +70,9 @@ def layer_energies(mixer, positions: Tensor, bound: int, pad, masks, dtype=None)
     energies = mixer.shared(group, every_layer, pad)
     if dtype is None:
         return mixer.shared((*group, None), lambda: energies.unbind(1), pad)[mixer.layer]
-    return mixer.shared((*group, dtype), lambda: MaskedBias.apply(energies.flatten(1, 2), masks[0], dtype).view(
-        energies.shape).unbind(1), pad)[mixer.layer]
+    # (the mask has the batch of the energies and the masks broadcast: a causal side's masks are B-sized)
+    return mixer.shared((*group, dtype), lambda: MaskedBias.apply(energies.flatten(1, 2), masks[0], dtype).unflatten(
+        1, energies.shape[1:3]).unbind(1), pad)[mixer.layer]
 
 
 def teacher_forced_self(mixer, pad, batch: int, length: int, device, dtype=None):
