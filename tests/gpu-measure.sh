@@ -9,7 +9,7 @@
 #             imported from the working tree
 #   device    the GPU, torch, CUDA and the driver
 #   opcounts  operators (CUDA kernels) per decoding and per training step (benchmark.op_counts)
-#   decode    decoding speed at batch 128, 80 tokens, beam 4 (benchmark.decode_speed)
+#   decode    decoding speed at batch 128, 80 tokens, beam 4, 8 mechanisms (benchmark.decode_speed)
 #   train     training speed at base, amp, 128 x 30 tokens (benchmark.train_speed)
 #   ctranslate2  the CTranslate2 Transformer on the GPU against fairseq's in the same run; not run when
 #             CTranslate2's CUDA library ($POSNET_CT2_LIBRARY, default libcublas.so.12: its 4.x wheels are
@@ -24,7 +24,7 @@
 # parts on the CPU with tiny models and checks the install instead of running it (tests/test_gpu_measure.py);
 # POSNET_GPU_ARCHS_{OPCOUNTS,DECODE,TRAIN} replace the arch lists; POSNET_GPU_DECODE_ROUNDS (5),
 # POSNET_GPU_TRAIN_ROUNDS (5) and POSNET_GPU_TRAIN_STEPS (30) shorten a run that has less device time;
-# POSNET_GPU_PLAIN_BEAM replaces the archs also decoded per hypothesis (decode_speed --plain-beam).
+# POSNET_GPU_PLAIN_BEAM names archs also decoded with --no-beamable-mm (decode_speed --plain-beam; default none).
 # The exit status is non-zero if any part failed or stopped at its limit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +38,7 @@ if [ "$fake" = 1 ]; then
   device=cpu
   slug=fake-cpu
   ops_args=(--size tiny --vocab 64 --batch-size 2 --train-batch 2 --train-length 8 --source-length 8 --step 4)
-  decode_args=(--quick --plain-beam transformer)  # the plain-beam pass too, as on the GPU
+  decode_args=(--quick)
   ct2_args=(--quick)
   train_args=(--quick)
 else
@@ -51,16 +51,16 @@ else
   slug=$("$PYTHON" -c 'import re, torch; n = torch.cuda.get_device_name()
 m = re.search(r"\b[A-Z]\d{2,4}\b", n); print((m.group(0) if m else re.sub(r"\W+", "-", n)).lower())')
   ops_args=(--batch-size 128 --train-batch 128)
-  # --plain-beam: the beam-shared encoder side (models/beam_shared.py) launches more, smaller kernels than the
-  # per-hypothesis path; only a GPU says which is faster, so both are timed in the same rounds
-  decode_args=(--batch-size 128 --lengths 80 --sentences 256 --rounds "${POSNET_GPU_DECODE_ROUNDS:-5}"
-               --plain-beam "${POSNET_GPU_PLAIN_BEAM:-transformer,aan_plus_avg,hc_gaussian}")
+  decode_args=(--batch-size 128 --lengths 80 --sentences 256 --rounds "${POSNET_GPU_DECODE_ROUNDS:-5}")
   ct2_args=(--batch-size 128 --lengths 80 --sentences 256 --rounds 3)
   # 3 rounds of 20 steps left the H100's rounds 10% apart (2026-11-27): 5 of 30 unless a short run asks less
   train_args=(--memory-cap-gib 0 --rounds "${POSNET_GPU_TRAIN_ROUNDS:-5}" --steps "${POSNET_GPU_TRAIN_STEPS:-30}")
 fi
+# --plain-beam ARCHS: also these decoded with the cross attention per hypothesis (--no-beamable-mm); on CUDA that
+# is already the default (models/beam_shared.py: BEAMABLE_DEVICES, from the H200 run of 2026-11-28)
+[ -n "${POSNET_GPU_PLAIN_BEAM:-}" ] && decode_args+=(--plain-beam "$POSNET_GPU_PLAIN_BEAM")
 ops_archs=${POSNET_GPU_ARCHS_OPCOUNTS:-transformer,aan_plus_avg,hc_gaussian,rposnet_transformer,tisa_transformer,aposnet_transformer,rope_transformer,alibi_transformer}
-decode_archs=${POSNET_GPU_ARCHS_DECODE:-transformer,aan_plus_avg,hc_gaussian,rposnet_transformer,tisa_transformer}
+decode_archs=${POSNET_GPU_ARCHS_DECODE:-transformer,aan_plus_avg,hc_gaussian,rposnet_transformer,tisa_transformer,aposnet_transformer,rope_transformer,alibi_transformer}
 train_archs=${POSNET_GPU_ARCHS_TRAIN:-transformer,transformer_nosa,rposnet_transformer,aposnet_transformer,tisa_transformer,rope_transformer,alibi_transformer}
 
 dir=${POSNET_GPU_DOCS:-docs/gpu}/$(date -u +%Y-%m-%d)-$slug

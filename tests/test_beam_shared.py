@@ -9,7 +9,7 @@ from fairseq.modules import MultiheadAttention
 from fairseq.sequence_generator import SequenceGenerator
 
 import fairseq_testing as ft
-from posnet_fairseq.models import int8
+from posnet_fairseq.models import beam_shared, int8
 from posnet_fairseq.models.beam_shared import expansion
 from test_mixer_contract import INT8_ATOL
 
@@ -140,6 +140,24 @@ def test_a_step_copies_nothing_of_the_encoder_side():
         cached = {state[k]["prev_key"].size(0) for k in state  # the cross attention's keys: B x H x source x D_h
                   if "prev_key" in state[k] and state[k]["prev_key"].size(2) == source}
         assert cached == {len(SOURCES) if name == "shared" else rows}, name
+
+
+def test_off_the_beamable_devices_the_cross_attention_stays_per_hypothesis(monkeypatch):
+    """As on a GPU (not in BEAMABLE_DEVICES): a shared beam keeps the cross attention per hypothesis, caching a
+    row per hypothesis, and still skips the encoder output's copies within sentences; the translations are the
+    per-hypothesis path's."""
+    monkeypatch.setattr(beam_shared, "BEAMABLE_DEVICES", ())
+    model, per_hypothesis, d = _models(ARCHS["transformer"])
+    with torch.no_grad():
+        encoder_out = model.encoder(**_sample(d)["net_input"])
+        rows = len(SOURCES) * BEAM
+        expanded = model.encoder.reorder_encoder_out(encoder_out, torch.arange(rows) // BEAM)
+        assert {m.beam_size for m in _cross_attentions(model)} == {1}
+        assert model.encoder.reorder_encoder_out(expanded, torch.arange(rows).view(-1, BEAM).flip(1).flatten()) is expanded
+        found = [SequenceGenerator([m], d, beam_size=BEAM, max_len_b=12)(_sample(d)) for m in (model, per_hypothesis)]
+    for a, b in zip(*found):
+        assert [h["tokens"].tolist() for h in a] == [h["tokens"].tolist() for h in b]
+        assert torch.equal(torch.stack([h["score"] for h in a]), torch.stack([h["score"] for h in b]))
 
 
 def test_a_later_generation_without_beam_is_per_hypothesis():
