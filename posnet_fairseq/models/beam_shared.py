@@ -35,8 +35,10 @@ sentence's keys and values once instead of ``beam`` times, but lays the beam out
 copies (4 more kernels per layer and step, counted on the CPU), so on a GPU, where a step is bound by kernel
 launches, either may be faster; ``benchmark.decode_speed --plain-beam`` times both in one run. On an H200
 (docs/gpu/2026-11-28-h200: base, batch 128, 80 tokens, beam 4) the per-hypothesis cross attention decoded
-1.33x (Transformer), 1.24x (AAN+ AVG) and 1.44x (HC-SA) as fast, so the beam mode is kept to the devices of
-``BEAMABLE_DEVICES`` (the CPU, where it is the faster); elsewhere only the encoder output's reorders are skipped.
+1.33x (Transformer), 1.24x (AAN+ AVG) and 1.44x (HC-SA) as fast on the medians of 5 noisy rounds, and the
+Transformer's step launched 191 kernels without the beam mode against 215 with it; so the beam mode is kept
+to the devices of ``BEAMABLE_DEVICES`` (the CPU, where it is the faster) and elsewhere only the encoder
+output's reorders are skipped (docs/install.md, "Two GPU runs on a lent H200").
 """
 import torch
 from fairseq.modules import MultiheadAttention
