@@ -2,8 +2,6 @@
 as fairseq does (teacher-forced and step by step), the T5 bucketings CTranslate2 rounds otherwise are refused with
 the distance, and every other model of the kind is refused with its reason. Skipped, with the reason, without
 ctranslate2 (requirements/ctranslate2.txt; setup.sh installs it)."""
-import contextlib
-import io
 import os
 import types
 
@@ -18,7 +16,7 @@ pytest.importorskip("ctranslate2", reason=ct2.missing())
 
 from posnet_fairseq.benchmark import ctranslate2_relative as relative  # noqa: E402  (needs ctranslate2)
 from posnet_fairseq.mixers import t5_bias  # noqa: E402
-from test_decode_speed import _tables  # noqa: E402
+from test_decode_speed import _decoded  # noqa: E402
 
 SENTENCES = 8
 # Each scheme at the sites its presets use (every self-attention), with its table layouts and a clipping
@@ -181,12 +179,9 @@ def test_the_decoding_benchmark_has_rows_for_every_model_that_converts(tmp_path,
     own with their parameters and arithmetic, and a model that does not convert says why and has none."""
     monkeypatch.setattr(decode_speed, "generate_timed", lambda data_bin, checkpoint, length, results_dir, **kw: {
         "rate": 4.0, "tokens_per_hyp": length + 1, "cpu_s": 2.0})  # fairseq's rows: only their presence matters
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        decode_speed.main(["--size", "tiny", "--sentences", str(SENTENCES), "--rounds", "1", "--lengths", "6",
-                           "--beam", "2", "--archs", "transformer,shaw_transformer,t5bias_transformer,aan_plus_avg",
-                           "--ctranslate2", "--workdir", str(tmp_path)])
-    rows = {row["arch"]: row for row in _tables(out.getvalue())[0]}
+    output, rows = _decoded(["--size", "tiny", "--sentences", str(SENTENCES), "--rounds", "1", "--lengths", "6",
+                             "--beam", "2", "--archs", "transformer,shaw_transformer,t5bias_transformer,aan_plus_avg",
+                             "--ctranslate2", "--workdir", str(tmp_path)])
     converted = {"ctranslate2": "posnet_transformer_tiny", "shaw_transformer_tiny ctranslate2": "shaw_transformer_tiny",
                  "t5bias_transformer_tiny ctranslate2": "t5bias_transformer_tiny"}
     for prefix, arch in converted.items():
@@ -195,7 +190,7 @@ def test_the_decoding_benchmark_has_rows_for_every_model_that_converts(tmp_path,
             assert row["output tokens (incl. EOS)"] == "7" and float(row["sentences/s (median)"]) > 0
             assert (row["params"], row["MFLOP per token"]) == (rows[arch]["params"], rows[arch]["MFLOP per token"])
     assert not [row for row in rows if "ctranslate2" in row]
-    assert "# CTranslate2: aan_plus_avg_tiny does not convert: fairseq's Transformer cannot load it" in out.getvalue()
+    assert "# CTranslate2: aan_plus_avg_tiny does not convert: fairseq's Transformer cannot load it" in output
 
 
 def test_the_cost_report_has_rows_for_every_model_that_converts(data_bin, tmp_path):

@@ -28,6 +28,14 @@ def _tables(output):
     return tables
 
 
+def _decoded(argv):
+    """decode_speed.main(argv)'s output and the rows of its first table by arch."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        decode_speed.main(argv)
+    return out.getvalue(), {row["arch"]: row for row in _tables(out.getvalue())[0]}
+
+
 def test_tables_give_the_cpu_time_ratio_the_ceiling_and_the_share(tmp_path, monkeypatch):
     def fake_generate(data_bin, checkpoint, length, results_dir, **kw):
         arch = checkpoint.rsplit("/", 1)[1][:-len(".pt")]
@@ -96,12 +104,9 @@ def test_int8_rows_and_the_ctranslate2_rows_say_when_ctranslate2_is_missing(tmp_
 
     monkeypatch.setattr(decode_speed, "generate_timed", fake_generate)
     monkeypatch.setattr(ctranslate2_decoding, "missing", lambda: "ctranslate2 is not installed (test)")
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        decode_speed.main(["--size", "tiny", "--sentences", str(SENTENCES), "--rounds", "1", "--lengths", "8",
-                           "--archs", "transformer,aan_plus_avg", "--int8", "--ctranslate2",
-                           "--against", "posnet_transformer_tiny-int8", "--workdir", str(tmp_path)])
-    rows = {row["arch"]: row for row in _tables(out.getvalue())[0]}
+    _, rows = _decoded(["--size", "tiny", "--sentences", str(SENTENCES), "--rounds", "1", "--lengths", "8",
+                        "--archs", "transformer,aan_plus_avg", "--int8", "--ctranslate2",
+                        "--against", "posnet_transformer_tiny-int8", "--workdir", str(tmp_path)])
     for name in ("ctranslate2 fp32", "ctranslate2 int8"):
         assert rows[name]["params"] == "not measured: ctranslate2 is not installed (test)"
     for arch in ("posnet_transformer_tiny", "aan_plus_avg_tiny"):
@@ -127,12 +132,9 @@ def test_plain_beam_rows_decode_the_same_checkpoint_with_the_cross_attention_per
         return {"rate": SENTENCES / seconds[key], "tokens_per_hyp": length + 1, "cpu_s": seconds[key]}
 
     monkeypatch.setattr(decode_speed, "generate_timed", fake_generate)
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        decode_speed.main(["--size", "tiny", "--sentences", str(SENTENCES), "--rounds", "2", "--lengths", "8",
-                           "--archs", "transformer,aan_plus_avg", "--int8", "--plain-beam",
-                           "transformer,aan_plus_avg-int8", "--workdir", str(tmp_path)])
-    rows = {row["arch"]: row for row in _tables(out.getvalue())[0]}
+    _, rows = _decoded(["--size", "tiny", "--sentences", str(SENTENCES), "--rounds", "2", "--lengths", "8",
+                        "--archs", "transformer,aan_plus_avg", "--int8", "--plain-beam",
+                        "transformer,aan_plus_avg-int8", "--workdir", str(tmp_path)])
     assert rows["posnet_transformer_tiny plain-beam"]["CPU-time ratio"] == "0.80x"
     assert rows["aan_plus_avg_tiny-int8 plain-beam"]["CPU-time ratio"] == f"{2.0 / 1.25:.2f}x"
     assert rows["aan_plus_avg_tiny-int8 plain-beam"]["MFLOP per token"] == rows["aan_plus_avg_tiny"]["MFLOP per token"]
@@ -164,13 +166,10 @@ def test_on_a_gpu_the_ratios_divide_the_gpu_seconds(tmp_path, monkeypatch):
     monkeypatch.setattr(decode_speed, "generate_timed", fake_generate)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        decode_speed.main(["--size", "tiny", "--sentences", str(SENTENCES), "--rounds", "1", "--lengths", "8",
-                           "--archs", "transformer,aan_plus_avg", "--device", "cuda", "--workdir", str(tmp_path)])
+    output, rows = _decoded(["--size", "tiny", "--sentences", str(SENTENCES), "--rounds", "1", "--lengths", "8",
+                             "--archs", "transformer,aan_plus_avg", "--device", "cuda", "--workdir", str(tmp_path)])
     assert asked and not any(asked)
-    assert "GPU (Fake GPU" in out.getvalue()
-    rows = {row["arch"]: row for row in _tables(out.getvalue())[0]}
+    assert "GPU (Fake GPU" in output
     assert rows["aan_plus_avg_tiny"]["GPU-time ratio"] == "1.60x"
     assert float(rows["aan_plus_avg_tiny"]["GPU ms per token"]) == pytest.approx(1000 * 1.25 / (SENTENCES * 9),
                                                                                  abs=1e-3)
