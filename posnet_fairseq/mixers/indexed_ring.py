@@ -23,18 +23,9 @@ from typing import Dict, Tuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.utils import flop_counter
 
 from .clipped_decoding import uniform_counts
 from .state_reorder import COMPOSED, COPY, INDEXED, REUSE
-
-
-@flop_counter.register_flop_formula([torch.ops.aten._embedding_bag_forward_only, torch.ops.aten._embedding_bag])
-def _weighted_bag_flops(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
-                        per_sample_weights=None, *args, **kwargs) -> int:
-    """FLOPs of a weighted ``embedding_bag`` for torch's FlopCounterMode (``benchmark/flops.py``): a multiply-add
-    (2 FLOPs) per element of every row read, as a matrix product of the weights and the rows (shapes given)."""
-    return 2 * indices[0] * weight[1] if per_sample_weights is not None else 0
 
 
 def bag_weights(energy: Tensor) -> Tensor:
