@@ -31,8 +31,9 @@ def test_a_beam_reorder_copies_no_ring_and_composes_one_index_for_every_layer():
     assert all(a["ring_index"] is after[0]["ring_index"] for a in after)
     torch.testing.assert_close(after[0]["ring_index"], index[order], atol=0, rtol=0)
     # the layers' self-attention reorder: one index_select (the index), none of a ring
+    heads = model.decoder.layers[0].self_attn.num_heads
     selects = [e for e in profiler.events() if e.name == "aten::index_select"
-               and e.input_shapes and e.input_shapes[0] == [2, 3 + 3]]  # B x (K+3)
+               and e.input_shapes and e.input_shapes[0] == [2, heads, 3 + 3]]  # B x H x (K+3)
     assert len(selects) == 1, [e.input_shapes for e in profiler.events() if e.name == "aten::index_select"]
 
 
