@@ -118,7 +118,7 @@ def test_avg_is_the_classic_gated_cumulative_average():
 
 
 def _state_numel(state):
-    return sum(t.numel() for buf in state.values() for t in buf.values() if t is not None)
+    return sum(t.numel() for buf in state.values() for t in buf.values() if isinstance(t, torch.Tensor))
 
 
 @pytest.mark.parametrize("name", ["avg", "ner_far", "wet", "all"])
@@ -204,8 +204,8 @@ def test_an_avg_decoding_step_with_its_beam_reorder_launches_seven_kernels():
     """Issue 48: on a GPU a decoding step is bound by kernel launches. A beam reorder and a step of AVG
     launch the mean's index_select, its in-place update (lerp_), the gate's cat, linear and sigmoid and
     o = i * z + f * g as one product and one fused multiply-add: 7 (on 9592acc: 11, the sum and the count
-    each reordered, added to and divided; the output two products and a sum). The count is read on the
-    host (one scalar read, no kernel)."""
+    each reordered, added to and divided; the output two products and a sum). The count is a Python int: no
+    scalar read (on 80a7eae: one, of a tensor made at every step)."""
     mixer = make_mixer(["avg"])
     z = torch.randn(6, 4, C)
     order = torch.tensor([1, 0, 3, 2])
@@ -216,8 +216,7 @@ def test_an_avg_decoding_step_with_its_beam_reorder_launches_seven_kernels():
             mixer.reorder_incremental_state(state, order)
             mixer(z[5:], z[5:], z[5:], incremental_state=state)
         names = launching_kernels(step)
-    kernels = [n for n in names if n != "aten::_local_scalar_dense"]
-    assert len(kernels) == 7 and names.count("aten::_local_scalar_dense") == 1, names
+    assert len(names) == 7 and "aten::_local_scalar_dense" not in names, names
 
 
 def _avg_layers(count):
@@ -239,8 +238,7 @@ def test_six_avg_layers_with_their_beam_reorder_launch_six_kernels_per_layer_and
     z = torch.randn(6, 4, C)
     order = torch.tensor([1, 0, 3, 2])
     names = step_kernels_after_reorder(context, layers, z, order)
-    kernels = [n for n in names if n != "aten::_local_scalar_dense"]
-    assert len(kernels) == 37 and kernels.count("aten::index_select") == 1, names
+    assert len(names) == 37 and names.count("aten::index_select") == 1, names
 
 
 def test_avg_layers_sharing_their_means_decode_as_the_teacher_forced_pass_through_reorders():

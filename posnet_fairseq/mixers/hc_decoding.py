@@ -16,7 +16,7 @@ layer (projected straight into its slot where it can: one kernel, not a projecti
 reads the output with one weighted ``embedding_bag`` (the rows of the step's slots, weighed as the
 rotated weights say); the index after the step is made once per step for every layer
 (``Mixer.shared``). The index, its advance and the read are rPosNet's (``indexed_ring.py``'s reader).
-The step count is the same for every hypothesis and kept on the CPU (``state_reorder.SHARED``).
+The step count is the same for every hypothesis: a Python int (``state_reorder.SHARED``), no tensor.
 
 The rotated weights are repeated for the search's rows once, at its first step (``SHARED`` too: a row
 of it serves any hypothesis, and a search that drops sentences reads the first rows), so that a step's
@@ -71,9 +71,8 @@ def decode_window(mixer, buffer, v: Tensor, weights: Tensor, project: bool = Fal
     else:
         batch, heads, length, head_dim = v.shape
     window = weights.size(0)
-    count = buffer.get("step_count")
-    first = 0 if count is None else int(count)
-    mixer.keep_state(buffer, "step_count", torch.tensor(first + length), SHARED)
+    first = buffer.get("step_count", 0)
+    mixer.keep_state(buffer, "step_count", first + length, SHARED)
     ring, index = _ring(mixer, buffer, batch, v)
     dropout = mixer.weight_dropout and mixer.training  # (fairseq never decodes in training mode)
     rows = None if dropout or window > head_dim else _row_weights(mixer, buffer, weights, batch)

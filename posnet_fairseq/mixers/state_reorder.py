@@ -23,8 +23,9 @@ tensor), so every state tensor is declared where it is created, with
   the next append, which ``growing_cache.append`` writes in place, so the
   cache stays contiguous;
 * :data:`SHARED`: not copied: the same for every hypothesis, as the step
-  count (all hypotheses of a search decode the same step), kept on the CPU
-  so that reading it does not wait for the device (rPosNet's);
+  count (all hypotheses of a search decode the same step), a Python int, so
+  that neither making nor reading it costs an operator or waits for the
+  device (rPosNet's, HC-SA's, AAN+ AVG's);
 * :data:`INDEXED`: not copied: kept in the rows it was written to and read
   through an index of rows per hypothesis (rPosNet's ring, ``indexed_ring.py``);
 * :data:`COMPOSED`: a batch-first tensor that every layer holds, reordered,
