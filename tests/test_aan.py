@@ -269,6 +269,35 @@ def test_avg_layers_sharing_their_means_decode_as_the_teacher_forced_pass_throug
             assert ("avg_mean" in layers[0]._get_input_buffer(state)) == (t < 8)
 
 
+def test_a_reorder_gives_every_layer_one_fresh_copy_of_the_means_that_they_write_in_place():
+    """The layers write their means in place (lerp_), so a reorder must hand them one tensor (once for all:
+    state_reorder.COMPOSED) in memory of its own: not the means reordered from, nor a view of them (an identity
+    order included), nor memory that another holder writes. A write into the means reordered from then leaves
+    the reordered ones as they were, and the next steps write only the new tensor."""
+    context, layers = _avg_layers(3)
+    z = torch.randn(5, 4, C, generator=torch.Generator().manual_seed(5))
+    state = {}
+    with torch.no_grad():
+        for t in range(5):
+            if t >= 3:
+                before = layers[0]._get_input_buffer(state)["avg_mean"]
+                order = torch.tensor([2, 2, 0, 1]) if t == 3 else torch.arange(4)  # the second: identity
+                for layer in layers:
+                    layer.reorder_incremental_state(state, order)
+                after = [layer._get_input_buffer(state)["avg_mean"] for layer in layers]
+                assert all(a is after[0] for a in after)
+                assert after[0].untyped_storage().data_ptr() != before.untyped_storage().data_ptr()
+                expected = before[order].clone()
+                before.fill_(float("nan"))  # another holder's write
+                torch.testing.assert_close(after[0], expected, atol=0, rtol=0)
+                kept = after[0].clone()
+            with context.call():
+                for layer in layers:
+                    layer(z[t: t + 1], z[t: t + 1], z[t: t + 1], incremental_state=state)
+            if t >= 3:
+                assert torch.isfinite(after[0]).all() and not torch.equal(after[0], kept)  # stepped in place
+
+
 def test_left_and_right_padding_give_the_same_real_rows():
     mixer = make_mixer(**CONFIGS["all"])
     z = torch.randn(9, 1, C)
