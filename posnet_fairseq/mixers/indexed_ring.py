@@ -23,7 +23,6 @@ from collections import OrderedDict
 from typing import Dict, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from .clipped_decoding import uniform_counts
@@ -162,8 +161,9 @@ def advance(index: Tensor, written: Tensor, allocated: int) -> Tensor:
 
 def read(ring: Tensor, rows: Tensor, offsets: Tensor, weights: Tensor) -> Tensor:
     """The bags' weighted sums of ring rows (one ``embedding_bag``): bag i sums ``rows[offsets[i]:offsets[i+1]]``,
-    each row times its entry of ``weights``; bags x D_h in the ring's dtype."""
-    return F.embedding_bag(rows, ring.view(-1, ring.size(-1)), offsets, mode="sum", per_sample_weights=weights)
+    each row times its entry of ``weights``; bags x D_h in the ring's dtype. (torch's operator itself, in mode 0,
+    the sum: ``F.embedding_bag`` would check in Python, per layer and step, arguments made here.)"""
+    return torch.embedding_bag(ring.view(-1, ring.size(-1)), rows, offsets, False, 0, False, weights)[0]
 
 
 # Bounded rather than kept per call or per search: made per call (per step), they would cost their operators and
