@@ -125,13 +125,13 @@ def unfold(mixer, buffer: Dict[str, Tensor], n: int, dtype: torch.dtype):
     """Before step ``n`` of ``clipped_decoding_step`` (a pad has come): the ring taken apart into its state, the
     window (slot m mod K holds position m, n-K <= m < n), the tail's sum and the counts made from the step."""
     ring, index = buffer.pop("ring"), buffer.pop("ring_index")
-    batch, heads, slots = index.shape
-    k, head_dim = slots - 3, ring.size(-1)
+    batch, heads, k = index.size(0), index.size(1), index.size(2) - 3
+    head_dim = ring.size(-1)
     flat = ring.view(-1, head_dim)
     if k:
         # window slot i: the position m in n-K..n-1 with m = i mod K, in ring slot m mod (K+1)
-        slots = torch.tensor([(n - k + (i - (n - k)) % k) % (k + 1) for i in range(k)], device=index.device)
-        window = flat.index_select(0, index.index_select(2, slots).view(-1)).view(batch, heads, k, head_dim)
+        held = torch.tensor([(n - k + (i - (n - k)) % k) % (k + 1) for i in range(k)], device=index.device)
+        window = flat.index_select(0, index.index_select(2, held).view(-1)).view(batch, heads, k, head_dim)
         mixer.keep_state(buffer, "window", window.to(dtype), REUSE)
     else:
         mixer.keep_state(buffer, "window", ring.new_zeros(batch, heads, 0, head_dim, dtype=dtype), REUSE)
