@@ -24,8 +24,8 @@ LONG = 1024
 
 
 def state_size(state):
-    """Total elements of every tensor in an incremental state."""
-    return sum(t.numel() for buffer in state.values() for t in buffer.values() if t is not None)
+    """Total elements of every tensor in an incremental state (a step count is a Python int)."""
+    return sum(t.numel() for buffer in state.values() for t in buffer.values() if isinstance(t, torch.Tensor))
 
 
 def assert_constant(sizes):

@@ -4,7 +4,7 @@ beam tests (rposnet_folded) and tests/test_posnet.py's pad after steps without p
 import torch
 from fairseq_testing import build_model, dummy_dictionary, random_batch
 
-from posnet_fairseq.mixers import state_reorder
+from posnet_fairseq.mixers import indexed_ring, state_reorder
 
 
 def _decoder_states(model, state):
@@ -31,8 +31,9 @@ def test_a_beam_reorder_copies_no_ring_and_composes_one_index_for_every_layer():
     assert all(a["ring_index"] is after[0]["ring_index"] for a in after)
     torch.testing.assert_close(after[0]["ring_index"], index[order], atol=0, rtol=0)
     # the layers' self-attention reorder: one index_select (the index), none of a ring
+    heads = model.decoder.layers[0].self_attn.num_heads
     selects = [e for e in profiler.events() if e.name == "aten::index_select"
-               and e.input_shapes and e.input_shapes[0] == [2, 3 + 3]]  # B x (K+3)
+               and e.input_shapes and e.input_shapes[0] == [2, heads, 3 + 3]]  # B x H x (K+3)
     assert len(selects) == 1, [e.input_shapes for e in profiler.events() if e.name == "aten::index_select"]
 
 
@@ -44,3 +45,15 @@ def test_compose_is_made_once_for_the_same_index_and_order_and_anew_otherwise():
     other = torch.tensor([0, 1, 2, 2])
     assert state_reorder.compose(index, other) is not first
     torch.testing.assert_close(state_reorder.compose(index, other), index[other], atol=0, rtol=0)
+
+
+def test_the_rings_constants_are_kept_for_the_last_shapes_used_only():
+    """indexed_ring.cached keeps what the rings read per shape (made once, not per step), but only for the last
+    CACHED shapes used: a process that decodes ever new row counts holds no more."""
+    cpu = torch.device("cpu")
+    made = [indexed_ring.identity(b, b, 2, 3, cpu) for b in range(1, indexed_ring.CACHED + 5)]
+    assert len(indexed_ring._CACHE) == indexed_ring.CACHED
+    assert indexed_ring.identity(5, 5, 2, 3, cpu) is made[4]  # among the last used: kept
+    assert indexed_ring.identity(1, 1, 2, 3, cpu) is not made[0]  # the first: dropped, made anew
+    # hypothesis 1, head 1, slot 2 of 2 rows: ring row (2 * 2 + 1) * 2 + 1
+    assert indexed_ring.identity(2, 2, 2, 3, cpu)[1, 1, 2] == 11

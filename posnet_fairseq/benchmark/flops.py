@@ -9,8 +9,8 @@ each measured speed ratio, and the measured share of it.
 What is counted. torch's ``FlopCounterMode`` sees every operator the built
 model runs and counts, from its operand shapes, 2 FLOPs per multiply-add of
 each matrix product (``mm``, ``addmm``, ``bmm``, ``baddbmm``, convolutions,
-scaled-dot-product attention, here also torch's CPU kernel of it; ``einsum``
-and ``matmul`` run as these).
+scaled-dot-product attention, here also torch's CPU kernel of it and the
+decoding rings' weighted ``embedding_bag``; ``einsum`` and ``matmul`` run as these).
 Element-wise work (activations, LayerNorms, softmax, the gates' products,
 AAN+'s running sums and cumulative sums, SSRU's recurrence) is left out: it is
 O(d) per token against the O(d^2) of every projection, and every mechanism
@@ -42,21 +42,31 @@ def _cpu_attention_backward(grad_out, query, key, value, *args, out_shape=None, 
     return flop_counter.sdpa_backward_flop_count(grad_out, query, key, value)
 
 
+def _weighted_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                  per_sample_weights=None, *args, out_shape=None, **kwargs):
+    """A weighted ``embedding_bag`` (rPosNet's and HC-SA's decoding rings, ``mixers/indexed_ring.py``): a
+    multiply-add (2 FLOPs) per element of every row read, as a matrix product of the weights and the rows
+    (shapes given); an unweighted bag (a sum or mean of embeddings) does no products."""
+    return 2 * indices[0] * weight[1] if per_sample_weights is not None else 0
+
+
 # torch's counter knows the CUDA kernels of scaled-dot-product attention but not
 # the CPU one, which fairseq's MultiheadAttention runs whenever it is not
 # decoding incrementally (training, the encoder): without these, the
-# Transformer's attention scores and weighted sums would go uncounted.
-_CPU_ATTENTION = {
+# Transformer's attention scores and weighted sums would go uncounted. Nor does
+# it know embedding_bag, which the decoding rings read their values with.
+_FORMULAS = {
     getattr(torch.ops.aten, name): formula
     for name, formula in (("_scaled_dot_product_flash_attention_for_cpu", _cpu_attention),
-                          ("_scaled_dot_product_flash_attention_for_cpu_backward", _cpu_attention_backward))
+                          ("_scaled_dot_product_flash_attention_for_cpu_backward", _cpu_attention_backward),
+                          ("_embedding_bag_forward_only", _weighted_bag), ("_embedding_bag", _weighted_bag))
     if hasattr(torch.ops.aten, name)
 }
 
 
 def counter():
-    """A FlopCounterMode that also counts CPU scaled-dot-product attention."""
-    return FlopCounterMode(display=False, custom_mapping=_CPU_ATTENTION)
+    """A FlopCounterMode that also counts CPU scaled-dot-product attention and weighted ``embedding_bag``."""
+    return FlopCounterMode(display=False, custom_mapping=_FORMULAS)
 
 
 def count(fn, *args, **kwargs):

@@ -44,7 +44,8 @@ no real prefix underflows to 0/0. All of it runs in fp32 and is cast back.
   the new token. The state does not grow with the step. AVG's steps without
   pads keep the average itself instead, ``g_n = g_{n-1} + (z_n - g_{n-1}) / n``
   (Eq. 12 divided by Eq. 13's ``a~_n = n``), updated in place in one operator,
-  with the count ``n`` on the host: on a GPU a decoding step is bound by
+  with the count ``n`` a Python int (no tensor to make or read per layer and
+  step): on a GPU a decoding step is bound by
   kernel launches (issue 48), and a sum, a count and their division are three
   per layer, plus the count's beam reorder. Every layer of the decoder keeps
   its mean in one B x L x C tensor (a slot per layer, made at a search's first
@@ -309,14 +310,13 @@ class AverageAttention(Mixer):
         needs the sums, then those (the module doc)."""
         T = z.size(0)
         if name == "avg" and T == 1 and pad is None and "avg_num" not in buf:
-            count = buf.get("avg_count")
-            count = 1 if count is None else int(count) + 1
+            count = buf.get("avg_count", 0) + 1
             means = buf.get("avg_mean")
             if means is None:
                 rows, width = z.shape[1:]
                 means = self.shared(("aan_means", rows), lambda: z.new_zeros(rows, self.mean_slots, width))
             self.keep_state(buf, "avg_mean", means, COMPOSED)
-            self.keep_state(buf, "avg_count", torch.tensor(count), SHARED)  # the same in every row
+            self.keep_state(buf, "avg_count", count, SHARED)  # the same in every row: a Python int, no tensor
             return mean_in_place_step(z[0], means[:, self.mean_slot], count).unsqueeze(0)
         state = self._state(buf, name)
         if name == "avg" and state is not None and T == 1 and pad is None:
@@ -340,7 +340,7 @@ class AverageAttention(Mixer):
         """(numerator, denominator, reference or None) of pattern ``name`` in ``buf``, or None before its first
         token; AVG's mean form is taken out of ``buf`` and returned as its sums."""
         if name == "avg" and "avg_mean" in buf:
-            mean, count = buf.pop("avg_mean")[:, self.mean_slot], int(buf.pop("avg_count"))
+            mean, count = buf.pop("avg_mean")[:, self.mean_slot], buf.pop("avg_count")
             return mean * count, mean.new_full((mean.size(0), 1), float(count)), None
         num = buf.get(f"{name}_num")
         return None if num is None else (num, buf[f"{name}_den"], buf.get(f"{name}_ref"))

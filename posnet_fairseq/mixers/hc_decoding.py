@@ -15,20 +15,21 @@ before (issue 48: on a GPU a decoding step is bound by kernel launches). A step 
 layer (projected straight into its slot where it can: one kernel, not a projection and its copy) and
 reads the output with one weighted ``embedding_bag`` (the rows of the step's slots, weighed as the
 rotated weights say); the index after the step is made once per step for every layer
-(``Mixer.shared``), as rPosNet's ``indexed_ring.py`` does.
-The step count is the same for every hypothesis and kept on the CPU (``state_reorder.SHARED``).
+(``Mixer.shared``). The index, its advance and the read are rPosNet's (``indexed_ring.py``'s reader).
+The step count is the same for every hypothesis: a Python int (``state_reorder.SHARED``), no tensor.
 
 The rotated weights are repeated for the search's rows once, at its first step (``SHARED`` too: a row
 of it serves any hypothesis, and a search that drops sentences reads the first rows), so that a step's
 bag reads them in place; they hold window / D_h times as many numbers as the ring, so a window wider
 than a head (a wide sigma) expands them for the rows at each step instead, one copy per layer.
 """
-from typing import Dict, Tuple
+from typing import Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from . import indexed_ring
 from .state_reorder import COMPOSED, INDEXED, SHARED
 
 
@@ -70,9 +71,8 @@ def decode_window(mixer, buffer, v: Tensor, weights: Tensor, project: bool = Fal
     else:
         batch, heads, length, head_dim = v.shape
     window = weights.size(0)
-    count = buffer.get("step_count")
-    first = 0 if count is None else int(count)
-    mixer.keep_state(buffer, "step_count", torch.tensor(first + length), SHARED)
+    first = buffer.get("step_count", 0)
+    mixer.keep_state(buffer, "step_count", first + length, SHARED)
     ring, index = _ring(mixer, buffer, batch, v)
     dropout = mixer.weight_dropout and mixer.training  # (fairseq never decodes in training mode)
     rows = None if dropout or window > head_dim else _row_weights(mixer, buffer, weights, batch)
@@ -84,7 +84,8 @@ def decode_window(mixer, buffer, v: Tensor, weights: Tensor, project: bool = Fal
         else:
             ring[slot, :batch] = v[:, :, t]
         index = mixer.shared(("hc_ring_rows", slot, batch, ring.size(1), window),
-                             lambda: _after(index, slot, ring.size(1)), index)
+                             lambda: indexed_ring.advance(index, _slot_masks(window, v.device)[slot], ring.size(1)),
+                             index)
         if rows is not None:  # (contiguous: made so by _row_weights)
             bag = rows[slot, :batch].view(-1)
         else:
@@ -92,8 +93,7 @@ def decode_window(mixer, buffer, v: Tensor, weights: Tensor, project: bool = Fal
             if dropout:
                 bag = F.dropout(bag, mixer.weight_dropout, training=True)
             bag = bag.reshape(-1).to(ring.dtype)
-        offsets = _constants(batch, ring.size(1), heads, window, v.device)[2]
-        out = F.embedding_bag(index.view(-1), ring.view(-1, head_dim), offsets, mode="sum", per_sample_weights=bag)
+        out = indexed_ring.read(ring, index.view(-1), _offsets(batch, heads, window, v.device), bag)
         outs.append(out.view(batch, heads, 1, head_dim))
     mixer.keep_state(buffer, "ring_index", index, COMPOSED)
     return outs[0] if length == 1 else torch.cat(outs, dim=2)  # (a step: no copy)
@@ -115,35 +115,20 @@ def _ring(mixer, buffer, batch: int, like: Tensor) -> Tuple[Tensor, Tensor]:
         ring = ring.view(-1, heads, head_dim).index_select(0, slots.t().reshape(-1)).view(window, batch, heads, -1)
     mixer.keep_state(buffer, "ring", ring, INDEXED)
     index = mixer.shared(("hc_ring_index", batch, window),
-                         lambda: _constants(batch, batch, heads, window, like.device)[0])
+                         lambda: indexed_ring.identity(batch, batch, heads, window, like.device))
     return ring, mixer.keep_state(buffer, "ring_index", index, COMPOSED)
 
 
-def _after(index: Tensor, slot: int, allocated: int) -> Tensor:
-    """The index after a step that wrote ``slot``: there each hypothesis reads its own rows (the step's value)."""
-    batch, heads, window = index.shape
-    identity, slots, _ = _constants(batch, allocated, heads, window, index.device)
-    return torch.where(slots[slot].view(1, 1, window), identity, index)
+def _slot_masks(window: int, device) -> Tensor:
+    """Row ``slot`` (1 x 1 x window): the slot a step writes, for ``indexed_ring.advance``."""
+    return indexed_ring.cached(("hc slots", window, device),
+                               lambda: torch.eye(window, dtype=torch.bool, device=device).view(window, 1, 1, window))
 
 
-def _constants(batch: int, allocated: int, heads: int, window: int, device) -> Tuple[Tensor, ...]:
-    """What a step of ``batch`` rows over a ring of ``allocated`` rows per slot reads, made once per shape: the
-    identity index (B x H x window: ``(s * allocated + b) * H + h``), each slot's mask (row ``slot`` of a window x
-    window identity) and the offsets of the B H bags of ``window`` rows."""
-    key = (batch, allocated, heads, window, device)
-    made = _CONSTANTS.get(key)
-    if made is None:
-        if len(_CONSTANTS) > 16:  # a search's batch shrinks as sentences finish: keep a few shapes
-            _CONSTANTS.clear()
-        rows = torch.arange(window).view(1, 1, -1) * allocated + torch.arange(batch).view(-1, 1, 1)
-        identity = rows * heads + torch.arange(heads).view(1, -1, 1)
-        slots = torch.eye(window, dtype=torch.bool)
-        offsets = torch.arange(0, batch * heads * window, window)
-        made = _CONSTANTS[key] = tuple(t.to(device) for t in (identity, slots, offsets))
-    return made
-
-
-_CONSTANTS: Dict[tuple, Tuple[Tensor, ...]] = {}
+def _offsets(batch: int, heads: int, window: int, device) -> Tensor:
+    """The offsets of the B H bags of ``window`` rows that a step reads."""
+    return indexed_ring.cached(("hc offsets", batch, heads, window, device),
+                               lambda: torch.arange(0, batch * heads * window, window, device=device))
 
 
 def _row_weights(mixer, buffer, weights: Tensor, batch: int) -> Tensor:

@@ -9,32 +9,24 @@ The state of a layer:
 * ``ring``, (K+3) x B x H x D_h, fp32 whatever the model's dtype: slot j <= K holds the value of the last
   position m <= n with m = j mod (K+1) (zeros before the start); slots K+1 and K+2 hold the tail's sum,
   written to each in turn (step n reads slot K+1 + n mod 2 and writes the other);
-* ``ring_index``, B x (K+3) int64: for hypothesis b and slot j, the row ``j * B + b'`` of the ring that holds
-  its value (b' the row the value was written for).
+* ``ring_index``, B x H x (K+3) int64: for hypothesis b, head h and slot j, the row ``(j * A + b') * H + h`` of
+  the ring seen as rows of D_h numbers (A rows allocated per slot, b' the row the value was written for).
 
 A beam reorder copies no ring, the largest state: it composes the index (``state_reorder.COMPOSED``:
 ``index[order]``, once for every layer). A step writes its value into slot n mod (K+1), and one
 ``embedding_bag`` reads, for every hypothesis and head, its K+2 rows with their weights (the output, Eq. 4) and
 the tail's sum with the value now at distance K (the next tail's sum, written to the other tail slot). The
 step's gather indices and weights are the same in every layer: made once per step (``Mixer.shared``).
+HC-SA's ring (``hc_decoding.py``) is read the same way, with the reader at the end of this module.
 """
+from collections import OrderedDict
 from typing import Dict, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
-from torch.utils import flop_counter
 
 from .clipped_decoding import uniform_counts
 from .state_reorder import COMPOSED, COPY, INDEXED, REUSE
-
-
-@flop_counter.register_flop_formula([torch.ops.aten._embedding_bag_forward_only, torch.ops.aten._embedding_bag])
-def _weighted_bag_flops(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
-                        per_sample_weights=None, *args, **kwargs) -> int:
-    """FLOPs of a weighted ``embedding_bag`` for torch's FlopCounterMode (``benchmark/flops.py``): a multiply-add
-    (2 FLOPs) per element of every row read, as a matrix product of the weights and the rows (shapes given)."""
-    return 2 * indices[0] * weight[1] if per_sample_weights is not None else 0
 
 
 def bag_weights(energy: Tensor) -> Tensor:
@@ -64,95 +56,131 @@ def step(mixer, buffer: Dict[str, Tensor], n: int, v: Tensor, weights: Tensor) -
     if "ring" not in buffer:  # (made here, only written in place)
         acc = torch.promote_types(v.dtype, torch.float32)
         mixer.keep_state(buffer, "ring", v.new_zeros(k + 3, batch, heads, head_dim, dtype=acc), INDEXED)
-        start = mixer.shared(("ring_index", batch, k), lambda: _constants(batch, batch, heads, k, v.device)[0])
+        start = mixer.shared(("ring_index", batch, k), lambda: identity(batch, batch, heads, k + 3, v.device))
         mixer.keep_state(buffer, "ring_index", start, COMPOSED)
     ring, index = buffer["ring"], buffer["ring_index"]
     if batch > ring.size(1):
         raise ValueError(f"rPosNet decoding: a step of {batch} rows after a state of {ring.size(1)}: beam search "
                          "only drops rows")
     ring[n % (k + 1), :batch] = v[:, :, 0]
-    rows, after = mixer.shared(("ring_rows", n, batch, ring.size(1)), lambda: _rows(index, n, ring.size(1), heads),
-                               index)
+    rows, after = mixer.shared(("ring_rows", n, batch, ring.size(1)), lambda: _rows(index, n, ring.size(1)), index)
     mixer.keep_state(buffer, "ring_index", after, COMPOSED)
-    _, offsets, _, _, weight_map = _constants(batch, ring.size(1), heads, k, v.device)
-    bag = weights.index_select(0, weight_map)  # (each layer its own energies)
-    out = F.embedding_bag(rows, ring.view(-1, head_dim), offsets, mode="sum", per_sample_weights=bag)
+    offsets, weight_map = _bags(batch, heads, k, v.device)
+    out = read(ring, rows, offsets, weights.index_select(0, weight_map))  # (each layer its own energies)
     ring[k + 1 + (n + 1) % 2, :batch] = out[batch * heads:].view(batch, heads, head_dim)
     out = out[: batch * heads].view(batch, heads, 1, head_dim)
     return out if out.dtype == v.dtype else out.to(v.dtype)  # (an fp32 model: no call)
 
 
-def _rows(index: Tensor, n: int, allocated: int, heads: int) -> Tuple[Tensor, Tensor]:
-    """Step ``n``'s ring rows to read (``embedding_bag``'s input), and the index after the step: its slot and its
-    next tail slot are the rows written for each hypothesis."""
-    batch, k = index.size(0), index.size(1) - 3
-    identity, _, gather, head, _ = _constants(batch, allocated, heads, k, index.device)
-    written, columns = _step_columns(k, n, index.device)
-    after = torch.where(written, identity, index)
-    rows = torch.add(head, after.index_select(1, columns).view(-1).index_select(0, gather), alpha=heads)
-    return rows, after
+def _rows(index: Tensor, n: int, allocated: int) -> Tuple[Tensor, Tensor]:
+    """Step ``n``'s ring rows to read (``embedding_bag``'s input: the output bags of every hypothesis and head,
+    then their next tail's bags), and the index after the step: its slot and its next tail slot are the rows
+    written for each hypothesis."""
+    batch, heads, slots = index.shape
+    k = slots - 3
+    written, columns = _phases(k, index.device)
+    phase = n % (2 * (k + 1))
+    after = advance(index, written[phase], allocated)
+    picked = after.index_select(2, columns[phase]).view(-1)  # B x H x (K+4), each (b, h)'s columns in turn
+    return picked.index_select(0, _gather(batch, heads, k, index.device)), after
 
 
-def _step_columns(k: int, n: int, device) -> Tuple[Tensor, Tensor]:
-    """Step ``n``'s slots written (1 x (K+3): its value's and the next tail's) and the index columns its bags
-    read (K+4: slots 0..K and the tail for the output; the tail and the slot now at distance K for the next tail)."""
-    key = (k, n % (k + 1), n % 2, device)
-    made = _STEP_COLUMNS.get(key)
-    if made is None:
-        slot, tail = n % (k + 1), k + 1 + n % 2
-        written = torch.zeros(1, k + 3, dtype=torch.bool)
-        written[0, [slot, k + 1 + (n + 1) % 2]] = True
-        columns = torch.tensor(list(range(k + 1)) + [tail, tail, (n + 1) % (k + 1)])
-        made = _STEP_COLUMNS[key] = (written.to(device), columns.to(device))
-    return made
+def _phases(k: int, device) -> Tuple[Tensor, Tensor]:
+    """For each phase n mod 2(K+1) of the steps: the slots the step writes (1 x 1 x (K+3): its value's and the
+    next tail's) and the index columns its bags read (K+4: slots 0..K and the tail for the output; the tail and
+    the slot now at distance K for the next tail)."""
+    def make():
+        written, columns = torch.zeros(2 * (k + 1), 1, 1, k + 3, dtype=torch.bool), []
+        for n in range(2 * (k + 1)):
+            tail = k + 1 + n % 2
+            written[n, 0, 0, [n % (k + 1), k + 1 + (n + 1) % 2]] = True
+            columns.append(list(range(k + 1)) + [tail, tail, (n + 1) % (k + 1)])
+        return written.to(device), torch.tensor(columns, device=device)
+    return cached(("rposnet phases", k, device), make)
 
 
-_STEP_COLUMNS: Dict[tuple, Tuple[Tensor, Tensor]] = {}
+def _gather(batch: int, heads: int, k: int, device) -> Tensor:
+    """Where the bags' rows are among the B x H x (K+4) step columns: every hypothesis and head's K+2 output
+    columns, then every one's 2 tail columns."""
+    def make():
+        bag = (torch.arange(batch).view(-1, 1, 1) * heads + torch.arange(heads).view(1, -1, 1)) * (k + 4)
+        return torch.cat([(bag + torch.arange(k + 2)).view(-1), (bag + torch.arange(k + 2, k + 4)).view(-1)]).to(device)
+    return cached(("rposnet gather", batch, heads, k, device), make)
 
 
-def _constants(batch: int, allocated: int, heads: int, k: int, device) -> Tuple[Tensor, ...]:
-    """What a step of ``batch`` rows over a ring of ``allocated`` rows per slot reads, made once per shape:
-    the identity index (B x (K+3): ``j * allocated + b``), the bags' offsets (B H bags of K+2 rows, then B H of
-    2), and for the flat bag input (b, h, column), the position in the B x (K+4) step columns, the head, and the
-    entry of the weights row (:func:`bag_weights`)."""
-    key = (batch, allocated, heads, k, device)
-    made = _CONSTANTS.get(key)
-    if made is None:
-        if len(_CONSTANTS) > 16:  # a search's batch shrinks as sentences finish: keep a few shapes
-            _CONSTANTS.clear()
-        b = torch.arange(batch).view(batch, 1, 1)
+def _bags(batch: int, heads: int, k: int, device) -> Tuple[Tensor, Tensor]:
+    """The bags' offsets (B H bags of K+2 rows, then B H of 2) and, for each row read, its entry of the weights
+    row (:func:`bag_weights`)."""
+    def make():
         h = torch.arange(heads).view(1, heads, 1)
-        out_cols, tail_cols = torch.arange(k + 2).view(1, 1, -1), torch.arange(k + 2, k + 4).view(1, 1, -1)
-        gather = torch.cat([(b * (k + 4) + out_cols).expand(batch, heads, -1).reshape(-1),
-                            (b * (k + 4) + tail_cols).expand(batch, heads, -1).reshape(-1)])
-        head = torch.cat([h.expand(batch, heads, k + 2).reshape(-1), h.expand(batch, heads, 2).reshape(-1)])
-        weight_map = torch.cat([(h * (k + 2) + out_cols).expand(batch, heads, -1).reshape(-1),
+        weight_map = torch.cat([(h * (k + 2) + torch.arange(k + 2)).expand(batch, heads, -1).reshape(-1),
                                 torch.full((batch * heads * 2,), heads * (k + 2))])
         offsets = torch.cat([torch.arange(0, batch * heads * (k + 2), k + 2),
                              batch * heads * (k + 2) + torch.arange(0, batch * heads * 2, 2)])
-        identity = torch.arange(k + 3).unsqueeze(0) * allocated + torch.arange(batch).unsqueeze(1)
-        made = _CONSTANTS[key] = tuple(t.to(device) for t in (identity, offsets, gather, head, weight_map))
-    return made
-
-
-_CONSTANTS: Dict[tuple, Tuple[Tensor, ...]] = {}
+        return offsets.to(device), weight_map.to(device)
+    return cached(("rposnet bags", batch, heads, k, device), make)
 
 
 def unfold(mixer, buffer: Dict[str, Tensor], n: int, dtype: torch.dtype):
     """Before step ``n`` of ``clipped_decoding_step`` (a pad has come): the ring taken apart into its state, the
     window (slot m mod K holds position m, n-K <= m < n), the tail's sum and the counts made from the step."""
     ring, index = buffer.pop("ring"), buffer.pop("ring_index")
-    _, allocated, heads, head_dim = ring.shape
-    batch, k = index.size(0), index.size(1) - 3
-    flat = ring.view(-1, heads, head_dim)
+    batch, heads, k = index.size(0), index.size(1), index.size(2) - 3
+    head_dim = ring.size(-1)
+    flat = ring.view(-1, head_dim)
     if k:
         # window slot i: the position m in n-K..n-1 with m = i mod K, in ring slot m mod (K+1)
-        slots = torch.tensor([(n - k + (i - (n - k)) % k) % (k + 1) for i in range(k)], device=index.device)
-        window = flat.index_select(0, index.index_select(1, slots).view(-1)).view(batch, k, heads, head_dim)
-        mixer.keep_state(buffer, "window", window.transpose(1, 2).to(dtype, memory_format=torch.contiguous_format),
-                         REUSE)
+        held = torch.tensor([(n - k + (i - (n - k)) % k) % (k + 1) for i in range(k)], device=index.device)
+        window = flat.index_select(0, index.index_select(2, held).view(-1)).view(batch, heads, k, head_dim)
+        mixer.keep_state(buffer, "window", window.to(dtype), REUSE)
     else:
         mixer.keep_state(buffer, "window", ring.new_zeros(batch, heads, 0, head_dim, dtype=dtype), REUSE)
-    tail = flat.index_select(0, index[:, k + 1 + n % 2]).unsqueeze(2)
+    tail = flat.index_select(0, index[:, :, k + 1 + n % 2].reshape(-1)).view(batch, heads, 1, head_dim)
     mixer.keep_state(buffer, "tail", tail, COPY)
     mixer.keep_state(buffer, "counts", uniform_counts(k, n).to(ring.device, ring.dtype).repeat(batch, 1), COPY)
+
+
+# The shared reader of the rings read through an index of rows per hypothesis (this module's and HC-SA's,
+# ``hc_decoding.py``): a ring of S slots x A rows x H heads x D_h, seen as rows of D_h numbers, and a B x H x S
+# index of the row that hypothesis b reads for head h in slot s.
+
+def identity(batch: int, allocated: int, heads: int, slots: int, device) -> Tensor:
+    """The B x H x S index of each hypothesis's own rows, ``(s * allocated + b) * H + h``: made once per shape."""
+    def make():
+        rows = torch.arange(slots).view(1, 1, -1) * allocated + torch.arange(batch).view(-1, 1, 1)
+        return (rows * heads + torch.arange(heads).view(1, -1, 1)).to(device)
+    return cached(("identity", batch, allocated, heads, slots, device), make)
+
+
+def advance(index: Tensor, written: Tensor, allocated: int) -> Tensor:
+    """The index after a step that wrote the slots ``written`` (1 x 1 x S, bool) for every hypothesis: there each
+    reads its own rows."""
+    batch, heads, slots = index.shape
+    return torch.where(written, identity(batch, allocated, heads, slots, index.device), index)
+
+
+def read(ring: Tensor, rows: Tensor, offsets: Tensor, weights: Tensor) -> Tensor:
+    """The bags' weighted sums of ring rows (one ``embedding_bag``): bag i sums ``rows[offsets[i]:offsets[i+1]]``,
+    each row times its entry of ``weights``; bags x D_h in the ring's dtype. (torch's operator itself, in mode 0,
+    the sum: ``F.embedding_bag`` would check in Python, per layer and step, arguments made here.)"""
+    return torch.embedding_bag(ring.view(-1, ring.size(-1)), rows, offsets, False, 0, False, weights)[0]
+
+
+# Bounded rather than kept per call or per search: made per call (per step), they would cost their operators and
+# host-to-device copies at every step, which is what keeping them saves; a search's state is one buffer per layer,
+# with no place that every layer reads. A search reads few shapes at a time (its rows shrink as sentences finish),
+# so the most recently used CACHED are kept, and a process that decodes many shapes holds no more.
+CACHED = 16
+_CACHE: "OrderedDict[tuple, object]" = OrderedDict()
+
+
+def cached(key: tuple, make):
+    """``make()`` for ``key`` (a shape and a device), kept while among the :data:`CACHED` keys last used."""
+    made = _CACHE.get(key)
+    if made is None:
+        if len(_CACHE) >= CACHED:
+            _CACHE.popitem(last=False)
+        made = _CACHE[key] = make()
+    else:
+        _CACHE.move_to_end(key)
+    return made

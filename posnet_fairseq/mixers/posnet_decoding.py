@@ -13,7 +13,6 @@ is a key's own): they decode with the whole prefix cached
 The functions take the mixer (``posnet.PositionAttention``: its value
 projection, dropout and decoding steps) and its :class:`RelativeEnergies`.
 """
-from typing import Dict
 
 import torch
 import torch.nn.functional as F
@@ -70,28 +69,15 @@ def self_energies(mixer, relative, step):
     return made[0][step: step + 1]  # 1 x H x (K+1)
 
 
-def step_count(n: int) -> torch.Tensor:
-    """The CPU scalar tensor ``n`` that a state stores as its step count, made once per n and never written
-    (a reorder keeps it, SHARED): a step stores the next one without making a tensor."""
-    count = _STEP_COUNTS.get(n)
-    if count is None:
-        count = _STEP_COUNTS[n] = torch.tensor(n)
-    return count
-
-
-_STEP_COUNTS: Dict[int, torch.Tensor] = {}
-
-
 def decode_self(mixer, relative, buffer, value, pad, length):
     """Decoder self-attention, step by step: every key at distance >= K shares the slot-0 energy of
     Eq. 10, so the last K values, the sum of the older ones and their count replace the cache. While
     no row has had a pad (beam search), a step from a table attends with its precomputed weights
     (``indexed_ring.py``)."""
     v = mixer.split_heads(mixer.v_proj(value))
-    # Every row is at the same step: one count for the batch, on the CPU (read without a device sync).
-    count = buffer.get("step_count")
-    first = 0 if count is None else int(count)
-    mixer.keep_state(buffer, "step_count", step_count(first + length), SHARED)
+    # Every row is at the same step: one count for the batch, a Python int (no tensor to make or read).
+    first = buffer.get("step_count", 0)
+    mixer.keep_state(buffer, "step_count", first + length, SHARED)
     outs = []
     for t in range(length):
         step, pad_t = first + t, None if pad is None else pad[:, t: t + 1]

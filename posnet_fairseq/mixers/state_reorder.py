@@ -23,15 +23,22 @@ tensor), so every state tensor is declared where it is created, with
   the next append, which ``growing_cache.append`` writes in place, so the
   cache stays contiguous;
 * :data:`SHARED`: not copied: the same for every hypothesis, as the step
-  count (all hypotheses of a search decode the same step), kept on the CPU
-  so that reading it does not wait for the device (rPosNet's);
+  count (all hypotheses of a search decode the same step), a Python int, so
+  that neither making nor reading it costs an operator or waits for the
+  device (rPosNet's, HC-SA's, AAN+ AVG's);
 * :data:`INDEXED`: not copied: kept in the rows it was written to and read
   through an index of rows per hypothesis (rPosNet's ring, ``indexed_ring.py``);
 * :data:`COMPOSED`: a batch-first tensor that every layer holds, reordered,
   ``state[order]``, once for all of them (:func:`compose`), not once per layer:
-  such an index (rPosNet's and HC-SA's rings), or AAN+ AVG's means of every
-  layer (``aan.py``), which each layer writes in its own slot between two
-  reorders (sound: fairseq reorders every layer before any layer steps).
+  such an index (rPosNet's and HC-SA's rings, never written), or AAN+ AVG's
+  means of every layer (``aan.py``), which each layer writes in place in its
+  own slot between two reorders. What such a state needs, this kind gives: the
+  composition is fresh memory (``index_select``: never the state itself, a
+  view of it, or memory a reorder released, which another layer may still
+  read), and it is handed out only within one reorder of every layer, which
+  fairseq makes with a new order each time before any layer steps, so never
+  after a write (``tests/test_aan.py``). (A kind of its own would change
+  nothing: a reorder hands every composed kind to :func:`compose` alike.)
 
 A reorder refuses a state tensor that was stored without a declaration
 (``tests/test_state_reorder.py`` decodes every registered decoder mixer with
