@@ -169,21 +169,30 @@ def test_the_posnet_gating_wraps_a_scheme():
 
 
 def test_a_folded_decoding_row_is_the_profile_also_past_the_first_table():
-    """After make_generation_fast_, a decoding step's bias row comes from a table that doubles as the prefix grows."""
+    """After make_generation_fast_, a decoding step's bias row comes from a table that doubles as the prefix grows,
+    and that follows the parameters (derived_cache.py): an in-place write after the first step makes it anew."""
     from posnet_fairseq.mixers.content_attention import FOLD_START
     from posnet_fairseq.mixers.tisa import TisaScorer
 
     torch.manual_seed(0)
     scorer = TisaScorer(4, 3).eval()
     scorer.make_generation_fast_()
+
+    def profile_row(reach):
+        return scorer.profile(torch.arange(1 - reach, 1))[None, :, None, :]
+
     for reach in (1, 5, FOLD_START, FOLD_START + 1, 3 * FOLD_START):
-        expected = scorer.profile(torch.arange(1 - reach, 1))
-        assert torch.allclose(scorer.decoding_row(reach, "cpu"), expected, atol=1e-6, rtol=1e-6)
-    assert scorer.decoding_table.size(1) == 4 * FOLD_START  # doubled twice: 129 needed 2 N, 3 N needed 4 N
+        assert torch.allclose(scorer.decoding_row(reach, "cpu"), profile_row(reach), atol=1e-6, rtol=1e-6)
+    # doubled twice: 129 needed 2 N, 3 N needed 4 N (4 heads of fp32)
+    assert scorer.decoding_row(3 * FOLD_START, "cpu").untyped_storage().nbytes() == 4 * 4 * FOLD_START * 4
+    assert scorer.decoding_row(5, "cpu") is scorer.decoding_row(5, "cpu")  # a step's row is a view made once
+    with torch.no_grad():
+        scorer.amplitudes.mul_(2)  # as load_state_dict writes a checkpoint into the parameters
+    assert torch.allclose(scorer.decoding_row(5, "cpu"), profile_row(5), atol=1e-6, rtol=1e-6)
     scorer.train()  # a training-mode row is computed from the parameters, not read from the table
     with torch.no_grad():
         scorer.amplitudes.mul_(2)
-    assert torch.allclose(scorer.decoding_row(5, "cpu"), scorer.profile(torch.arange(-4, 1)))
+    assert torch.allclose(scorer.decoding_row(5, "cpu"), profile_row(5))
 
 
 def test_the_forward_context_makes_a_shared_value_once_per_call_and_anchor():

@@ -52,6 +52,7 @@ from torch import Tensor, nn
 from .. import families
 from .attention import masked_softmax, real_positions, softmax_masks
 from .base import Mixer
+from .derived_cache import DerivedCache
 from .fused_attention import fused_attention
 from .state_reorder import COPY
 
@@ -70,9 +71,11 @@ class DistanceBias(nn.Module):
     parameters, so its bias is the same in every layer of a call.
 
     After ``make_generation_fast_`` (fairseq-generate), a decoding step in eval
-    mode reads its row from a table of the profile at distances 1 - N .. 0,
-    made at the first step and doubled when a longer prefix needs it, instead
-    of evaluating the profile in every layer at every step.
+    mode reads its row from a table of the profile at distances 1 - N .. 0
+    (N = ``FOLD_START`` doubled until the prefix fits), made at the first step
+    that needs it, instead of evaluating the profile in every layer at every
+    step. The table follows the profile's parameters (``derived_cache.py``):
+    a load or a conversion after the first step makes it anew.
     """
 
     FIXED = False
@@ -83,8 +86,8 @@ class DistanceBias(nn.Module):
     def __init__(self):
         super().__init__()
         self.folded = False
-        # The profile at distances 1 - N .. 0 (H x N, fp32): a plain attribute, made on the device of its step.
-        self.decoding_table = None
+        # (N, device) -> the decoding table and its rows by reach (decoding_row), made from the parameters.
+        self.decoding_tables = DerivedCache()
 
     def profile(self, distances: Tensor) -> Tensor:
         """H x N fp32 biases at the N distances j - i (a 1-D long tensor)."""
@@ -92,18 +95,23 @@ class DistanceBias(nn.Module):
 
     def make_generation_fast_(self, **kwargs):
         self.folded = True
-        self.decoding_table = None
 
     def decoding_row(self, reach: int, device) -> Tensor:
-        """The bias of one query at position ``reach`` - 1 over keys 0 .. reach - 1: H x reach."""
+        """The bias of one query at position ``reach`` - 1 over keys 0 .. reach - 1: 1 x H x 1 x reach."""
         if not (self.folded and not self.training):
-            return self.profile(torch.arange(1 - reach, 1, device=device))
-        table = self.decoding_table
-        if table is None or table.size(1) < reach or table.device != torch.device(device):
-            size = max(reach, FOLD_START if table is None else 2 * table.size(1))
-            with torch.no_grad():
-                table = self.decoding_table = self.profile(torch.arange(1 - size, 1, device=device))
-        return table[:, table.size(1) - reach:]
+            return self.profile(torch.arange(1 - reach, 1, device=device))[None, :, None, :]
+        size = FOLD_START << ((reach - 1) // FOLD_START).bit_length()  # the least N = FOLD_START 2^k >= reach
+        table, rows = self.decoding_tables.get(tuple(self.parameters()), lambda: self._decoding_table(size, device),
+                                               (size, device))
+        row = rows.get(reach)
+        if row is None:  # each reach's view made once: a decoding step's row is no operator
+            row = rows[reach] = table[..., size - reach:]
+        return row
+
+    def _decoding_table(self, size: int, device):
+        """(the profile at distances 1 - ``size`` .. 0 as 1 x H x 1 x size, {reach: its row}) for decoding_row."""
+        with torch.no_grad():
+            return self.profile(torch.arange(1 - size, 1, device=device))[None, :, None, :], {}
 
     @staticmethod
     def distance_index(length: int, device):
@@ -253,7 +261,7 @@ class ContentAttention(Mixer):
             return None
         if isinstance(self.position_bias, DistanceBias) and length == 1:
             # One query at position S - 1: the profile at distances 1 - S .. 0, a view of the folded table.
-            return self.position_bias.decoding_row(keys, device)[None, :, None, :]
+            return self.position_bias.decoding_row(keys, device)
         return self.position_bias(query_pos, key_pos)
 
     def _columns(self, incremental_state, start: int, length: int, device) -> Tensor:

@@ -1,4 +1,5 @@
-"""Values made once from a tensor and kept until that tensor changes (rPosNet's decoding rows, HC-SA's ring weights).
+"""Values made once from tensors and kept until one of them changes (rPosNet's decoding rows, HC-SA's ring weights,
+a distance bias's decoding table, content attention's joined decoding projections).
 
 A decoding step reads values derived from a module's tensor (an energy table, the head offsets) that are
 the same at every step, so they are made once. The cache must notice when the tensor changes:
@@ -13,34 +14,49 @@ A write through ``tensor.data`` bypasses version counting in PyTorch, and so byp
 an in-place write of an inference tensor (made under ``torch.inference_mode``, e.g. a folded table grown while
 decoding in it): such a tensor has no version counter, so only a replacement is noticed.
 """
-from typing import Any, Callable, Dict, Hashable
+from typing import Any, Callable, Dict, Hashable, Sequence, Union
 
 from torch import Tensor
 
 
 class DerivedCache:
-    """Values made from one source tensor by ``make``, one per ``extra`` key (e.g. a device and a dtype)."""
+    """Values made by ``make`` from a source tensor, or from a sequence of them (a module's parameters), one per
+    ``extra`` key (e.g. a device and a dtype)."""
 
     def __init__(self):
-        self._alias = None  # the source it was made from (detached: same memory, same version counter)
-        self._version = -1
+        self._aliases = None  # the sources they were made from (detached: same memory, same version counters)
+        self._versions = ()
         self._values: Dict[Hashable, Any] = {}
 
-    def get(self, source: Tensor, make: Callable[[], Any], extra: Hashable = None) -> Any:
+    def get(self, source: Union[Tensor, Sequence[Tensor]], make: Callable[[], Any], extra: Hashable = None) -> Any:
         """The value made by ``make()`` for ``source`` and ``extra``, made anew if ``source`` changed since."""
-        if not self.holds(source):
-            self._alias, self._version, self._values = source.detach(), _version(source), {}
+        sources = _sources(source)
+        if not self._holds(sources):
+            self._aliases = tuple(tensor.detach() for tensor in sources)
+            self._versions, self._values = tuple(_version(tensor) for tensor in sources), {}
         if extra not in self._values:
             self._values[extra] = make()
         return self._values[extra]
 
-    def holds(self, source: Tensor) -> bool:
+    def holds(self, source: Union[Tensor, Sequence[Tensor]]) -> bool:
         """Whether the kept values were made from ``source`` as it is now."""
-        alias = self._alias
-        return (alias is not None and alias.data_ptr() == source.data_ptr() and _version(alias) == self._version
-                and _version(source) == self._version and alias.shape == source.shape
-                and alias.stride() == source.stride() and alias.dtype == source.dtype
-                and alias.device == source.device)
+        return self._holds(_sources(source))
+
+    def _holds(self, sources) -> bool:
+        aliases = self._aliases
+        return aliases is not None and len(aliases) == len(sources) and all(
+            _same(alias, version, tensor) for alias, version, tensor in zip(aliases, self._versions, sources))
+
+
+def _sources(source):
+    return (source,) if isinstance(source, Tensor) else tuple(source)
+
+
+def _same(alias: Tensor, version, source: Tensor) -> bool:
+    """Whether ``source`` is, as it is now, the tensor ``alias`` was taken from at ``version``."""
+    return (alias.data_ptr() == source.data_ptr() and _version(alias) == version and _version(source) == version
+            and alias.shape == source.shape and alias.stride() == source.stride() and alias.dtype == source.dtype
+            and alias.device == source.device)
 
 
 def _version(tensor: Tensor):
