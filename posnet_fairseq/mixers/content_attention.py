@@ -54,9 +54,11 @@ from .attention import masked_softmax, real_positions, softmax_masks
 from .base import Mixer
 from .derived_cache import DerivedCache
 from .fused_attention import fused_attention
-from .state_reorder import COPY
+from .state_reorder import COPY, SHARED
 
 PAD_KEY = "prev_key_padding_mask"
+# The decoding state keys of the stacked projection weights and biases (ContentAttention._step_projections).
+JOINED, JOINED_BIAS = "joined_projections", "joined_projection_biases"
 # First size of a DistanceBias's decoding table (as PosNet's folded tables, posnet.FOLD_START); it doubles.
 FOLD_START = 128
 
@@ -203,9 +205,13 @@ class ContentAttention(Mixer):
         if before_softmax:
             raise ValueError(f"{type(self).__name__} does not return pre-softmax logits (before_softmax=True)")
         length, batch, _ = query.shape
-        q = self.split_heads(self.q_proj(query))
-        k = self.split_heads(self.k_proj(key))
-        v = self.split_heads(self.v_proj(value))
+        buffer = None if incremental_state is None else self._get_input_buffer(incremental_state)
+        if buffer is not None and query is key is value and not torch.is_grad_enabled():
+            q, k, v = self._step_projections(query, buffer)
+        else:
+            q = self.split_heads(self.q_proj(query))
+            k = self.split_heads(self.k_proj(key))
+            v = self.split_heads(self.v_proj(value))
         pad = key_padding_mask
         shift_invariant = isinstance(self.position_bias, DistanceBias)
         if incremental_state is None:
@@ -213,7 +219,6 @@ class ContentAttention(Mixer):
             # only: made once per call for every layer (ForwardContext.shared), each launch counting on a GPU.
             query_pos = key_pos = self._positions(pad, batch, length, query.device)
         else:
-            buffer = self._get_input_buffer(incremental_state)
             # Every hypothesis decodes the same steps past .. past + T - 1 (targets are right-padded): their
             # count is the cache's length, known on the host, so no step state is kept, reordered or advanced.
             past = 0 if "prev_key" not in buffer else buffer["prev_key"].size(2)
@@ -253,6 +258,27 @@ class ContentAttention(Mixer):
         else:
             out, weights = fused_attention(q, k, v, bias, masks, self.dropout if self.training else 0.0), None
         return self.merge_heads(out), weights
+
+    def _step_projections(self, x: Tensor, buffer):
+        """q, k, v of a decoding step (B x H x T x d_h), the plain Linear ones among the first (q and k, and v
+        where it is one: PosNet gating's values and int8's quantized layers are not) in one batched product: a
+        step is bound by per-operator overhead (issue 48). Their weights, stacked at a search's first step,
+        are kept in its state (no gradient is taken, so they do not change during the search)."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        count = 0
+        while count < 3 and type(projections[count]) is nn.Linear:
+            count += 1
+        if count < 2:
+            return tuple(self.split_heads(projection(x)) for projection in projections)
+        if JOINED not in buffer:
+            joined = projections[:count]
+            self.keep_state(buffer, JOINED, torch.stack([p.weight.t() for p in joined]), SHARED)  # count x D x D
+            self.keep_state(buffer, JOINED_BIAS, torch.stack([p.bias for p in joined]).unsqueeze(1), SHARED)
+        length, batch, dim = x.shape
+        rows = x.reshape(1, length * batch, dim).expand(count, length * batch, dim)
+        heads = torch.baddbmm(buffer[JOINED_BIAS], rows, buffer[JOINED]).unbind(0)  # each T B x D, contiguous
+        return (*(h.view(length, batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3) for h in heads),
+                *(self.split_heads(projection(x)) for projection in projections[count:]))
 
     def _decoding_bias(self, query_pos, key_pos, keys: int, length: int, device) -> Optional[Tensor]:
         """The position bias of a decoding call's queries over its ``keys`` keys, the same for every sentence
@@ -354,7 +380,7 @@ class ContentAttention(Mixer):
         if bias is not None:
             logits = logits + bias
         probs = masked_softmax(logits, None, masks=masks)
-        dropped = F.dropout(probs, p=self.dropout, training=self.training)
+        dropped = F.dropout(probs, p=self.dropout) if self.training and self.dropout else probs  # else no operator
         return torch.matmul(dropped.to(v.dtype), v), probs
 
 

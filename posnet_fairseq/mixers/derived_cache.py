@@ -14,7 +14,7 @@ A write through ``tensor.data`` bypasses version counting in PyTorch, and so byp
 an in-place write of an inference tensor (made under ``torch.inference_mode``, e.g. a folded table grown while
 decoding in it): such a tensor has no version counter, so only a replacement is noticed.
 """
-from typing import Any, Callable, Dict, Hashable, Sequence, Union
+from typing import Any, Callable, Dict, Hashable, Iterable, Union
 
 from torch import Tensor
 
@@ -24,39 +24,35 @@ class DerivedCache:
     ``extra`` key (e.g. a device and a dtype)."""
 
     def __init__(self):
-        self._aliases = None  # the sources they were made from (detached: same memory, same version counters)
-        self._versions = ()
+        self._aliases = ()  # the sources they were made from (detached: same memory, same version counters)
+        self._signatures = None  # the sources' signatures (_signature) when the values were made
         self._values: Dict[Hashable, Any] = {}
 
-    def get(self, source: Union[Tensor, Sequence[Tensor]], make: Callable[[], Any], extra: Hashable = None) -> Any:
+    def get(self, source: Union[Tensor, Iterable[Tensor]], make: Callable[[], Any], extra: Hashable = None) -> Any:
         """The value made by ``make()`` for ``source`` and ``extra``, made anew if ``source`` changed since."""
         sources = _sources(source)
-        if not self._holds(sources):
+        signatures = tuple(map(_signature, sources))
+        if signatures != self._signatures:
             self._aliases = tuple(tensor.detach() for tensor in sources)
-            self._versions, self._values = tuple(_version(tensor) for tensor in sources), {}
+            self._signatures, self._values = signatures, {}
         if extra not in self._values:
             self._values[extra] = make()
         return self._values[extra]
 
-    def holds(self, source: Union[Tensor, Sequence[Tensor]]) -> bool:
+    def holds(self, source: Union[Tensor, Iterable[Tensor]]) -> bool:
         """Whether the kept values were made from ``source`` as it is now."""
-        return self._holds(_sources(source))
-
-    def _holds(self, sources) -> bool:
-        aliases = self._aliases
-        return aliases is not None and len(aliases) == len(sources) and all(
-            _same(alias, version, tensor) for alias, version, tensor in zip(aliases, self._versions, sources))
+        return tuple(map(_signature, _sources(source))) == self._signatures
 
 
 def _sources(source):
     return (source,) if isinstance(source, Tensor) else tuple(source)
 
 
-def _same(alias: Tensor, version, source: Tensor) -> bool:
-    """Whether ``source`` is, as it is now, the tensor ``alias`` was taken from at ``version``."""
-    return (alias.data_ptr() == source.data_ptr() and _version(alias) == version and _version(source) == version
-            and alias.shape == source.shape and alias.stride() == source.stride() and alias.dtype == source.dtype
-            and alias.device == source.device)
+def _signature(tensor: Tensor):
+    """What tells a tensor from another, and from itself before an in-place write, while an alias of it keeps its
+    memory allocated: its address, version counter, layout, dtype and device (one tuple, compared at once: a
+    decoding step compares those of every source in every layer)."""
+    return tensor.data_ptr(), _version(tensor), tensor.shape, tensor.stride(), tensor.dtype, tensor.device
 
 
 def _version(tensor: Tensor):
