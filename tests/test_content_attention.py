@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from fairseq_testing import build_model
+from fairseq_testing import build_model, step_mixer
 from posnet_fairseq.benchmark.launches import NO_KERNEL
 from posnet_fairseq.mixers.alibi import AlibiAttention
 from posnet_fairseq.mixers.content_attention import FOLD_START, ContentAttention, DistanceBias
@@ -279,13 +279,33 @@ def launching_ops(monkeypatch, arch):
     return op_counts.decoding_step_ops(arch, args)
 
 
-def test_a_decoding_step_of_a_position_scheme_launches_no_more_than_the_transformers(monkeypatch):
+def test_a_decoding_step_of_a_position_scheme_launches_two_fewer_per_layer_than_the_transformers(monkeypatch):
     # Every hypothesis decodes the same step, counted on the host: no step state to reorder and advance, no
-    # key positions; the one-query bias row and RoPE's rotation are views of tables of the steps. (On 86b3aaa,
-    # at tiny size: ALiBi 117, TISA 125, RoPE 124 against the Transformer's 113.)
+    # key positions; the one-query bias row and RoPE's rotation are views of tables of the steps; q, k and v
+    # are one product (ContentAttention._step_projections), two operators fewer per layer. (On 86b3aaa, at
+    # tiny size: ALiBi 117, TISA 125, RoPE 124 against the Transformer's 113; on 80a7eae 113, 121, 116
+    # against 121; now 107, 115, 110.)
     transformer = launching_ops(monkeypatch, "posnet_transformer_tiny")
+    layers = 3  # the tiny decoder's
     for arch in ("alibi_transformer_tiny", "tisa_transformer_tiny", "rope_transformer_tiny"):
-        assert launching_ops(monkeypatch, arch) <= transformer, arch
+        assert launching_ops(monkeypatch, arch) <= transformer - 2 * layers, arch
+
+
+@pytest.mark.parametrize("mixer", ["alibi", "rope", "tisa"])
+def test_a_decoding_step_without_gradients_projects_once_and_decodes_as_with_them(mixer):
+    """The joined projections (kept in the search's state, not reordered) give the separate ones' output."""
+    from posnet_fairseq.mixers.content_attention import JOINED
+
+    model, _ = build_model(["--encoder-self-mixer", mixer, "--decoder-self-mixer", mixer,
+                            "--no-token-positional-embeddings"])
+    attention = model.decoder.layers[0].self_attn.eval()
+    x = torch.randn(5, 3, attention.embed_dim)
+    with torch.no_grad():
+        joined, state = step_mixer(attention, x)
+    separate, _ = step_mixer(attention, x)
+    buffer = attention._get_input_buffer(state)
+    assert buffer[JOINED].shape == (3, attention.embed_dim, attention.embed_dim)
+    torch.testing.assert_close(joined, separate.detach(), atol=1e-6, rtol=1e-5)
 
 
 @pytest.mark.parametrize("causal", [False, True])
