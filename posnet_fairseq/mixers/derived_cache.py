@@ -1,5 +1,5 @@
 """Values made once from tensors and kept until one of them changes (rPosNet's decoding rows, HC-SA's ring weights,
-a distance bias's decoding table, content attention's joined decoding projections).
+a distance bias's decoding table, made from its parameters).
 
 A decoding step reads values derived from a module's tensor (an energy table, the head offsets) that are
 the same at every step, so they are made once. The cache must notice when the tensor changes:
@@ -20,8 +20,8 @@ from torch import Tensor
 
 
 class DerivedCache:
-    """Values made by ``make`` from a source tensor, or from a sequence of them (a module's parameters), one per
-    ``extra`` key (e.g. a device and a dtype)."""
+    """Values made by ``make`` from a source tensor, or from several (a module's parameters), one per ``extra`` key
+    (e.g. a device and a dtype)."""
 
     def __init__(self):
         self._aliases = ()  # the sources they were made from (detached: same memory, same version counters)

@@ -126,9 +126,6 @@ class Rotary(nn.Module):
         # One matrix product in the time-major layout the projections made (split_heads views it): on a GPU
         # one kernel, and one for its gradient, where pairwise arithmetic takes several and casts.
         batch, heads, length, dim = x.shape
-        if length == 1 and rotation.size(1) == 1:  # one step of every sentence: its matrix for the whole batch,
-            # broadcast (no copy of a strided x: a decoding step's queries and keys are views of one product)
-            return torch.bmm(x.squeeze(2), rotation.view(1, dim, dim).expand(batch, dim, dim)).unsqueeze(2)
         rows = x.permute(2, 0, 1, 3)  # T x B x H x d_h
         if rotation.size(1) == 1:  # every sentence at the same positions: one matrix per step
             turned = torch.bmm(rows.reshape(length, batch * heads, dim), rotation.reshape(length, dim, dim))
