@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from fairseq_testing import build_model
+from fairseq_testing import build_model, step_mixer
 from posnet_fairseq.benchmark.launches import NO_KERNEL
 from posnet_fairseq.mixers.alibi import AlibiAttention
 from posnet_fairseq.mixers.content_attention import FOLD_START, ContentAttention, DistanceBias
@@ -169,21 +169,30 @@ def test_the_posnet_gating_wraps_a_scheme():
 
 
 def test_a_folded_decoding_row_is_the_profile_also_past_the_first_table():
-    """After make_generation_fast_, a decoding step's bias row comes from a table that doubles as the prefix grows."""
+    """After make_generation_fast_, a decoding step's bias row comes from a table that doubles as the prefix grows,
+    and that follows the parameters (derived_cache.py): an in-place write after the first step makes it anew."""
     from posnet_fairseq.mixers.content_attention import FOLD_START
     from posnet_fairseq.mixers.tisa import TisaScorer
 
     torch.manual_seed(0)
     scorer = TisaScorer(4, 3).eval()
     scorer.make_generation_fast_()
+
+    def profile_row(reach):
+        return scorer.profile(torch.arange(1 - reach, 1))[None, :, None, :]
+
     for reach in (1, 5, FOLD_START, FOLD_START + 1, 3 * FOLD_START):
-        expected = scorer.profile(torch.arange(1 - reach, 1))
-        assert torch.allclose(scorer.decoding_row(reach, "cpu"), expected, atol=1e-6, rtol=1e-6)
-    assert scorer.decoding_table.size(1) == 4 * FOLD_START  # doubled twice: 129 needed 2 N, 3 N needed 4 N
+        assert torch.allclose(scorer.decoding_row(reach, "cpu"), profile_row(reach), atol=1e-6, rtol=1e-6)
+    # doubled twice: 129 needed 2 N, 3 N needed 4 N (4 heads of fp32)
+    assert scorer.decoding_row(3 * FOLD_START, "cpu").untyped_storage().nbytes() == 4 * 4 * FOLD_START * 4
+    assert scorer.decoding_row(5, "cpu") is scorer.decoding_row(5, "cpu")  # a step's row is a view made once
+    with torch.no_grad():
+        scorer.amplitudes.mul_(2)  # as load_state_dict writes a checkpoint into the parameters
+    assert torch.allclose(scorer.decoding_row(5, "cpu"), profile_row(5), atol=1e-6, rtol=1e-6)
     scorer.train()  # a training-mode row is computed from the parameters, not read from the table
     with torch.no_grad():
         scorer.amplitudes.mul_(2)
-    assert torch.allclose(scorer.decoding_row(5, "cpu"), scorer.profile(torch.arange(-4, 1)))
+    assert torch.allclose(scorer.decoding_row(5, "cpu"), profile_row(5))
 
 
 def test_the_forward_context_makes_a_shared_value_once_per_call_and_anchor():
@@ -270,13 +279,33 @@ def launching_ops(monkeypatch, arch):
     return op_counts.decoding_step_ops(arch, args)
 
 
-def test_a_decoding_step_of_a_position_scheme_launches_no_more_than_the_transformers(monkeypatch):
+def test_a_decoding_step_of_a_position_scheme_launches_two_fewer_per_layer_than_the_transformers(monkeypatch):
     # Every hypothesis decodes the same step, counted on the host: no step state to reorder and advance, no
-    # key positions; the one-query bias row and RoPE's rotation are views of tables of the steps. (On 86b3aaa,
-    # at tiny size: ALiBi 117, TISA 125, RoPE 124 against the Transformer's 113.)
+    # key positions; the one-query bias row and RoPE's rotation are views of tables of the steps; q, k and v
+    # are one product (ContentAttention._step_projections), two operators fewer per layer. (On 86b3aaa, at
+    # tiny size: ALiBi 117, TISA 125, RoPE 124 against the Transformer's 113; on 80a7eae 113, 121, 116
+    # against 121; now 107, 115, 110.)
     transformer = launching_ops(monkeypatch, "posnet_transformer_tiny")
+    layers = 3  # the tiny decoder's
     for arch in ("alibi_transformer_tiny", "tisa_transformer_tiny", "rope_transformer_tiny"):
-        assert launching_ops(monkeypatch, arch) <= transformer, arch
+        assert launching_ops(monkeypatch, arch) <= transformer - 2 * layers, arch
+
+
+@pytest.mark.parametrize("mixer", ["alibi", "rope", "tisa"])
+def test_a_decoding_step_without_gradients_projects_once_and_decodes_as_with_them(mixer):
+    """The joined projections (kept in the search's state, not reordered) give the separate ones' output."""
+    from posnet_fairseq.mixers.content_attention import JOINED
+
+    model, _ = build_model(["--encoder-self-mixer", mixer, "--decoder-self-mixer", mixer,
+                            "--no-token-positional-embeddings"])
+    attention = model.decoder.layers[0].self_attn.eval()
+    x = torch.randn(5, 3, attention.embed_dim)
+    with torch.no_grad():
+        joined, state = step_mixer(attention, x)
+    separate, _ = step_mixer(attention, x)
+    buffer = attention._get_input_buffer(state)
+    assert buffer[JOINED].shape == (3, attention.embed_dim, attention.embed_dim)
+    torch.testing.assert_close(joined, separate.detach(), atol=1e-6, rtol=1e-5)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -44,6 +44,17 @@ def test_a_module_conversion_that_swaps_a_parameters_data_makes_the_value_anew()
     assert cache.get(weight, lambda: 1.0) == 1.0
 
 
+def test_a_value_made_from_several_tensors_is_made_anew_when_any_of_them_changes():
+    module = torch.nn.Linear(3, 2)
+    cache, sources = DerivedCache(), tuple(module.parameters())
+    assert cache.get(sources, lambda: 1.0) == cache.get(sources, lambda: 2.0) == 1.0
+    with torch.no_grad():
+        module.bias.add_(1.0)  # the second source only
+    assert not cache.holds(sources) and cache.get(sources, lambda: 3.0) == 3.0
+    assert not cache.holds(sources[:1])  # another set of sources
+    assert DerivedCache().get((), lambda: 4.0) == 4.0  # no source (a bias without parameters): kept for good
+
+
 def test_hc_gaussian_ring_weights_follow_an_in_place_write_of_the_offsets():
     """A dict keyed by (device, dtype) alone would keep the weights of the old offsets."""
     mixer = HardCodedSelfAttention(16, 2, [-1.0, 0.0], 1.0, "gaussian", False, True, max_length=64).eval()

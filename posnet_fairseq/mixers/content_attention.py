@@ -52,10 +52,13 @@ from torch import Tensor, nn
 from .. import families
 from .attention import masked_softmax, real_positions, softmax_masks
 from .base import Mixer
+from .derived_cache import DerivedCache
 from .fused_attention import fused_attention
-from .state_reorder import COPY
+from .state_reorder import COPY, SHARED
 
 PAD_KEY = "prev_key_padding_mask"
+# The decoding state keys of the stacked projection weights and biases (ContentAttention._step_projections).
+JOINED, JOINED_BIAS = "joined_projections", "joined_projection_biases"
 # First size of a DistanceBias's decoding table (as PosNet's folded tables, posnet.FOLD_START); it doubles.
 FOLD_START = 128
 
@@ -70,9 +73,11 @@ class DistanceBias(nn.Module):
     parameters, so its bias is the same in every layer of a call.
 
     After ``make_generation_fast_`` (fairseq-generate), a decoding step in eval
-    mode reads its row from a table of the profile at distances 1 - N .. 0,
-    made at the first step and doubled when a longer prefix needs it, instead
-    of evaluating the profile in every layer at every step.
+    mode reads its row from a table of the profile at distances 1 - N .. 0
+    (N = ``FOLD_START`` doubled until the prefix fits), made at the first step
+    that needs it, instead of evaluating the profile in every layer at every
+    step. The table follows the profile's parameters (``derived_cache.py``):
+    a load or a conversion after the first step makes it anew.
     """
 
     FIXED = False
@@ -83,8 +88,8 @@ class DistanceBias(nn.Module):
     def __init__(self):
         super().__init__()
         self.folded = False
-        # The profile at distances 1 - N .. 0 (H x N, fp32): a plain attribute, made on the device of its step.
-        self.decoding_table = None
+        # (N, device) -> the decoding table and its rows by reach (decoding_row), made from the parameters.
+        self.decoding_tables = DerivedCache()
 
     def profile(self, distances: Tensor) -> Tensor:
         """H x N fp32 biases at the N distances j - i (a 1-D long tensor)."""
@@ -92,18 +97,23 @@ class DistanceBias(nn.Module):
 
     def make_generation_fast_(self, **kwargs):
         self.folded = True
-        self.decoding_table = None
 
     def decoding_row(self, reach: int, device) -> Tensor:
-        """The bias of one query at position ``reach`` - 1 over keys 0 .. reach - 1: H x reach."""
+        """The bias of one query at position ``reach`` - 1 over keys 0 .. reach - 1: 1 x H x 1 x reach."""
         if not (self.folded and not self.training):
-            return self.profile(torch.arange(1 - reach, 1, device=device))
-        table = self.decoding_table
-        if table is None or table.size(1) < reach or table.device != torch.device(device):
-            size = max(reach, FOLD_START if table is None else 2 * table.size(1))
-            with torch.no_grad():
-                table = self.decoding_table = self.profile(torch.arange(1 - size, 1, device=device))
-        return table[:, table.size(1) - reach:]
+            return self.profile(torch.arange(1 - reach, 1, device=device))[None, :, None, :]
+        size = FOLD_START << ((reach - 1) // FOLD_START).bit_length()  # the least N = FOLD_START 2^k >= reach
+        table, rows = self.decoding_tables.get(tuple(self.parameters()), lambda: self._decoding_table(size, device),
+                                               (size, device))
+        row = rows.get(reach)
+        if row is None:  # each reach's view made once: a decoding step's row is no operator
+            row = rows[reach] = table[..., size - reach:]
+        return row
+
+    def _decoding_table(self, size: int, device):
+        """(the profile at distances 1 - ``size`` .. 0 as 1 x H x 1 x size, {reach: its row}) for decoding_row."""
+        with torch.no_grad():
+            return self.profile(torch.arange(1 - size, 1, device=device))[None, :, None, :], {}
 
     @staticmethod
     def distance_index(length: int, device):
@@ -195,9 +205,13 @@ class ContentAttention(Mixer):
         if before_softmax:
             raise ValueError(f"{type(self).__name__} does not return pre-softmax logits (before_softmax=True)")
         length, batch, _ = query.shape
-        q = self.split_heads(self.q_proj(query))
-        k = self.split_heads(self.k_proj(key))
-        v = self.split_heads(self.v_proj(value))
+        buffer = None if incremental_state is None else self._get_input_buffer(incremental_state)
+        if buffer is not None and query is key is value and not torch.is_grad_enabled():
+            q, k, v = self._step_projections(query, buffer)
+        else:
+            q = self.split_heads(self.q_proj(query))
+            k = self.split_heads(self.k_proj(key))
+            v = self.split_heads(self.v_proj(value))
         pad = key_padding_mask
         shift_invariant = isinstance(self.position_bias, DistanceBias)
         if incremental_state is None:
@@ -205,7 +219,6 @@ class ContentAttention(Mixer):
             # only: made once per call for every layer (ForwardContext.shared), each launch counting on a GPU.
             query_pos = key_pos = self._positions(pad, batch, length, query.device)
         else:
-            buffer = self._get_input_buffer(incremental_state)
             # Every hypothesis decodes the same steps past .. past + T - 1 (targets are right-padded): their
             # count is the cache's length, known on the host, so no step state is kept, reordered or advanced.
             past = 0 if "prev_key" not in buffer else buffer["prev_key"].size(2)
@@ -246,6 +259,27 @@ class ContentAttention(Mixer):
             out, weights = fused_attention(q, k, v, bias, masks, self.dropout if self.training else 0.0), None
         return self.merge_heads(out), weights
 
+    def _step_projections(self, x: Tensor, buffer):
+        """q, k, v of a decoding step (B x H x T x d_h), the plain Linear ones among the first (q and k, and v
+        where it is one: PosNet gating's values and int8's quantized layers are not) in one batched product: a
+        step is bound by per-operator overhead (issue 48). Their weights, stacked at a search's first step,
+        are kept in its state (no gradient is taken, so they do not change during the search)."""
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        count = 0
+        while count < 3 and type(projections[count]) is nn.Linear:
+            count += 1
+        if count < 2:
+            return tuple(self.split_heads(projection(x)) for projection in projections)
+        if JOINED not in buffer:
+            joined = projections[:count]
+            self.keep_state(buffer, JOINED, torch.stack([p.weight.t() for p in joined]), SHARED)  # count x D x D
+            self.keep_state(buffer, JOINED_BIAS, torch.stack([p.bias for p in joined]).unsqueeze(1), SHARED)
+        length, batch, dim = x.shape
+        rows = x.reshape(1, length * batch, dim).expand(count, length * batch, dim)
+        heads = torch.baddbmm(buffer[JOINED_BIAS], rows, buffer[JOINED]).unbind(0)  # each T B x D, contiguous
+        return (*(h.view(length, batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3) for h in heads),
+                *(self.split_heads(projection(x)) for projection in projections[count:]))
+
     def _decoding_bias(self, query_pos, key_pos, keys: int, length: int, device) -> Optional[Tensor]:
         """The position bias of a decoding call's queries over its ``keys`` keys, the same for every sentence
         (1 x H x T x S), or None."""
@@ -253,7 +287,7 @@ class ContentAttention(Mixer):
             return None
         if isinstance(self.position_bias, DistanceBias) and length == 1:
             # One query at position S - 1: the profile at distances 1 - S .. 0, a view of the folded table.
-            return self.position_bias.decoding_row(keys, device)[None, :, None, :]
+            return self.position_bias.decoding_row(keys, device)
         return self.position_bias(query_pos, key_pos)
 
     def _columns(self, incremental_state, start: int, length: int, device) -> Tensor:
@@ -346,7 +380,7 @@ class ContentAttention(Mixer):
         if bias is not None:
             logits = logits + bias
         probs = masked_softmax(logits, None, masks=masks)
-        dropped = F.dropout(probs, p=self.dropout, training=self.training)
+        dropped = F.dropout(probs, p=self.dropout) if self.training and self.dropout else probs  # else no operator
         return torch.matmul(dropped.to(v.dtype), v), probs
 
 

@@ -1,4 +1,5 @@
-"""Values made once from a tensor and kept until that tensor changes (rPosNet's decoding rows, HC-SA's ring weights).
+"""Values made once from tensors and kept until one of them changes (rPosNet's decoding rows, HC-SA's ring weights,
+a distance bias's decoding table, made from its parameters).
 
 A decoding step reads values derived from a module's tensor (an energy table, the head offsets) that are
 the same at every step, so they are made once. The cache must notice when the tensor changes:
@@ -13,34 +14,45 @@ A write through ``tensor.data`` bypasses version counting in PyTorch, and so byp
 an in-place write of an inference tensor (made under ``torch.inference_mode``, e.g. a folded table grown while
 decoding in it): such a tensor has no version counter, so only a replacement is noticed.
 """
-from typing import Any, Callable, Dict, Hashable
+from typing import Any, Callable, Dict, Hashable, Iterable, Union
 
 from torch import Tensor
 
 
 class DerivedCache:
-    """Values made from one source tensor by ``make``, one per ``extra`` key (e.g. a device and a dtype)."""
+    """Values made by ``make`` from a source tensor, or from several (a module's parameters), one per ``extra`` key
+    (e.g. a device and a dtype)."""
 
     def __init__(self):
-        self._alias = None  # the source it was made from (detached: same memory, same version counter)
-        self._version = -1
+        self._aliases = ()  # the sources they were made from (detached: same memory, same version counters)
+        self._signatures = None  # the sources' signatures (_signature) when the values were made
         self._values: Dict[Hashable, Any] = {}
 
-    def get(self, source: Tensor, make: Callable[[], Any], extra: Hashable = None) -> Any:
+    def get(self, source: Union[Tensor, Iterable[Tensor]], make: Callable[[], Any], extra: Hashable = None) -> Any:
         """The value made by ``make()`` for ``source`` and ``extra``, made anew if ``source`` changed since."""
-        if not self.holds(source):
-            self._alias, self._version, self._values = source.detach(), _version(source), {}
+        sources = _sources(source)
+        signatures = tuple(map(_signature, sources))
+        if signatures != self._signatures:
+            self._aliases = tuple(tensor.detach() for tensor in sources)
+            self._signatures, self._values = signatures, {}
         if extra not in self._values:
             self._values[extra] = make()
         return self._values[extra]
 
-    def holds(self, source: Tensor) -> bool:
+    def holds(self, source: Union[Tensor, Iterable[Tensor]]) -> bool:
         """Whether the kept values were made from ``source`` as it is now."""
-        alias = self._alias
-        return (alias is not None and alias.data_ptr() == source.data_ptr() and _version(alias) == self._version
-                and _version(source) == self._version and alias.shape == source.shape
-                and alias.stride() == source.stride() and alias.dtype == source.dtype
-                and alias.device == source.device)
+        return tuple(map(_signature, _sources(source))) == self._signatures
+
+
+def _sources(source):
+    return (source,) if isinstance(source, Tensor) else tuple(source)
+
+
+def _signature(tensor: Tensor):
+    """What tells a tensor from another, and from itself before an in-place write, while an alias of it keeps its
+    memory allocated: its address, version counter, layout, dtype and device (one tuple, compared at once: a
+    decoding step compares those of every source in every layer)."""
+    return tensor.data_ptr(), _version(tensor), tensor.shape, tensor.stride(), tensor.dtype, tensor.device
 
 
 def _version(tensor: Tensor):

@@ -66,6 +66,7 @@ class Rotary(nn.Module):
         # The rotation at the steps 0 .. N - 1 of every sentence, for decoding (decoding_rotation): a plain
         # attribute, on the device and in the dtype of the step that made it.
         self.decoding_table = None
+        self._decoding_views = {}  # (start, length) -> its view of the table
 
     def frequencies(self, device, s=None) -> Tensor:
         """theta_i, i = 1..d/2 (Eq. 15), changed by the inference-time scaling if any (``rope_scaling.py``;
@@ -114,8 +115,11 @@ class Rotary(nn.Module):
             with torch.no_grad():
                 table = self.decoding_table = self.rotation(torch.arange(size, device=device)[None], device,
                                                             dtype=dtype)
-            time = table.dim() - 4
-        return table.narrow(time, start, length)
+            time, self._decoding_views = table.dim() - 4, {}
+        view = self._decoding_views.get((start, length))
+        if view is None:  # each block's view made once: a decoding step's rotation is no operator
+            view = self._decoding_views[start, length] = table.narrow(time, start, length)
+        return view
 
     def rotate(self, x: Tensor, rotation: Tensor) -> Tensor:
         """R^d_{Theta,m} x (Eq. 34) for B x H x T x d_h vectors, given :meth:`rotation` of their positions."""
