@@ -69,8 +69,9 @@ def layer_energies(mixer, positions: Tensor, bound: int, pad, masks, dtype=None)
 
     group = ("posnet_layer_energies", mixer.side_group, length)
     energies = mixer.shared(group, every_layer, pad)
-    if dtype is None:
-        return mixer.shared((*group, None), lambda: energies.unbind(1), pad)[mixer.layer]
+    if dtype is None:  # the hidden keys at -inf once for every layer (B x 1 x 1 x T x T masks), as MaskedBias does
+        return mixer.shared((*group, None), lambda: (energies if masks[0] is None else energies.masked_fill(
+            masks[0].unsqueeze(1), float("-inf"))).unbind(1), pad)[mixer.layer]
     # (the mask has the batch of the energies and the masks broadcast: a causal side's masks are B-sized)
     return mixer.shared((*group, dtype), lambda: MaskedBias.apply(energies.flatten(1, 2), masks[0], dtype).unflatten(
         1, energies.shape[1:3]).unbind(1), pad)[mixer.layer]
@@ -78,14 +79,15 @@ def layer_energies(mixer, positions: Tensor, bound: int, pad, masks, dtype=None)
 
 def teacher_forced_self(mixer, pad, batch: int, length: int, device, dtype=None):
     """Energies (with ``dtype``: fused attention's mask of them in that dtype) and softmax masks of a
-    teacher-forced self-attention call of ``mixer``: positions, bound, index grids and masks made once per call
-    for every layer (Mixer.shared), in training the energies too (:func:`layer_energies`); the bound read from
-    the device only where a pad is masked."""
+    teacher-forced self-attention call of ``mixer``: positions, index grids and masks made once per call for
+    every layer (Mixer.shared), in training the energies too, already masked (:func:`layer_energies`: the
+    masks returned then hide nothing more). The positions are bounded by the length, not by their largest
+    (the batch's longest sentence has no pad: the same bound), which is never read from the device: a read
+    would stall a GPU's queue once per side and step."""
     positions = mixer.shared(("positions", length), lambda: real_positions(pad, batch, length, device), pad)
-    bound = mixer.shared(("bound", length), lambda: length if pad is None else int(positions.max()) + 1, pad)
     masks = mixer.shared(("posnet_softmax_masks", length, mixer.causal), lambda: softmax_masks(
         invalid_keys(pad, mixer.causal, None, batch, length, length, device), pad is not None), pad)
     if mixer.training and len(mixer.side_layers) > 1 and mixer.forward_context.in_call:
-        return layer_energies(mixer, positions, bound, pad, masks, dtype), masks
-    energy = mixer.energies(positions, positions, 0, bound, bound, shared=True, pad=pad, plain=pad is None)
+        return layer_energies(mixer, positions, length, pad, masks, dtype), (None, masks[1])
+    energy = mixer.energies(positions, positions, 0, length, length, shared=True, pad=pad, plain=pad is None)
     return energy if dtype is None else MaskedBias.apply(energy, masks[0], dtype), masks
