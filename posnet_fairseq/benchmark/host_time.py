@@ -3,13 +3,15 @@
 A base model's GPU step at the batches of issue 48 is bound by the time the CPU needs to issue its kernels
 (Python, autograd, the dispatcher), not by their count alone: on the H200 rPosNet launched 1.02x the
 Transformer's kernels per training step and trained at 0.85x its speed (docs/benchmarks.md, "Host time"). At
-toy shapes the CPU's arithmetic is negligible, and a step's wall time is that issue time. For each arch this
+toy shapes the CPU's arithmetic is negligible, and a step's CPU time is that issue time. For each arch this
 times, on one thread in fp32, the training step and the incremental decoding step that :mod:`.op_counts`
 counts, at the arch's depth and heads but ``HEAD_WIDTH`` columns per head (at the presets' own widths the
 CPU's arithmetic, Adam's above all, is most of a step), ``BATCH`` sentences of ``LENGTH`` tokens, a
 vocabulary of ``VOCAB``: the median over ``repeats`` warm repetitions, in each of ``rounds`` rounds that
-alternate the archs, then the median over the rounds. Adam runs its multi-tensor implementation, as torch
-runs it on CUDA parameters.
+alternate the archs, then the median over the rounds. A step is timed by the CPU time of its thread, not by
+the wall clock: on a shared machine the wall clock adds the waits for a core, which swung one arch's median
+2x between runs at a load of 4-5 on 2 cores. Adam runs its multi-tensor implementation, as torch runs it on
+CUDA parameters.
 """
 import os
 import statistics
@@ -58,12 +60,12 @@ def decoding_step(arch, beam, model_flags=()):
 
 
 def timed(step, prepare=None):
-    """Wall seconds of one ``step()`` (after ``prepare()``, untimed)."""
+    """CPU seconds of this thread in one ``step()`` (after ``prepare()``, untimed)."""
     if prepare is not None:
         prepare()
-    start = time.perf_counter()
+    start = time.thread_time()
     step()
-    return time.perf_counter() - start
+    return time.thread_time() - start
 
 
 def measure(archs, beam, model_flags=(), rounds=3, repeats=10):
@@ -94,7 +96,7 @@ def header(rounds, repeats, beam):
     """The one line that says what the host-time columns proxy, how they were measured and under what load."""
     load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
     return (f"# host time per step, the proxy of a launch-bound GPU step's CPU issue time (benchmark/host_time.py): "
-            f"median wall ms on one CPU thread, fp32, at each arch's depth and heads, {HEAD_WIDTH} columns per head, "
+            f"median CPU ms of the one thread (thread time), fp32, at each arch's depth and heads, {HEAD_WIDTH} columns per head, "
             f"training {BATCH} x {LENGTH} tokens, decoding step at position {LENGTH - 1} of {BATCH} x beam {beam} "
             f"({LENGTH} source tokens), vocab {VOCAB}; {rounds} rounds of {repeats} repetitions, the archs "
             f"alternating; speed / Transformer = the Transformer's ms over the arch's; load average {load} "

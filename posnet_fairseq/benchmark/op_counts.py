@@ -46,8 +46,9 @@ import argparse
 import torch
 
 from . import host_time, resolve
-from .launches import launching
 from .decoding_step import DecodingStep
+from .launches import launching
+from .measurements import ratio
 from .training_step import TrainingStep
 
 
@@ -127,14 +128,11 @@ def columns(args):
     """(key, column, ratio column, the ratio of a value to the baseline's) of the table, in order: the counts
     (ratio: the count over the Transformer's), then the host times (ratio: the speed, the Transformer's ms over
     the arch's)."""
-    def counted_ratio(value, base):
-        return value / base
-
-    cols = [("decode", "decoding step", "decoding / Transformer", counted_ratio),
-            ("train", "training step", "training / Transformer", counted_ratio)]
+    cols = [("decode", "decoding step", "decoding / Transformer", ratio),
+            ("train", "training step", "training / Transformer", ratio)]
     if args.device == "cpu":
-        cols[1:1] = [("decode launches", "decoding launches", "decoding launches / Transformer", counted_ratio)]
-        cols.append(("train launches", "training launches", "training launches / Transformer", counted_ratio))
+        cols[1:1] = [("decode launches", "decoding launches", "decoding launches / Transformer", ratio)]
+        cols.append(("train launches", "training launches", "training launches / Transformer", ratio))
         if args.host_rounds:
             cols += [("train ms", "training host ms", "training speed / Transformer", host_time.speed_ratio),
                      ("decode ms", "decoding host ms", "decoding speed / Transformer", host_time.speed_ratio)]
@@ -163,7 +161,7 @@ def table(archs, counts, args):
         lines.append(host_time.header(args.host_rounds, args.host_repeats, args.beam))
     lines += [
         "",
-        "| arch | " + " | ".join(f"{name} | {ratio}" for _, name, ratio, _ in cols) + " |",
+        "| arch | " + " | ".join(f"{name} | {against}" for _, name, against, _ in cols) + " |",
         "|---|" + "---:|---:|" * len(cols),
     ]
     for arch in archs:

@@ -26,9 +26,9 @@ from .fused_attention import MaskedBias
 def heads_product(queries: Tensor, keys: Tensor, heads: int, scale: float) -> Tensor:
     """(L H) x n x m energies ``scale`` <q_n, k_m>_h of every layer and head, from L x n x D queries and
     L x m x D keys, in one batched product over the layers' heads: the queries and the keys each copied once
-    into that (L H)-major layout (where a block-diagonal product of each layer's keys with all its queries
-    spares the copies, it runs H times the FLOPs and builds the blocks with two operators of its own: on the
-    CPU, at toy shapes, 4 times the host time of this one forward and 1.5 times backward, issue 48)."""
+    into that (L H)-major layout. (A block-diagonal product of each layer's keys with all its queries spares
+    the copies but runs H times the FLOPs and builds its blocks with two operators of its own: more host time
+    forward and backward, issue 48.)"""
     layers, n, dim = queries.shape
     width = dim // heads
     q = queries.view(layers, n, heads, width).transpose(1, 2).reshape(layers * heads, n, width)
