@@ -9,10 +9,10 @@ import types
 import pytest
 import torch
 
-from posnet_fairseq.benchmark import launches, op_counts
+from posnet_fairseq.benchmark import host_time, launches, op_counts
 
 TINY = ["--size", "tiny", "--vocab", "64", "--batch-size", "2", "--train-batch", "2", "--train-length", "8",
-        "--source-length", "8", "--step", "4"]
+        "--source-length", "8", "--step", "4", "--host-rounds", "0"]
 
 
 def _args(*extra):
@@ -146,8 +146,74 @@ def test_a_cuda_profile_without_kernels_is_an_error():
 @pytest.mark.parametrize("argv, message", [
     (["--step", "0"], "--step 0: give a whole number >= 1"),
     (["--batch-size", "-1"], "--batch-size -1: give a whole number >= 1"),
+    (["--host-rounds", "-1"], "--host-rounds -1: give a whole number >= 0"),
+    (["--host-repeats", "0"], "--host-repeats 0: give a whole number >= 1"),
 ])
 def test_bad_options_are_refused_naming_the_flag(argv, message, capsys):
     with pytest.raises(SystemExit):
         op_counts.parse_args(argv)
     assert message in capsys.readouterr().err
+
+
+def _table_rows(text):
+    rows = [line.strip("|").split("|") for line in text.splitlines() if line.startswith("| ")]
+    header = [h.strip() for h in rows[0]]
+    return {row[0].strip(): dict(zip(header, (c.strip() for c in row))) for row in rows[1:]}
+
+
+def test_host_times_are_printed_in_ms_beside_the_counts_with_the_speed_against_the_transformer(monkeypatch):
+    # The timings are given (a slow machine changes them, not the arithmetic): a step taking twice the
+    # Transformer's time runs at 0.50x its speed.
+    times = {"posnet_transformer_tiny": {"train ms": 20.0, "decode ms": 4.0},
+             "rposnet_transformer_tiny": {"train ms": 25.0, "decode ms": 2.0}}
+    seen = {}
+
+    def measure(archs, beam, model_flags, rounds, repeats):
+        seen.update(archs=archs, rounds=rounds, repeats=repeats)
+        return {arch: dict(times[arch]) for arch in archs}
+
+    monkeypatch.setattr(host_time, "measure", measure)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        op_counts.main([*TINY, "--archs", "transformer,rposnet_transformer", "--host-rounds", "2",
+                        "--host-repeats", "3"])
+    assert seen == {"archs": list(times), "rounds": 2, "repeats": 3}
+    table = _table_rows(out.getvalue())
+    base, rposnet = table["posnet_transformer_tiny"], table["rposnet_transformer_tiny"]
+    assert (rposnet["training host ms"], rposnet["training speed / Transformer"]) == ("25.00", "0.80x")
+    assert (rposnet["decoding host ms"], rposnet["decoding speed / Transformer"]) == ("2.00", "2.00x")
+    assert base["training speed / Transformer"] == base["decoding speed / Transformer"] == "1.00x"
+    assert rposnet["training / Transformer"] == f"{int(rposnet['training step']) / int(base['training step']):.2f}x"
+    header = [line for line in out.getvalue().splitlines() if line.startswith("# host time")]
+    assert len(header) == 1 and "CPU issue time" in header[0] and "load average" in header[0]
+    assert "2 rounds of 3 repetitions" in header[0]
+
+
+def test_without_host_rounds_the_table_has_no_host_columns():
+    cols = [name for _, name, _, _ in op_counts.columns(_args())]
+    assert cols == ["decoding step", "decoding launches", "training step", "training launches"]
+    assert "training host ms" in [name for _, name, _, _ in op_counts.columns(_args("--host-rounds", "1"))]
+
+
+def test_the_speed_ratio_is_the_transformers_time_over_the_archs():
+    assert host_time.speed_ratio(25.0, 20.0) == 0.8
+    assert host_time.speed_ratio(10.0, 20.0) == 2.0
+
+
+def test_the_proxy_keeps_the_archs_depth_and_heads_and_narrows_the_width():
+    flags = host_time.narrow_flags("rposnet_transformer_base", ["--decoder-layers", "2"])
+    from posnet_fairseq.benchmark.training_step import parse_train_args
+
+    args = parse_train_args(["--arch", "rposnet_transformer_base", *flags])
+    assert (args.encoder_layers, args.decoder_layers, args.encoder_attention_heads) == (6, 2, 8)
+    assert (args.encoder_embed_dim, args.decoder_embed_dim) == (8 * host_time.HEAD_WIDTH,) * 2
+    assert args.encoder_ffn_embed_dim == args.decoder_ffn_embed_dim == 4 * 8 * host_time.HEAD_WIDTH
+
+
+def test_the_host_time_of_every_step_is_measured_for_every_arch():
+    archs = ["posnet_transformer_tiny", "aposnet_transformer_tiny"]
+    threads = torch.get_num_threads()
+    times = host_time.measure(archs, beam=2, rounds=2, repeats=1)
+    assert list(times) == archs
+    assert all(set(t) == {"train ms", "decode ms"} and min(t.values()) > 0 for t in times.values())
+    assert torch.get_num_threads() == threads  # one thread while timing only

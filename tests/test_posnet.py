@@ -243,7 +243,7 @@ def encoder_step(model, src, lengths):
 @pytest.mark.parametrize("fused", [False, True], ids=["explicit", "fused"])
 def test_the_layers_of_a_call_share_their_position_work_with_the_outputs_and_gradients_of_their_own(
         monkeypatch, arch, fused):
-    """Positions, their bound, index grids, masks, rPosNet's LayerNorm'd positions and in training the layers'
+    """Positions, index grids, masks, rPosNet's LayerNorm'd positions and in training the layers'
     energies (issue 48; posnet_layers.py), with fused attention their mask, are made once per call for every
     layer; without dropout, the encoder's output and every gradient are those of each layer making its own."""
     from posnet_fairseq.mixers.posnet import PositionAttention
@@ -271,6 +271,28 @@ def test_the_layers_of_a_call_share_their_position_work_with_the_outputs_and_gra
     for name, grad in grads.items():  # fp32 rounding of sums in another order, relative to the gradient's size
         expected = own_grads[name]
         torch.testing.assert_close(grad, expected, atol=1e-5 + 1e-6 * float(expected.abs().max()), rtol=1.3e-6)
+
+
+@pytest.mark.parametrize("arch", ["rposnet_transformer_tiny", "aposnet_transformer_tiny"])
+@pytest.mark.parametrize("causal", [False, True], ids=["encoder", "decoder"])
+def test_a_padded_training_call_of_the_layers_reads_nothing_from_the_device(arch, causal):
+    """Issue 48: a read of a device tensor's value (``int(tensor)``, ``.item()``) stalls a GPU's queue, and a
+    launch-bound step then waits for all of it. The layers of a padded teacher-forced training call read none:
+    their positions are bounded by the length, which the host knows (on main before, one read per side)."""
+    from posnet_fairseq.benchmark.launches import HOST_READS
+    from posnet_fairseq.mixers.posnet import PositionAttention
+
+    model, _ = build_model(["--dropout", "0"], arch=arch)
+    side = model.decoder if causal else model.encoder
+    mixers = [m for m in side.modules() if isinstance(m, PositionAttention) and not m.site.cross]
+    model.train()
+    x = torch.randn(5, 2, mixers[0].embed_dim)
+    pad = torch.tensor([[False] * 5, [True, False, False, False, False]])  # left-padded, as fairseq pads sources
+    pad = pad.flip(1) if causal else pad  # right-padded, as fairseq pads targets
+    with side.forward_context.call(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
+        sum(mixer(x, x, x, key_padding_mask=pad)[0].sum() for mixer in mixers).backward()
+    assert len(mixers) == 2 and mixers[0].side_layers == mixers
+    assert not {event.name for event in p.events()} & HOST_READS
 
 
 @pytest.mark.parametrize("arch", ["rposnet_transformer_tiny", "aposnet_transformer_tiny"])

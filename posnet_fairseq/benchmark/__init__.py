@@ -14,6 +14,11 @@ Measuring (shared with ``posnet-compare``):
 * :mod:`.op_counts` - operators per incremental decoding step and per
   training step (CUDA kernels on a GPU, leaf aten operators on the CPU), from
   torch.profiler: the per-step overhead a base model's GPU step is bound by
+* :mod:`.host_time` - wall time per training and decoding step at toy shapes
+  on one CPU thread: the proxy of a launch-bound GPU step's CPU issue time,
+  printed by :mod:`.op_counts`
+* :mod:`.decoding_step` - one incremental beam-search decoding step as
+  fairseq's ``SequenceGenerator`` runs it (counted and timed)
 
 Command lines (``python -m posnet_fairseq.benchmark.<name>``; each measures the
 Transformer in the same run and prints ratios against it):

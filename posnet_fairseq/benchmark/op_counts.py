@@ -15,7 +15,8 @@ architecture this counts, with ``torch.profiler``:
 * ``training step``: one :class:`.training_step.TrainingStep` (forward, loss,
   backward, Adam) after an unprofiled one (the first builds Adam's state);
 
-each as a ratio to the first arch's (the Transformer). What is counted:
+(:class:`.decoding_step.DecodingStep`, :class:`.training_step.TrainingStep`) each as a ratio to the first
+arch's (the Transformer). What is counted:
 
 * on CUDA, the GPU kernels (the profiler's CUDA events, copies and fills
   included, as each is a launch);
@@ -30,6 +31,10 @@ each as a ratio to the first arch's (the Transformer). What is counted:
   (foreach) implementation, which torch picks for CUDA parameters and not for
   the CPU's.
 
+On the CPU the table also gives each arch's host time per training and decoding step at toy shapes
+(:mod:`.host_time`, ``--host-rounds``): the proxy of a launch-bound GPU step's CPU issue time, which the
+kernel counts do not predict (docs/benchmarks.md).
+
 The counts do not depend on the weights, and hardly on the batch (CPU
 defaults are small so that counting takes seconds)::
 
@@ -40,9 +45,11 @@ import argparse
 
 import torch
 
-from . import resolve
+from . import host_time, resolve
+from .decoding_step import DecodingStep
 from .launches import launching
-from .training_step import TrainingStep, build_model, dictionary
+from .measurements import ratio
+from .training_step import TrainingStep
 
 
 def counted(profiler, device):
@@ -78,38 +85,10 @@ def profiled(function, device, count=None):
 def decoding_step_ops(arch, args, count=None):
     """``count`` (:func:`profiled`) of one incremental decoding step of ``arch`` at position ``args.step`` (see
     the module doc)."""
-    from fairseq.sequence_generator import EnsembleModel
-
-    vocab = dictionary(args.vocab)
-    model, _ = build_model(["--arch", arch, *args.model_flags], vocab, seed=0)
-    model.to(args.device).eval()
-    # as fairseq-generate prepares it (prepare_for_inference_): e.g. rPosNet's energies folded
-    model.make_generation_fast_(beamable_mm_beam_size=args.beam, need_attn=False)
-    model = EnsembleModel([model])
-    rows = args.batch_size * args.beam
-    generator = torch.Generator().manual_seed(1)
-    src = torch.randint(vocab.nspecial, len(vocab), (args.batch_size, args.source_length), generator=generator)
-    src[:, -1] = vocab.eos()
-    tokens = torch.randint(vocab.nspecial, len(vocab), (rows, args.step + 1), generator=generator)
-    tokens[:, 0] = vocab.eos()
-    src, tokens = src.to(args.device), tokens.to(args.device)
-    order = torch.arange(rows, device=args.device)
-    with torch.inference_mode():
-        encoder_outs = model.forward_encoder({"src_tokens": src,
-                                              "src_lengths": torch.full((args.batch_size,), args.source_length,
-                                                                                device=args.device)})
-        # each sentence's encoder output repeated for its hypotheses, as SequenceGenerator expands it
-        encoder_outs = model.reorder_encoder_out(encoder_outs, order // args.beam)
-        states = [{}]
-        for position in range(1, args.step + 1):  # the state of the steps before, unprofiled
-            model.forward_decoder(tokens[:, :position], encoder_outs, states)
-
-        def step():
-            outs = model.reorder_encoder_out(encoder_outs, order)
-            model.reorder_incremental_state(states, order)
-            model.forward_decoder(tokens, outs, states)
-
-        return profiled(step, args.device, count)
+    step = DecodingStep(arch, args.batch_size, args.beam, args.source_length, args.step, args.vocab,
+                        args.model_flags, args.device)
+    step.prepare()
+    return profiled(step, args.device, count)
 
 
 def training_step_ops(arch, args, count=None, foreach=False):
@@ -127,7 +106,8 @@ def training_step_ops(arch, args, count=None, foreach=False):
 
 def count(archs, args):
     """{arch: {"decode": operators, "train": operators}}, on the CPU with "decode launches" and "train launches"
-    (the operators that would launch a kernel on a GPU)."""
+    (the operators that would launch a kernel on a GPU) and, with ``args.host_rounds``, the host times
+    (:func:`.host_time.measure`: "train ms", "decode ms")."""
     counts = {}
     for arch in archs:
         if args.device == "cuda":
@@ -137,18 +117,38 @@ def count(archs, args):
         train_launches = len(launching(training_step_ops(arch, args, lambda p, _: p.events(), foreach=True)))
         counts[arch] = {"decode": decode, "train": training_step_ops(arch, args),
                         "decode launches": decode_launches, "train launches": train_launches}
+    if args.device == "cpu" and args.host_rounds:
+        times = host_time.measure(archs, args.beam, args.model_flags, args.host_rounds, args.host_repeats)
+        for arch in archs:
+            counts[arch].update(times[arch])
     return counts
+
+
+def columns(args):
+    """(key, column, ratio column, the ratio of a value to the baseline's) of the table, in order: the counts
+    (ratio: the count over the Transformer's), then the host times (ratio: the speed, the Transformer's ms over
+    the arch's)."""
+    cols = [("decode", "decoding step", "decoding / Transformer", ratio),
+            ("train", "training step", "training / Transformer", ratio)]
+    if args.device == "cpu":
+        cols[1:1] = [("decode launches", "decoding launches", "decoding launches / Transformer", ratio)]
+        cols.append(("train launches", "training launches", "training launches / Transformer", ratio))
+        if args.host_rounds:
+            cols += [("train ms", "training host ms", "training speed / Transformer", host_time.speed_ratio),
+                     ("decode ms", "decoding host ms", "decoding speed / Transformer", host_time.speed_ratio)]
+    return cols
+
+
+def cell(key, value):
+    """A count as it is; a host time in ms to two decimals."""
+    return f"{value:.2f}" if key.endswith(" ms") else str(value)
 
 
 def table(archs, counts, args):
     base = archs[0]
     unit = "CUDA kernels" if args.device == "cuda" else "leaf aten operators"
     device = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
-    columns = [("decode", "decoding step", "decoding / Transformer"),
-               ("train", "training step", "training / Transformer")]
-    if args.device == "cpu":
-        columns[1:1] = [("decode launches", "decoding launches", "decoding launches / Transformer")]
-        columns.append(("train launches", "training launches", "training launches / Transformer"))
+    cols = columns(args)
     lines = [
         f"# operators per step ({unit}, torch.profiler), {device}, torch {torch.__version__}, size {args.size}; "
         f"decoding step at position {args.step}, batch {args.batch_size} x beam {args.beam}, "
@@ -156,14 +156,18 @@ def table(archs, counts, args):
         f"precision {args.precision}, vocab {args.vocab}; ratios against {base}"
         + ("; launches: the operators that would launch a kernel on a GPU (benchmark/launches.py)"
            if args.device == "cpu" else ""),
+    ]
+    if args.device == "cpu" and args.host_rounds:
+        lines.append(host_time.header(args.host_rounds, args.host_repeats, args.beam))
+    lines += [
         "",
-        "| arch | " + " | ".join(f"{name} | {ratio}" for _, name, ratio in columns) + " |",
-        "|---|" + "---:|---:|" * len(columns),
+        "| arch | " + " | ".join(f"{name} | {against}" for _, name, against, _ in cols) + " |",
+        "|---|" + "---:|---:|" * len(cols),
     ]
     for arch in archs:
         c = counts[arch]
-        lines.append(f"| {arch} | " + " | ".join(f"{c[key]} | {c[key] / counts[base][key]:.2f}x"
-                                                   for key, _, _ in columns) + " |")
+        lines.append(f"| {arch} | " + " | ".join(f"{cell(key, c[key])} | {of(c[key], counts[base][key]):.2f}x"
+                                                   for key, _, _, of in cols) + " |")
     return "\n".join(lines)
 
 
@@ -185,9 +189,16 @@ def parse_args(argv=None):
     p.add_argument("--train-batch", type=int, default=4, help="sentences per training batch (default: 4)")
     p.add_argument("--train-length", type=int, default=30, help="tokens per training sentence (default: 30)")
     p.add_argument("--vocab", type=int, default=32000, help="joined vocabulary (default: 32000)")
+    p.add_argument("--host-rounds", type=int, default=3, help="CPU only: rounds of the host-time proxy "
+                   "(benchmark/host_time.py), the archs alternating; 0: none (default: 3)")
+    p.add_argument("--host-repeats", type=int, default=10, help="timed repetitions of each step per round "
+                   "(default: 10)")
     args, model_flags = p.parse_known_args(argv)
     args.model_flags = model_flags[1:] if model_flags[:1] == ["--"] else model_flags
-    for flag in ("batch_size", "beam", "source_length", "step", "train_batch", "train_length", "vocab"):
+    if args.host_rounds < 0:
+        p.error(f"--host-rounds {args.host_rounds}: give a whole number >= 0")
+    for flag in ("batch_size", "beam", "source_length", "step", "train_batch", "train_length", "vocab",
+                 "host_repeats"):
         if getattr(args, flag) < 1:
             p.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: give a whole number >= 1")
     if args.device == "cuda" and not torch.cuda.is_available():

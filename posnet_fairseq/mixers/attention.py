@@ -60,9 +60,8 @@ def masked_softmax(logits: Tensor, invalid: Optional[Tensor], empty_rows: bool =
     ``masks``: :func:`softmax_masks` of them, made already (``invalid`` is then not read).
     """
     hidden, empty = softmax_masks(invalid, empty_rows) if masks is None else masks
-    if hidden is None:
-        return torch.softmax(logits, dim=-1)
-    probs = torch.softmax(logits.masked_fill(hidden, float("-inf")), dim=-1)
+    # (masks given may hide nothing and still zero the empty rows: logits masked already, posnet_layers.py)
+    probs = torch.softmax(logits if hidden is None else logits.masked_fill(hidden, float("-inf")), dim=-1)
     return probs if empty is None else probs.masked_fill(empty, 0.0)
 
 

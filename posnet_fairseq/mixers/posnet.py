@@ -304,9 +304,9 @@ class PositionAttention(Mixer):
         if buffer is None and not self.site.cross:
             energy, masks = posnet_layers.teacher_forced_self(self, pad, batch, length, device, dtype)
         else:  # query positions: decoding self-attention's the last of its keys; teacher-forced cross's 0 .. T - 1
-            bounds = () if self.site.cross else (v.size(2) - length, v.size(2), v.size(2))  # (cross decoding: read)
-            energy = self.energies(query_pos, key_pos, *(bounds if buffer is not None else (0, length)),
-                                   plain=buffer is None and pad is None)
+            keys = v.size(2)  # (teacher-forced cross: the source length bounds its positions, no read; decoding: read)
+            bounds = (0, length, keys) if buffer is None else () if self.site.cross else (keys - length, keys, keys)
+            energy = self.energies(query_pos, key_pos, *bounds, plain=buffer is None and pad is None)
             masks = softmax_masks(invalid_keys(pad, self.causal, query_step, batch, length, v.size(2), device),
                                   pad is not None)
             energy = energy if dtype is None else MaskedBias.apply(energy, masks[0], dtype)
