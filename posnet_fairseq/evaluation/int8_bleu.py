@@ -117,7 +117,7 @@ def header(args, archs, train_sentences):
 def parse(argv):
     p = argparse.ArgumentParser(prog="python -m posnet_fairseq.evaluation.int8_bleu",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("--archs", default="aan_plus_avg,hc_gaussian,rposnet_transformer",
+    p.add_argument("--archs", default="transformer,aan_plus_avg,hc_gaussian,rposnet_transformer",
                    help="comma-separated presets (the tiny size; DIMS set the dimensions)")
     p.add_argument("--updates", type=int, default=400, help="training updates per model (default: 400)")
     p.add_argument("--seed", type=int, default=1, help="training seed (default: 1)")
