@@ -80,9 +80,8 @@ def compare(fp32, int8, refs, tolerance, samples, seed):
             "verdict": verdict(low, high, tolerance)}
 
 
-def row(arch, variant, result, sentences):
-    """One table row of :func:`compare`'s result."""
-    r = result
+def row(arch, variant, r, sentences):
+    """One table row of :func:`compare`'s result ``r``."""
     return (f"| {arch} | {variant} | {r['fp32']:.2f} | {r['int8']:.2f} | {r['delta']:+.2f} "
             f"({r['low']:+.2f} to {r['high']:+.2f}) | {r['changed']} of {sentences} | {r['verdict']} |")
 
