@@ -57,3 +57,17 @@ def test_significance_is_two_sided_at_5_percent(p_value, p_value_worse, two_side
     result = {"p_value": p_value, "p_value_worse": p_value_worse}
     assert bootstrap.two_sided(result) == pytest.approx(two_sided)
     assert bootstrap.significance(result) == direction
+
+
+def test_difference_and_its_interval():
+    metric = bootstrap.make_metric("bleu")
+    assert bootstrap.difference(metric, GOOD, GOOD, REFS, samples=100) == (0.0, 0.0, 0.0)
+    delta, low, high = bootstrap.difference(metric, GOOD, BAD, REFS, samples=200)
+    res = bootstrap.paired_bootstrap(metric, GOOD, BAD, REFS, samples=200)
+    assert delta == pytest.approx(res["system"] - res["baseline"], abs=1e-3)
+    assert 0 < low <= high  # better in every resample: the interval excludes 0
+    mixed = GOOD[:20] + BAD[20:]
+    delta, low, high = bootstrap.difference(metric, mixed, BAD, REFS, samples=200)
+    assert low < delta < high and high - low > 1  # half the sentences differ: resamples spread
+    with pytest.raises(ValueError, match="equal sizes"):
+        bootstrap.difference(metric, GOOD[:3], GOOD, REFS)

@@ -9,7 +9,8 @@ when the two-sided p (:func:`two_sided`: twice the smaller one) is at most
 0.05, the plugin's one level (posnet_fairseq.evaluation.crossed.LEVEL; the
 PosNet paper's one-sided p <= 0.05 each way is a two-sided 10% test). :func:`against_first` scores
 several systems on the same resamples and adds each one's bootstrap mean and
-95% interval (the recipes' evaluation and ``posnet-compare`` both use it).
+95% interval (the recipes' evaluation and ``posnet-compare`` both use it); :func:`difference` gives
+the 95% interval of one system's difference from another.
 
     python -m posnet_fairseq.evaluation.bootstrap --ref REF --system HYP --baseline HYP
         [--metric bleu|chrf] [--tokenize 13a] [--lowercase] [--samples 1000] [--seed 12345]
@@ -53,12 +54,18 @@ def _resampled(stats, score, samples, seed):
     return scores
 
 
-def interval(resampled):
-    """(mean, 95% half-width) of one system's resampled scores: half the distance between the scores
-    n // 40 from either end of the sorted resamples (sacreBLEU's estimate_ci)."""
-    ordered = np.sort(resampled)
+def _ends(ordered):
+    """The 95% percentile interval of sorted resamples: the values n // 40 from either end (sacreBLEU's
+    estimate_ci)."""
     cut = len(ordered) // 40
-    return float(ordered.mean()), float(0.5 * (ordered[len(ordered) - cut - 1] - ordered[cut]))
+    return ordered[cut], ordered[len(ordered) - cut - 1]
+
+
+def interval(resampled):
+    """(mean, 95% half-width) of one system's resampled scores: half the width of :func:`_ends`."""
+    ordered = np.sort(resampled)
+    low, high = _ends(ordered)
+    return float(ordered.mean()), float(0.5 * (high - low))
 
 
 def _paired(sys_stats, base_stats, score, samples, seed):
@@ -93,6 +100,17 @@ def against_first(metric, systems, refs, samples=1000, seed=12345):
                         "p_value": None if first else int(np.sum(deltas <= 0)) / samples,
                         "p_value_worse": None if first else int(np.sum(deltas >= 0)) / samples})
     return results
+
+
+def difference(metric, system, baseline, refs, samples=1000, seed=12345):
+    """(system - baseline corpus score, low, high): the difference and its 95% interval, the ends of the
+    sorted paired differences (:func:`_ends`) over ``samples`` resamples of the sentences."""
+    _check_sizes(system, baseline, refs)
+    stats = [sentence_stats(metric, hyps, refs) for hyps in (system, baseline)]
+    score = lambda rows: corpus_score(metric, rows)  # noqa: E731
+    resampled = _resampled(stats, score, samples, seed)
+    low, high = _ends(np.sort(resampled[0] - resampled[1]))
+    return score(stats[0]) - score(stats[1]), float(low), float(high)
 
 
 def _check_sizes(system, baseline, refs):
