@@ -271,6 +271,7 @@ class PositionAttention(Mixer):
         buffer = self._get_input_buffer(incremental_state) if incremental_state is not None else None
         if buffer is not None and self.absolute is None:
             # rPosNet alone decodes in constant state (posnet_decoding.py).
+            fresh = not buffer  # a new buffer is stored; the stored one is written in place
             if self.site.cross:
                 out, probs = posnet_decoding.decode_cross(self, self.relative, buffer, value, key_padding_mask, length,
                                                           need_weights or need_head_weights)
@@ -280,7 +281,8 @@ class PositionAttention(Mixer):
                                      "not their weights: it returns no weights while decoding incrementally")
                 out = posnet_decoding.decode_self(self, self.relative, buffer, value, key_padding_mask, length)
                 probs = None
-            self._set_input_buffer(incremental_state, buffer)
+            if fresh:
+                self._set_input_buffer(incremental_state, buffer)
             return self.merge_heads(out), self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
         # Teacher-forced, and aPosNet/arPosNet decoding: the whole prefix is
         # cached, since absolute energies give every key its own weight.

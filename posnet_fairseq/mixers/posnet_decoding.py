@@ -78,22 +78,41 @@ def decode_self(mixer, relative, buffer, value, pad, length):
     # Every row is at the same step: one count for the batch, a Python int (no tensor to make or read).
     first = buffer.get("step_count", 0)
     mixer.keep_state(buffer, "step_count", first + length, SHARED)
-    outs = []
-    for t in range(length):
-        step, pad_t = first + t, None if pad is None else pad[:, t: t + 1]
-        v_t = v if length == 1 else v[:, :, t: t + 1]
-        # (a window, once started by a pad, stays)
-        uniform = pad_t is None and not mixer.training and "window" not in buffer
-        made = decoding_rows(mixer, relative, step) if uniform else None
-        if made is not None:
-            outs.append(indexed_ring.step(mixer, buffer, step, v_t, made[1][step]))
-        else:
-            if "ring" in buffer:  # a pad after steps without pads: the ring taken apart
-                indexed_ring.unfold(mixer, buffer, step, v.dtype)
-            outs.append(clipped_decoding_step(mixer, buffer, step, v_t, pad_t,
-                                              self_energies(mixer, relative, step), shared_tail=True,
-                                              dropout=mixer.dropout, training=mixer.training, ordered=True))
-    return outs[0] if length == 1 else torch.cat(outs, dim=2)  # (a step: no copy)
+    if length == 1:  # (generation: no loop, no slice, no concatenation)
+        return _self_step(mixer, relative, buffer, first, v, pad)
+    outs = [_self_step(mixer, relative, buffer, first + t, v[:, :, t: t + 1], None if pad is None else pad[:, t: t + 1])
+            for t in range(length)]
+    return torch.cat(outs, dim=2)
+
+
+def _self_step(mixer, relative, buffer, step, v, pad):
+    """Step ``step`` of :func:`decode_self`: ``v`` B x H x 1 x D_h, ``pad`` B x 1 or None."""
+    # (a window, once started by a pad, stays)
+    weights = None if pad is not None or mixer.training or "window" in buffer else \
+        step_weights(mixer, relative, buffer, step)
+    if weights is not None:
+        return indexed_ring.step(mixer, buffer, step, v, weights)
+    if "ring" in buffer:  # a pad after steps without pads: the ring taken apart
+        indexed_ring.unfold(mixer, buffer, step, v.dtype)
+    return clipped_decoding_step(mixer, buffer, step, v, pad, self_energies(mixer, relative, step), shared_tail=True,
+                                 dropout=mixer.dropout, training=mixer.training, ordered=True)
+
+
+def step_weights(mixer, relative, buffer, step):
+    """The ring's weights of ``step`` (a row of :func:`decoding_rows`' weights), or None where no table covers it.
+
+    The weights of every step are kept in the search's state (``bag_weights``, the same for every row) once
+    made, and read from there while they cover the step: a step then neither compares the table with the
+    one they were made from nor looks them up (issue 48: host time per layer and step). A search that
+    outgrows them asks :func:`decoding_rows` again (the table grows); a new search starts from the table
+    as it is then."""
+    weights = buffer.get("bag_weights")
+    if weights is None or step >= weights.size(0):
+        made = decoding_rows(mixer, relative, step)
+        if made is None:
+            return None
+        weights = mixer.keep_state(buffer, "bag_weights", made[1], SHARED)
+    return weights[step]
 
 
 def cache_source(mixer, buffer, value, pad):
