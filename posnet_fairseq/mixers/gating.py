@@ -53,9 +53,11 @@ LayerNorms. ``--gating-norm apptek`` gives both the authors' LayerNorm
 (unbiased variance, eps 1e-8: ``norms.AppTekLayerNorm``) instead of
 nn.LayerNorm (docs/conventions.md).
 """
+import functools
 import math
 
 import torch
+import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 from torch import nn
 
@@ -102,12 +104,14 @@ def layer_gating(ctx):
     return per_layer(flag, switches, ctx.num_layers)[ctx.layer_idx] == "on"
 
 
-ACTIVATIONS = {"none": nn.Identity, "gelu": nn.GELU, "sigmoid": nn.Sigmoid, "glu": lambda: nn.GLU(dim=-1)}
+# Functions, not modules: they hold no parameters, and a module would cost a call and a place in fairseq's walk
+# over the decoder's modules at every decoding step (issue 48). None: the identity.
+ACTIVATIONS = {"none": None, "gelu": F.gelu, "sigmoid": torch.sigmoid, "glu": functools.partial(F.glu, dim=-1)}
 
 
 class ValueActivation(nn.Module):
     """v' = LN(act(u)) of projected values u (a mixer's ``v_proj`` when the wrapper projects them); ``act``
-    None: the wrapper applied it (no module to call per layer and step, issue 48)."""
+    (:data:`ACTIVATIONS`) None: the identity, or the wrapper applied it."""
 
     def __init__(self, act, norm):
         super().__init__()
@@ -194,7 +198,7 @@ def gate_module(module, args, flag="gating", fuse=False):
     if opts.gating_value_act == "glu":  # GLU halves its input: W_v maps to 2D
         value_proj = nn.Linear(value_proj.in_features, 2 * dim)
         nn.init.xavier_uniform_(value_proj.weight, gain=1 / math.sqrt(2))
-    value_act = ACTIVATIONS[opts.gating_value_act]()
+    value_act = ACTIVATIONS[opts.gating_value_act]
     value_norm = nn.Identity() if opts.gating_no_value_norm else layer_norm(opts.gating_norm, dim)
     if isinstance(module, MultiheadAttention):
         # Its fused path reads v_proj/out_proj weights instead of calling them.
@@ -209,7 +213,7 @@ def gate_module(module, args, flag="gating", fuse=False):
     out_proj, module.out_proj = module.out_proj, nn.Identity()
     if not fuse or value_proj.bias is None:  # (a bias-free W_v beside W_g's bias: kept apart)
         module.v_proj = GatedValue(value_proj, value_act, value_norm)
-        return GatedMixer(module, out_proj, ACTIVATIONS[opts.gating_gate_act](), gate_norm, gate_proj=gate_proj)
+        return GatedMixer(module, out_proj, ACTIVATIONS[opts.gating_gate_act], gate_norm, gate_proj=gate_proj)
     # One activation function for both: applied by the wrapper to the stacked product (no parameters move).
     act_both = opts.gating_value_act == opts.gating_gate_act
     module.v_proj = ValueActivation(None if act_both else value_act, value_norm)
@@ -217,7 +221,7 @@ def gate_module(module, args, flag="gating", fuse=False):
     with torch.no_grad():
         fused.weight.copy_(torch.cat([value_proj.weight, gate_proj.weight]))
         fused.bias.copy_(torch.cat([value_proj.bias, gate_proj.bias]))
-    return GatedMixer(module, out_proj, ACTIVATIONS[opts.gating_gate_act](), gate_norm, value_gate_proj=fused,
+    return GatedMixer(module, out_proj, ACTIVATIONS[opts.gating_gate_act], gate_norm, value_gate_proj=fused,
                       act_both=act_both)
 
 
