@@ -7,8 +7,9 @@ sum of the older ones and their count (``clipped_decoding.py``); cross-
 attention attends over the 2K-1 sources around the anchor floor(gamma n) and
 the means of the sources on either side, from prefix and suffix sums made
 once per sentence. aPosNet and arPosNet cannot do this (an absolute energy
-is a key's own): they decode with the whole prefix cached
-(``PositionAttention.forward``).
+is a key's own): they decode with the whole prefix cached, their decoder
+self-attention from a table of weights (``prefix_decoding.py``), which
+:func:`decode_step` dispatches to as well.
 
 The functions take the mixer (``posnet.PositionAttention``: its value
 projection, dropout and decoding steps) and its :class:`RelativeEnergies`.
@@ -18,9 +19,30 @@ import torch
 import torch.nn.functional as F
 
 from .attention import masked_softmax, real_positions
-from . import indexed_ring
+from . import indexed_ring, prefix_decoding
 from .clipped_decoding import clipped_decoding_step, slot_order
 from .state_reorder import COPY, SHARED
+
+
+def decode_step(mixer, buffer, incremental_state, value, pad, length, need_weights):
+    """``(B x H x T x D_h output, weights or None)`` of a decoding step of ``length`` queries that rPosNet's
+    constant state (here) or aPosNet's and arPosNet's table of weights (``prefix_decoding.py``) takes, else None
+    (the mixer's general path: the whole prefix cached)."""
+    fresh = not buffer  # a new buffer is stored; the stored one is written in place
+    if mixer.absolute is not None:
+        out = prefix_decoding.step(mixer, buffer, incremental_state, value, pad, length, need_weights)
+        return None if out is None else (out, None)
+    relative = mixer.relative
+    if mixer.site.cross:
+        out, probs = decode_cross(mixer, relative, buffer, value, pad, length, need_weights)
+    else:
+        if need_weights:
+            raise ValueError(f"{mixer.NAME} decoder self-attention keeps the sum of the keys beyond K, "
+                             "not their weights: it returns no weights while decoding incrementally")
+        out, probs = decode_self(mixer, relative, buffer, value, pad, length), None
+    if fresh:
+        mixer._set_input_buffer(incremental_state, buffer)
+    return out, probs
 
 
 def step_energies(mixer, relative, steps):
