@@ -6,9 +6,9 @@ which depend on n only and are made once per table of energies (:func:`bag_weigh
 d < K with its own energy, the keys at distance >= K (the tail) each with the tail's weight over their count.
 The state of a layer:
 
-* ``ring``, (K+3) x A x H x 1 x D_h (A rows allocated), fp32 whatever the model's dtype: slot j <= K holds the value of the last
-  position m <= n with m = j mod (K+1) (zeros before the start); slots K+1 and K+2 hold the tail's sum,
-  written to each in turn (step n reads slot K+1 + n mod 2 and writes the other);
+* ``ring``, (K+3) x A x H x 1 x D_h (A rows allocated), fp32 whatever the model's dtype: slot j <= K holds
+  the value of the last position m <= n with m = j mod (K+1) (zeros before the start); slots K+1 and K+2 hold
+  the tail's sum, written to each in turn (step n reads slot K+1 + n mod 2 and writes the other);
 * ``ring_index``, B x H x (K+3) int64: for hypothesis b, head h and slot j, the row ``(j * A + b') * H + h`` of
   the ring seen as rows of D_h numbers (b' the row the value was written for).
 

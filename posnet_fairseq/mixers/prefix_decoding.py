@@ -6,8 +6,8 @@ has had a pad key (beam search), every row attends at step n over the keys 0..n 
 softmax over m <= n of e[h, n, m], row n of the causal weights of positions 0..N-1 (the teacher-forced pass's
 without pads). They are made once per table of energies (folded or precomputed: :func:`causal_weights`), kept in
 the search's state, and a step reads its row: no energies, masks or softmax per layer and step, and the step
-count is a Python int, not a tensor of positions to advance (issue 48: 25 operators per layer and step before,
-against the Transformer's 10). The prefix's values are cached as in the general path
+count is a Python int, not a tensor of positions to advance (issue 48: 25 launching operators per gated layer
+and step before, against the Transformer's 10). The prefix's values are cached as in the general path
 (``Mixer.append_self_attention``); a pad key, a request for the weights or training hands the search over to
 the general path (``PositionAttention.forward``) for good: :func:`unfold` makes the state it reads.
 """
@@ -48,10 +48,10 @@ def causal_weights(mixer, n: int) -> Optional[Tensor]:
     after), from the mixer's tables, grown first to cover step ``n`` (folded tables), or None where a term has
     no table that covers it. Made once per set of tables (``mixer.decoding_weights``)."""
     for term in mixer.terms:
-        if not term.covers(n + 1):
-            if not (mixer.folded and not mixer.training):
-                return None
+        if not term.covers(n + 1) and mixer.folded and not mixer.training:
             mixer.term_energies(term, n, n + 1, n + 1)  # grows the folded tables to cover the step
+        if not term.covers(n + 1):  # (not folded; or no further than the learned positions reach)
+            return None
     tables = [term.table for term in mixer.terms]
     return mixer.decoding_weights.get(tables, lambda: _weights(mixer, min(table.size(1) for table in tables)))
 
