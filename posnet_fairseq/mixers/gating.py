@@ -53,9 +53,11 @@ LayerNorms. ``--gating-norm apptek`` gives both the authors' LayerNorm
 (unbiased variance, eps 1e-8: ``norms.AppTekLayerNorm``) instead of
 nn.LayerNorm (docs/conventions.md).
 """
+import functools
 import math
 
 import torch
+import torch.nn.functional as F
 from fairseq.modules import MultiheadAttention
 from torch import nn
 
@@ -102,18 +104,21 @@ def layer_gating(ctx):
     return per_layer(flag, switches, ctx.num_layers)[ctx.layer_idx] == "on"
 
 
-ACTIVATIONS = {"none": nn.Identity, "gelu": nn.GELU, "sigmoid": nn.Sigmoid, "glu": lambda: nn.GLU(dim=-1)}
+# Functions, not modules: they hold no parameters, and a module would cost a call and a place in fairseq's walk
+# over the decoder's modules at every decoding step (issue 48). None: the identity.
+ACTIVATIONS = {"none": None, "gelu": F.gelu, "sigmoid": torch.sigmoid, "glu": functools.partial(F.glu, dim=-1)}
 
 
 class ValueActivation(nn.Module):
-    """v' = LN(act(u)) of projected values u (a mixer's ``v_proj`` when the wrapper projects them)."""
+    """v' = LN(act(u)) of projected values u (a mixer's ``v_proj`` when the wrapper projects them); ``act``
+    (:data:`ACTIVATIONS`) None: the identity, or the wrapper applied it."""
 
     def __init__(self, act, norm):
         super().__init__()
         self.act, self.norm = act, norm
 
     def forward(self, u):
-        return self.norm(self.act(u))
+        return self.norm(u if self.act is None else self.act(u))
 
 
 class GatedValue(ValueActivation):
@@ -141,19 +146,22 @@ class GatedMixer(nn.Module):
         super().__init__()
         self.mixer, self.out_proj = mixer, out_proj
         self.gate_proj, self.value_gate_proj = gate_proj, value_gate_proj
-        self.gate_act, self.gate_norm, self.act_both = gate_act, gate_norm, act_both
+        self.gate_act, self.gate_norm, self.act_both = gate_act, gate_norm, act_both  # gate_norm None: none
+        # The columns of the values and of the gate in value_gate_proj's output (read per step: sizes, not modules).
+        dim = out_proj.in_features
+        self.value_gate_split = None if value_gate_proj is None else [value_gate_proj.out_features - dim, dim]
         # What fairseq's decoder layer reads from its attention modules.
         self.num_heads, self.head_dim, self.embed_dim = mixer.num_heads, mixer.head_dim, mixer.embed_dim
 
     def forward(self, query, key, value, *args, **kwargs):
-        if self.value_gate_proj is not None:  # self-attention: value is query
+        if self.value_gate_split is not None:  # self-attention: value is query
             both = self.value_gate_proj(query)
-            value, gate = (self.gate_act(both) if self.act_both else both).split(
-                [self.value_gate_proj.out_features - self.out_proj.in_features, self.out_proj.in_features], dim=-1)
+            value, gate = (self.gate_act(both) if self.act_both else both).split_with_sizes(self.value_gate_split, -1)
         else:
             gate = self.gate_proj(query)
         heads, weights = self.mixer(query, key, value, *args, **kwargs)
-        return self.out_proj(heads * self.gate_norm(gate if self.act_both else self.gate_act(gate))), weights
+        gate = gate if self.act_both else self.gate_act(gate)
+        return self.out_proj(heads * (gate if self.gate_norm is None else self.gate_norm(gate))), weights
 
     def _get_input_buffer(self, incremental_state):
         return self.mixer._get_input_buffer(incremental_state)
@@ -190,7 +198,7 @@ def gate_module(module, args, flag="gating", fuse=False):
     if opts.gating_value_act == "glu":  # GLU halves its input: W_v maps to 2D
         value_proj = nn.Linear(value_proj.in_features, 2 * dim)
         nn.init.xavier_uniform_(value_proj.weight, gain=1 / math.sqrt(2))
-    value_act = ACTIVATIONS[opts.gating_value_act]()
+    value_act = ACTIVATIONS[opts.gating_value_act]
     value_norm = nn.Identity() if opts.gating_no_value_norm else layer_norm(opts.gating_norm, dim)
     if isinstance(module, MultiheadAttention):
         # Its fused path reads v_proj/out_proj weights instead of calling them.
@@ -201,19 +209,19 @@ def gate_module(module, args, flag="gating", fuse=False):
     gate_proj = nn.Linear(dim, dim)
     nn.init.xavier_uniform_(gate_proj.weight)
     nn.init.constant_(gate_proj.bias, 0.0)
-    gate_norm = layer_norm(opts.gating_norm, dim) if opts.gating_gate_norm else nn.Identity()
+    gate_norm = layer_norm(opts.gating_norm, dim) if opts.gating_gate_norm else None
     out_proj, module.out_proj = module.out_proj, nn.Identity()
     if not fuse or value_proj.bias is None:  # (a bias-free W_v beside W_g's bias: kept apart)
         module.v_proj = GatedValue(value_proj, value_act, value_norm)
-        return GatedMixer(module, out_proj, ACTIVATIONS[opts.gating_gate_act](), gate_norm, gate_proj=gate_proj)
+        return GatedMixer(module, out_proj, ACTIVATIONS[opts.gating_gate_act], gate_norm, gate_proj=gate_proj)
     # One activation function for both: applied by the wrapper to the stacked product (no parameters move).
     act_both = opts.gating_value_act == opts.gating_gate_act
-    module.v_proj = ValueActivation(nn.Identity() if act_both else value_act, value_norm)
+    module.v_proj = ValueActivation(None if act_both else value_act, value_norm)
     fused = nn.Linear(value_proj.in_features, value_proj.out_features + dim)
     with torch.no_grad():
         fused.weight.copy_(torch.cat([value_proj.weight, gate_proj.weight]))
         fused.bias.copy_(torch.cat([value_proj.bias, gate_proj.bias]))
-    return GatedMixer(module, out_proj, ACTIVATIONS[opts.gating_gate_act](), gate_norm, value_gate_proj=fused,
+    return GatedMixer(module, out_proj, ACTIVATIONS[opts.gating_gate_act], gate_norm, value_gate_proj=fused,
                       act_both=act_both)
 
 

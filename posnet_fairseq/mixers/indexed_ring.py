@@ -6,11 +6,11 @@ which depend on n only and are made once per table of energies (:func:`bag_weigh
 d < K with its own energy, the keys at distance >= K (the tail) each with the tail's weight over their count.
 The state of a layer:
 
-* ``ring``, (K+3) x B x H x D_h, fp32 whatever the model's dtype: slot j <= K holds the value of the last
-  position m <= n with m = j mod (K+1) (zeros before the start); slots K+1 and K+2 hold the tail's sum,
-  written to each in turn (step n reads slot K+1 + n mod 2 and writes the other);
+* ``ring``, (K+3) x A x H x 1 x D_h (A rows allocated), fp32 whatever the model's dtype: slot j <= K holds
+  the value of the last position m <= n with m = j mod (K+1) (zeros before the start); slots K+1 and K+2 hold
+  the tail's sum, written to each in turn (step n reads slot K+1 + n mod 2 and writes the other);
 * ``ring_index``, B x H x (K+3) int64: for hypothesis b, head h and slot j, the row ``(j * A + b') * H + h`` of
-  the ring seen as rows of D_h numbers (A rows allocated per slot, b' the row the value was written for).
+  the ring seen as rows of D_h numbers (b' the row the value was written for).
 
 A beam reorder copies no ring, the largest state: it composes the index (``state_reorder.COMPOSED``:
 ``index[order]``, once for every layer). A step writes its value into slot n mod (K+1), and one
@@ -20,7 +20,7 @@ step's gather indices and weights are the same in every layer: made once per ste
 HC-SA's ring (``hc_decoding.py``) is read the same way, with the reader at the end of this module.
 """
 from collections import OrderedDict
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple
 
 import torch
 from torch import Tensor
@@ -52,24 +52,33 @@ def step(mixer, buffer: Dict[str, Tensor], n: int, v: Tensor, weights: Tensor) -
     """Step ``n`` of rows without pads: ``v`` B x H x 1 x D_h, ``weights`` the step's row of :func:`bag_weights`;
     returns the B x H x 1 x D_h output in ``v``'s dtype."""
     batch, heads, _, head_dim = v.shape
-    k = (weights.numel() - 1) // heads - 2
-    if "ring" not in buffer:  # (made here, only written in place)
+    ring = buffer.get("ring")
+    if ring is None:  # (made here, only written in place; a slot of a hypothesis and head is 1 x D_h, as v's)
+        k = (weights.numel() - 1) // heads - 2
         acc = torch.promote_types(v.dtype, torch.float32)
-        mixer.keep_state(buffer, "ring", v.new_zeros(k + 3, batch, heads, head_dim, dtype=acc), INDEXED)
+        ring = mixer.keep_state(buffer, "ring", v.new_zeros(k + 3, batch, heads, 1, head_dim, dtype=acc), INDEXED)
         start = mixer.shared(("ring_index", batch, k), lambda: identity(batch, batch, heads, k + 3, v.device))
         mixer.keep_state(buffer, "ring_index", start, COMPOSED)
-    ring, index = buffer["ring"], buffer["ring_index"]
-    if batch > ring.size(1):
-        raise ValueError(f"rPosNet decoding: a step of {batch} rows after a state of {ring.size(1)}: beam search "
+    slots, allocated = ring.size(0), ring.size(1)
+    if batch > allocated:
+        raise ValueError(f"rPosNet decoding: a step of {batch} rows after a state of {allocated}: beam search "
                          "only drops rows")
-    ring[n % (k + 1), :batch] = v[:, :, 0]
-    rows, after = mixer.shared(("ring_rows", n, batch, ring.size(1)), lambda: _rows(index, n, ring.size(1)), index)
+    k, index = slots - 3, buffer["ring_index"]
+    rows, after, offsets, weight_map = mixer.shared(("ring_rows", n, batch, allocated),
+                                                    lambda: _reads(index, n, allocated), index)
     mixer.keep_state(buffer, "ring_index", after, COMPOSED)
-    offsets, weight_map = _bags(batch, heads, k, v.device)
-    out = read(ring, rows, offsets, weights.index_select(0, weight_map))  # (each layer its own energies)
-    ring[k + 1 + (n + 1) % 2, :batch] = out[batch * heads:].view(batch, heads, head_dim)
-    out = out[: batch * heads].view(batch, heads, 1, head_dim)
-    return out if out.dtype == v.dtype else out.to(v.dtype)  # (an fp32 model: no call)
+    live = ring if batch == allocated else ring[:, :batch]  # (no slice while no sentence has finished)
+    live[n % (k + 1)].copy_(v)
+    # the outputs, then the next tail's sums (each layer its own energies)
+    out = read(ring, rows, offsets, weights.index_select(0, weight_map)).view(2, batch, heads, 1, head_dim)
+    live[k + 1 + (n + 1) % 2].copy_(out[1])
+    return out[0] if out.dtype == v.dtype else out[0].to(v.dtype)  # (an fp32 model: no call)
+
+
+def _reads(index: Tensor, n: int, allocated: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """What every layer's step ``n`` reads, made once per step: :func:`_rows` and :func:`_bags`."""
+    batch, heads, slots = index.shape
+    return (*_rows(index, n, allocated), *_bags(batch, heads, slots - 3, index.device))
 
 
 def _rows(index: Tensor, n: int, allocated: int) -> Tuple[Tensor, Tensor]:
@@ -85,17 +94,17 @@ def _rows(index: Tensor, n: int, allocated: int) -> Tuple[Tensor, Tensor]:
     return picked.index_select(0, _gather(batch, heads, k, index.device)), after
 
 
-def _phases(k: int, device) -> Tuple[Tensor, Tensor]:
+def _phases(k: int, device) -> Tuple[List[Tensor], List[Tensor]]:
     """For each phase n mod 2(K+1) of the steps: the slots the step writes (1 x 1 x (K+3): its value's and the
     next tail's) and the index columns its bags read (K+4: slots 0..K and the tail for the output; the tail and
-    the slot now at distance K for the next tail)."""
+    the slot now at distance K for the next tail). Lists, so that a step picks its phase's without an operator."""
     def make():
         written, columns = torch.zeros(2 * (k + 1), 1, 1, k + 3, dtype=torch.bool), []
         for n in range(2 * (k + 1)):
             tail = k + 1 + n % 2
             written[n, 0, 0, [n % (k + 1), k + 1 + (n + 1) % 2]] = True
             columns.append(list(range(k + 1)) + [tail, tail, (n + 1) % (k + 1)])
-        return written.to(device), torch.tensor(columns, device=device)
+        return list(written.to(device).unbind(0)), list(torch.tensor(columns, device=device).unbind(0))
     return cached(("rposnet phases", k, device), make)
 
 

@@ -59,6 +59,7 @@ from ..sites import SITES
 from . import posnet_decoding, posnet_layers
 from .attention import invalid_keys, masked_softmax, real_positions, softmax_masks
 from .base import Mixer
+from .derived_cache import DerivedCache
 from .fused_attention import MaskedBias, attention_dtype, position_only_attention
 from .gating import gated_where_mixer_of
 from .norms import LAYER_NORMS, layer_norm
@@ -120,6 +121,7 @@ class PositionAttention(Mixer):
         self.absolute = next((t for t in self.terms if isinstance(t, AbsoluteEnergies)), None)
         self.precomputed = self.terms[0].precomputed
         self.folded = False  # True after make_generation_fast_: the tables are a cache that may grow
+        self.decoding_weights = DerivedCache()  # aPosNet/arPosNet decoder self-attention's (prefix_decoding.py)
         self.side_group, self.side_layers, self.layer = None, (), 0  # its group's layers (posnet_layers.py)
 
     def reset_parameters(self):
@@ -269,20 +271,13 @@ class PositionAttention(Mixer):
         length, batch, _ = query.shape
         device = query.device
         buffer = self._get_input_buffer(incremental_state) if incremental_state is not None else None
-        if buffer is not None and self.absolute is None:
-            # rPosNet alone decodes in constant state (posnet_decoding.py).
-            if self.site.cross:
-                out, probs = posnet_decoding.decode_cross(self, self.relative, buffer, value, key_padding_mask, length,
-                                                          need_weights or need_head_weights)
-            else:
-                if need_weights or need_head_weights:
-                    raise ValueError(f"{self.NAME} decoder self-attention keeps the sum of the keys beyond K, "
-                                     "not their weights: it returns no weights while decoding incrementally")
-                out = posnet_decoding.decode_self(self, self.relative, buffer, value, key_padding_mask, length)
-                probs = None
-            self._set_input_buffer(incremental_state, buffer)
-            return self.merge_heads(out), self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
-        # Teacher-forced, and aPosNet/arPosNet decoding: the whole prefix is
+        if buffer is not None and (self.absolute is None or not self.site.cross):
+            out = posnet_decoding.decode_step(self, buffer, incremental_state, value, key_padding_mask, length,
+                                              need_weights or need_head_weights)
+            if out is not None:
+                return self.merge_heads(out[0]), self.fairseq_weights(out[1], query.dtype, need_weights,
+                                                                      need_head_weights)
+        # Teacher-forced, and aPosNet/arPosNet decoding with pads: the whole prefix is
         # cached, since absolute energies give every key its own weight.
         query_step = None if buffer is None else self.decoding_steps(buffer, batch, length, device)
         if self.site.cross:

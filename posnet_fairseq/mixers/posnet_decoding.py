@@ -7,8 +7,9 @@ sum of the older ones and their count (``clipped_decoding.py``); cross-
 attention attends over the 2K-1 sources around the anchor floor(gamma n) and
 the means of the sources on either side, from prefix and suffix sums made
 once per sentence. aPosNet and arPosNet cannot do this (an absolute energy
-is a key's own): they decode with the whole prefix cached
-(``PositionAttention.forward``).
+is a key's own): they decode with the whole prefix cached, their decoder
+self-attention from a table of weights (``prefix_decoding.py``), which
+:func:`decode_step` dispatches to as well.
 
 The functions take the mixer (``posnet.PositionAttention``: its value
 projection, dropout and decoding steps) and its :class:`RelativeEnergies`.
@@ -18,9 +19,30 @@ import torch
 import torch.nn.functional as F
 
 from .attention import masked_softmax, real_positions
-from . import indexed_ring
+from . import indexed_ring, prefix_decoding
 from .clipped_decoding import clipped_decoding_step, slot_order
 from .state_reorder import COPY, SHARED
+
+
+def decode_step(mixer, buffer, incremental_state, value, pad, length, need_weights):
+    """``(B x H x T x D_h output, weights or None)`` of a decoding step of ``length`` queries that rPosNet's
+    constant state (here) or aPosNet's and arPosNet's table of weights (``prefix_decoding.py``) takes, else None
+    (the mixer's general path: the whole prefix cached)."""
+    fresh = not buffer  # a new buffer is stored; the stored one is written in place
+    if mixer.absolute is not None:
+        out = prefix_decoding.step(mixer, buffer, incremental_state, value, pad, length, need_weights)
+        return None if out is None else (out, None)
+    relative = mixer.relative
+    if mixer.site.cross:
+        out, probs = decode_cross(mixer, relative, buffer, value, pad, length, need_weights)
+    else:
+        if need_weights:
+            raise ValueError(f"{mixer.NAME} decoder self-attention keeps the sum of the keys beyond K, "
+                             "not their weights: it returns no weights while decoding incrementally")
+        out, probs = decode_self(mixer, relative, buffer, value, pad, length), None
+    if fresh:
+        mixer._set_input_buffer(incremental_state, buffer)
+    return out, probs
 
 
 def step_energies(mixer, relative, steps):
@@ -78,22 +100,41 @@ def decode_self(mixer, relative, buffer, value, pad, length):
     # Every row is at the same step: one count for the batch, a Python int (no tensor to make or read).
     first = buffer.get("step_count", 0)
     mixer.keep_state(buffer, "step_count", first + length, SHARED)
-    outs = []
-    for t in range(length):
-        step, pad_t = first + t, None if pad is None else pad[:, t: t + 1]
-        v_t = v if length == 1 else v[:, :, t: t + 1]
-        # (a window, once started by a pad, stays)
-        uniform = pad_t is None and not mixer.training and "window" not in buffer
-        made = decoding_rows(mixer, relative, step) if uniform else None
-        if made is not None:
-            outs.append(indexed_ring.step(mixer, buffer, step, v_t, made[1][step]))
-        else:
-            if "ring" in buffer:  # a pad after steps without pads: the ring taken apart
-                indexed_ring.unfold(mixer, buffer, step, v.dtype)
-            outs.append(clipped_decoding_step(mixer, buffer, step, v_t, pad_t,
-                                              self_energies(mixer, relative, step), shared_tail=True,
-                                              dropout=mixer.dropout, training=mixer.training, ordered=True))
-    return outs[0] if length == 1 else torch.cat(outs, dim=2)  # (a step: no copy)
+    if length == 1:  # (generation: no loop, no slice, no concatenation)
+        return _self_step(mixer, relative, buffer, first, v, pad)
+    outs = [_self_step(mixer, relative, buffer, first + t, v[:, :, t: t + 1], None if pad is None else pad[:, t: t + 1])
+            for t in range(length)]
+    return torch.cat(outs, dim=2)
+
+
+def _self_step(mixer, relative, buffer, step, v, pad):
+    """Step ``step`` of :func:`decode_self`: ``v`` B x H x 1 x D_h, ``pad`` B x 1 or None."""
+    # (a window, once started by a pad, stays)
+    weights = None if pad is not None or mixer.training or "window" in buffer else \
+        step_weights(mixer, relative, buffer, step)
+    if weights is not None:
+        return indexed_ring.step(mixer, buffer, step, v, weights)
+    if "ring" in buffer:  # a pad after steps without pads: the ring taken apart
+        indexed_ring.unfold(mixer, buffer, step, v.dtype)
+    return clipped_decoding_step(mixer, buffer, step, v, pad, self_energies(mixer, relative, step), shared_tail=True,
+                                 dropout=mixer.dropout, training=mixer.training, ordered=True)
+
+
+def step_weights(mixer, relative, buffer, step):
+    """The ring's weights of ``step`` (a row of :func:`decoding_rows`' weights), or None where no table covers it.
+
+    The weights of every step are kept in the search's state (``bag_weights``, the same for every row) once
+    made, and read from there while they cover the step: a step then neither compares the table with the
+    one they were made from nor looks them up (issue 48: host time per layer and step). A search that
+    outgrows them asks :func:`decoding_rows` again (the table grows); a new search starts from the table
+    as it is then."""
+    weights = buffer.get("bag_weights")
+    if weights is None or step >= weights.size(0):
+        made = decoding_rows(mixer, relative, step)
+        if made is None:
+            return None
+        weights = mixer.keep_state(buffer, "bag_weights", made[1], SHARED)
+    return weights[step]
 
 
 def cache_source(mixer, buffer, value, pad):
