@@ -79,11 +79,18 @@ class Mixer(FairseqIncrementalState, nn.Module):
         on positions and shapes only, each operator a kernel launch on a GPU."""
         return make() if self.forward_context is None else self.forward_context.shared(key, make, anchor)
 
+    def init_incremental_state(self):
+        super().init_incremental_state()
+        # The buffer's key in a search's incremental state, formatted once (fairseq formats it at every lookup).
+        self._state_key = self._get_full_incremental_state_key(self.STATE_KEY)
+
     def _get_input_buffer(self, incremental_state) -> Dict[str, Optional[Tensor]]:
-        return self.get_incremental_state(incremental_state, self.STATE_KEY) or {}
+        return (None if incremental_state is None else incremental_state.get(self._state_key)) or {}
 
     def _set_input_buffer(self, incremental_state, buffer: Dict[str, Optional[Tensor]]):
-        return self.set_incremental_state(incremental_state, self.STATE_KEY, buffer)
+        if incremental_state is not None:
+            incremental_state[self._state_key] = buffer
+        return incremental_state
 
     def keep_state(self, buffer: Dict[str, Optional[Tensor]], name: str, tensor: Tensor, how: Reorder) -> Tensor:
         """Stores ``tensor`` (batch on dim 0) in ``buffer`` under ``name``, declaring how a beam reorder copies
@@ -100,12 +107,12 @@ class Mixer(FairseqIncrementalState, nn.Module):
         buffer = self._get_input_buffer(incremental_state)
         if not buffer:
             return incremental_state
-        reordered: Dict[str, Optional[Tensor]] = {}
+        declared, reordered = self._state_reorders, {}
         for name, state in buffer.items():
-            if name.endswith(self.SPARE):
-                continue
-            how = self._state_reorders.get(name)
+            how = declared.get(name)
             if how is None:
+                if name.endswith(self.SPARE):  # the memory a reorder released: the next one's spare, below
+                    continue
                 raise ValueError(f"{type(self).__name__}: decoding state {name!r} was stored without declaring how "
                                  "a beam reorder copies it: store it with Mixer.keep_state (state_reorder.py)")
             if state is None or how.shared:
@@ -113,11 +120,11 @@ class Mixer(FairseqIncrementalState, nn.Module):
             elif how.composed:
                 reordered[name] = state_reorder.compose(state, new_order)
             elif how.reuse and not state.requires_grad:  # (out= copies do not record gradients)
-                reordered[name], reordered[name + self.SPARE] = state_reorder.reorder(
-                    state, new_order, buffer.get(name + self.SPARE), how)
+                spare = name + self.SPARE
+                reordered[name], reordered[spare] = state_reorder.reorder(state, new_order, buffer.get(spare), how)
             else:
                 reordered[name] = state.index_select(0, new_order)
-        self._set_input_buffer(incremental_state, reordered)
+        incremental_state[self._state_key] = reordered
         return incremental_state
 
     def decoding_steps(self, buffer: Dict[str, Optional[Tensor]], batch: int, length: int, device) -> Tensor:

@@ -44,6 +44,7 @@ A reorder refuses a state tensor that was stored without a declaration
 (``tests/test_state_reorder.py`` decodes every registered decoder mixer with
 reorders). The copied values are those of ``index_select``.
 """
+import functools
 import math
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -91,17 +92,27 @@ def compose(index: Tensor, order: Tensor) -> Tensor:
     return last[2]
 
 
-def reorder(state: Tensor, order: Tensor, spare: Optional[Tensor], how: Reorder) -> Tuple[Tensor, Tensor]:
-    """``state`` in beam order ``order``, copied into ``spare`` (a flat buffer, or None: a new one) as ``how``
-    says. Returns the reordered state and the flat buffer of the memory ``state`` was in, the next spare."""
-    shape = (order.numel(),) + tuple(state.shape[1:])
-    room = shape[:2] + (shape[2] + how.room,) + shape[3:] if how.room else shape
-    needed = math.prod(room)
-    if spare is None or spare.numel() < needed or spare.dtype != state.dtype or spare.device != state.device:
-        spare = state.new_empty(needed + math.prod(shape[:2]) * how.slack * math.prod(shape[3:]))
-    whole = spare[:needed].view(room)
-    reordered = torch.index_select(state, 0, order, out=whole[:, :, : shape[2]] if how.room else whole)
-    memory = state.untyped_storage()
-    released = state.new_empty(0).set_(memory, 0, (memory.nbytes() // state.element_size(),))
-    return reordered, released
+@functools.lru_cache(maxsize=4096)
+def layout(size: Tuple[int, ...], room: int) -> Tuple[Tuple[int, ...], int]:
+    """The row-major strides of an allocation of ``size`` with ``room`` more steps on dim 2, and its element
+    count: made once per shape, not in every layer at every step."""
+    strides, elements = [], 1
+    for dim in range(len(size) - 1, -1, -1):
+        strides.append(elements)
+        elements *= size[dim] + room if dim == 2 else size[dim]
+    return tuple(strides[::-1]), elements
 
+
+def reorder(state: Tensor, order: Tensor, spare: Optional[Tensor], how: Reorder) -> Tuple[Tensor, Tensor]:
+    """``state`` in beam order ``order``, copied into the memory of ``spare`` (a tensor whose whole storage is
+    free, or None: new memory) as ``how`` says. Returns the reordered state and the next spare: ``state``
+    itself, whose storage this copy released.
+
+    The copy is one ``index_select`` into a view made by one ``as_strided`` of the spare's storage: a reorder
+    is paid at every step in every layer, and on a GPU its host time is the step's (issue 48)."""
+    size = (order.size(0),) + state.shape[1:]
+    strides, elements = layout(size, how.room)
+    if (spare is None or spare.dtype != state.dtype or spare.device != state.device
+            or spare.untyped_storage().nbytes() < elements * spare.element_size()):
+        spare = state.new_empty(elements + math.prod(size[:2]) * how.slack * math.prod(size[3:]))
+    return torch.index_select(state, 0, order, out=spare.as_strided(size, strides, 0)), state
