@@ -93,14 +93,15 @@ def compose(index: Tensor, order: Tensor) -> Tensor:
 
 
 @functools.lru_cache(maxsize=4096)
-def layout(size: Tuple[int, ...], room: int) -> Tuple[Tuple[int, ...], int]:
-    """The row-major strides of an allocation of ``size`` with ``room`` more steps on dim 2, and its element
-    count: made once per shape, not in every layer at every step."""
+def layout(rows: int, shape: Tuple[int, ...], room: int) -> Tuple[Tuple[int, ...], Tuple[int, ...], int]:
+    """The size of ``rows`` rows of a state of ``shape``, and the row-major strides and the element count of an
+    allocation with ``room`` more steps on dim 2: made once per shape, not in every layer at every step."""
+    size = (rows,) + tuple(shape[1:])
     strides, elements = [], 1
     for dim in range(len(size) - 1, -1, -1):
         strides.append(elements)
         elements *= size[dim] + room if dim == 2 else size[dim]
-    return tuple(strides[::-1]), elements
+    return size, tuple(strides[::-1]), elements
 
 
 def reorder(state: Tensor, order: Tensor, spare: Optional[Tensor], how: Reorder) -> Tuple[Tensor, Tensor]:
@@ -110,8 +111,7 @@ def reorder(state: Tensor, order: Tensor, spare: Optional[Tensor], how: Reorder)
 
     The copy is one ``index_select`` into a view made by one ``as_strided`` of the spare's storage: a reorder
     is paid at every step in every layer, and on a GPU its host time is the step's (issue 48)."""
-    size = (order.size(0),) + state.shape[1:]
-    strides, elements = layout(size, how.room)
+    size, strides, elements = layout(order.shape[0], state.shape, how.room)
     if (spare is None or spare.dtype != state.dtype or spare.device != state.device
             or spare.untyped_storage().nbytes() < elements * spare.element_size()):
         spare = state.new_empty(elements + math.prod(size[:2]) * how.slack * math.prod(size[3:]))
