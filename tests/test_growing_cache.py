@@ -19,6 +19,7 @@ from posnet_fairseq.mixers.growing_cache import GROWTH
 from posnet_fairseq.mixers.state_reorder import GROW
 from posnet_fairseq.mixers.registry import MIXERS
 from posnet_fairseq.sites import SITE
+from test_state_reorder import top_level_operators
 
 STEPS = 2 * GROWTH + 8  # two reallocations, and steps written into spare capacity after each
 CACHING = ("alibi", "aposnet", "arposnet", "kerple", "linearnet", "relattn", "rope", "shaw", "t5_bias", "tisa",
@@ -69,6 +70,10 @@ def test_a_reorder_leaves_room_for_the_next_step_in_the_released_memory():
     assert torch.equal(again, appended.index_select(0, order))
 
 
+# The key under which content attention's keys and values are cached side by side (Mixer.append_self_attention).
+KEYS_AND_VALUES = "prev_key+prev_value"
+
+
 def decoder_self_mixer(name):
     flags = ["--length-ratio", "1.5"] if MIXERS[name].uses_length_ratio else []
     model = build_model([SITE["decoder_self"].mixer_flag, name, "--decoder-self-gating", "off", *flags])[0]
@@ -88,7 +93,7 @@ def random_orders(batch, seed):
 def concatenating_cache(monkeypatch):
     """The cache before growing_cache: torch.cat on every append, a fresh index_select on every reorder."""
     monkeypatch.setattr(growing_cache, "append",
-                        lambda cache, steps: steps if cache is None else torch.cat([cache, steps], dim=2))
+                        lambda cache, steps: steps if cache is None else torch.cat([cache, steps], dim=-2))
     monkeypatch.setattr(Mixer, "reorder_incremental_state", plain_reorder)
 
 
@@ -136,10 +141,10 @@ def test_the_spare_allocation_lives_in_the_search_state():
                 mixer.reorder_incremental_state(state, torch.tensor([1, 0, 3, 3]))
             mixer(x, x, x, incremental_state=state)
     buffer = mixer._get_input_buffer(state)
-    spare = buffer["prev_key" + Mixer.SPARE]
+    spare = buffer[KEYS_AND_VALUES + Mixer.SPARE]
     mixer.reorder_incremental_state(state, torch.tensor([0, 1, 2, 3]))
-    assert mixer._get_input_buffer(state)["prev_key"].data_ptr() == spare.data_ptr()
-    released = weakref.ref(mixer._get_input_buffer(state)["prev_key" + Mixer.SPARE])
+    assert mixer._get_input_buffer(state)[KEYS_AND_VALUES].data_ptr() == spare.data_ptr()
+    released = weakref.ref(mixer._get_input_buffer(state)[KEYS_AND_VALUES + Mixer.SPARE])
     del state, buffer, spare
     gc.collect()
     assert released() is None
@@ -154,3 +159,26 @@ def test_interleaved_searches_each_give_what_they_give_alone():
     alone = [decode(mixer, x, o) for x, o in zip(xs, orders)]
     for interleaved, single in zip(decode_interleaved(mixer, xs, orders), alone):
         torch.testing.assert_close(interleaved, single, atol=0, rtol=0)
+
+
+def test_keys_and_values_are_cached_side_by_side_and_reordered_by_one_copy():
+    """Content attention's key and value caches are views of one tensor: a beam reorder in steady state
+    copies both with one index_select into one view of the spare and remakes the two views (on main
+    before this, six operators for each)."""
+    mixer = decoder_self_mixer("rope")
+    state, x = {}, torch.randn(1, 4, mixer.embed_dim)
+    order = torch.tensor([1, 0, 3, 3])
+    with torch.no_grad():
+        for t in range(3):
+            if t:
+                mixer.reorder_incremental_state(state, order)
+            mixer(x, x, x, incremental_state=state)
+        before = {name: cache.clone() for name, cache in mixer._get_input_buffer(state).items()}  # (memory reused)
+        mixer.reorder_incremental_state(state, order)  # the spare fits from the second reorder on
+        operators = top_level_operators(lambda: mixer.reorder_incremental_state(state, order))
+    after = mixer._get_input_buffer(state)
+    assert sorted(operators) == ["aten::as_strided", "aten::index_select", "aten::select", "aten::select"]
+    for index, name in enumerate(["prev_key", "prev_value"]):
+        assert torch.equal(after[name], before[name][order][order])
+        assert torch.equal(after[name], after[KEYS_AND_VALUES][:, :, index])
+        assert after[name].untyped_storage().data_ptr() == after[KEYS_AND_VALUES].untyped_storage().data_ptr()

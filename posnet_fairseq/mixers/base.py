@@ -107,7 +107,7 @@ class Mixer(FairseqIncrementalState, nn.Module):
         buffer = self._get_input_buffer(incremental_state)
         if not buffer:
             return incremental_state
-        declared, reordered = self._state_reorders, {}
+        declared, reordered, parts = self._state_reorders, {}, []
         for name, state in buffer.items():
             how = declared.get(name)
             if how is None:
@@ -117,6 +117,8 @@ class Mixer(FairseqIncrementalState, nn.Module):
                                  "a beam reorder copies it: store it with Mixer.keep_state (state_reorder.py)")
             if state is None or how.shared:
                 reordered[name] = state
+            elif how.part is not None:
+                parts.append((name, how.part))
             elif how.composed:
                 reordered[name] = state_reorder.compose(state, new_order)
             elif how.reuse and not state.requires_grad:  # (out= copies do not record gradients)
@@ -124,6 +126,8 @@ class Mixer(FairseqIncrementalState, nn.Module):
                 reordered[name], reordered[spare] = state_reorder.reorder(state, new_order, buffer.get(spare), how)
             else:
                 reordered[name] = state.index_select(0, new_order)
+        for name, (key, index) in parts:  # views of a state copied above
+            reordered[name] = reordered[key].select(state_reorder.BESIDE, index)
         incremental_state[self._state_key] = reordered
         return incremental_state
 
@@ -184,14 +188,24 @@ class Mixer(FairseqIncrementalState, nn.Module):
     def append_self_attention(self, incremental_state, buffer: Dict[str, Optional[Tensor]], pad: Optional[Tensor],
                               pad_key: Optional[str] = "prev_key_padding_mask", **tensors: Optional[Tensor]):
         """:meth:`cache_self_attention` without the key positions: ``(*tensors, pad)``, for a mixer that
-        reads the keys' columns only (their count), which saves an operator per layer and step."""
+        reads the keys' columns only (their count), which saves an operator per layer and step.
+
+        Two or more tensors are cached side by side in one B x H x n x S x D_h tensor (stored under their
+        keys joined by ``+``), each key's cache a view of it (``state_reorder.part``): a beam reorder copies
+        them all with one ``index_select``."""
         first = next(t for t in tensors.values() if t is not None)
         batch, length, device = first.size(0), first.size(2), first.device
-        cached = []
-        for name, tensor in tensors.items():
-            if tensor is not None:
-                tensor = self.keep_state(buffer, name, growing_cache.append(buffer.get(name), tensor), GROW)
-            cached.append(tensor)
+        names = [name for name, tensor in tensors.items() if tensor is not None]
+        if len(names) == 1:
+            name = names[0]
+            tensors[name] = self.keep_state(buffer, name, growing_cache.append(buffer.get(name), first), GROW)
+        else:
+            key = "+".join(names)
+            steps = torch.stack([tensors[name] for name in names], dim=state_reorder.BESIDE)
+            joint = self.keep_state(buffer, key, growing_cache.append(buffer.get(key), steps), GROW)
+            for index, name in enumerate(names):
+                part = joint.select(state_reorder.BESIDE, index)
+                tensors[name] = self.keep_state(buffer, name, part, state_reorder.part(key, index))
         if pad_key is not None:
             if pad is None:
                 pad = torch.zeros(batch, length, dtype=torch.bool, device=device)
@@ -199,7 +213,7 @@ class Mixer(FairseqIncrementalState, nn.Module):
                 pad = torch.cat([buffer[pad_key], pad], dim=1)
             self.keep_state(buffer, pad_key, pad, COPY)
         self._set_input_buffer(incremental_state, buffer)
-        return (*cached, pad)
+        return (*tensors.values(), pad)
 
     def self_attention_positions(self, incremental_state, pad: Optional[Tensor],
                                  pad_key: Optional[str] = "prev_key_padding_mask", **tensors: Optional[Tensor]):

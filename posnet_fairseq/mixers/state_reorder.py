@@ -19,9 +19,13 @@ tensor), so every state tensor is declared where it is created, with
   memory the mixer does not own);
 * :data:`REUSE`: into the released memory, same shape (rPosNet's and
   LightConv's window, written in place by ``clipped_decoding.py``);
-* :data:`GROW`: into the released memory with one spare step on dim 2 for
-  the next append, which ``growing_cache.append`` writes in place, so the
-  cache stays contiguous;
+* :data:`GROW`: into the released memory with one spare step on the time dim
+  (-2) for the next append, which ``growing_cache.append`` writes in place,
+  so the cache stays contiguous;
+* :func:`part`: not copied itself: a view of another state tensor that holds
+  it side by side with others (a layer's key and value caches,
+  ``Mixer.append_self_attention``), remade from that tensor's copy, so that
+  one ``index_select`` reorders them all;
 * :data:`SHARED`: not copied: the same for every hypothesis, as the step
   count (all hypotheses of a search decode the same step), a Python int, so
   that neither making nor reading it costs an operator or waits for the
@@ -54,6 +58,11 @@ from torch import Tensor
 
 from .growing_cache import GROWTH
 
+# The dim of a state along which the states that are its parts (part) lie side by side: just before the
+# time dim (-2) of B x H x n x S x D_h, so that a part (B x H x S x D_h) views its batch and heads as one dim
+# (batch stride n x S x D_h), as a batched product reads them, without a copy.
+BESIDE = -3
+
 # Suffix of the buffer key under which a reorder keeps the memory it released, the next one's spare.
 SPARE = ".spare"
 
@@ -63,10 +72,12 @@ class Reorder:
     """How a beam reorder copies one state tensor (B x ...: the batch on dim 0)."""
 
     reuse: bool  # into the memory the previous reorder of this name released
-    room: int = 0  # spare steps on dim 2 of the copy (B x H x S x D_h), for the next append
+    room: int = 0  # spare steps on the time dim (-2) of the copy (B x ... x S x D_h), for the next append
     slack: int = 0  # further steps of an allocation made anew: it then fits this many more reorders
     shared: bool = False  # one value for the whole batch (no batch dim), or read through an index: kept as it is
     composed: bool = False  # an index of rows, composed with the order (compose)
+    # (key, index): a view, ``state.select(BESIDE, index)``, of the state under ``key``, remade from its copy
+    part: Optional[Tuple[str, int]] = None
 
 
 COPY = Reorder(reuse=False)
@@ -76,6 +87,16 @@ GROW = Reorder(reuse=True, room=1, slack=GROWTH)
 SHARED = Reorder(reuse=False, shared=True)
 INDEXED = Reorder(reuse=False, shared=True)
 COMPOSED = Reorder(reuse=False, composed=True)
+
+
+
+@functools.lru_cache(maxsize=None)
+def part(key: str, index: int) -> Reorder:
+    """How a reorder remakes ``state.select(BESIDE, index)`` of the state under ``key``: from that state's copy, so
+    that the states that one tensor holds side by side are reordered by one copy (the key and the value
+    caches of a layer, ``Mixer.append_self_attention``). One declaration per key and index."""
+    return Reorder(reuse=False, part=(key, index))
+
 
 # The last composition, (index, order, index[order]): holding both keeps their ids from being reused.
 _composed = [None]
@@ -95,12 +116,13 @@ def compose(index: Tensor, order: Tensor) -> Tensor:
 @functools.lru_cache(maxsize=4096)
 def layout(rows: int, shape: Tuple[int, ...], room: int) -> Tuple[Tuple[int, ...], Tuple[int, ...], int]:
     """The size of ``rows`` rows of a state of ``shape``, and the row-major strides and the element count of an
-    allocation with ``room`` more steps on dim 2: made once per shape, not in every layer at every step."""
+    allocation with ``room`` more steps on the time dim (-2): made once per shape, not in every layer at every
+    step."""
     size = (rows,) + tuple(shape[1:])
     strides, elements = [], 1
     for dim in range(len(size) - 1, -1, -1):
         strides.append(elements)
-        elements *= size[dim] + room if dim == 2 else size[dim]
+        elements *= size[dim] + room if dim == len(size) - 2 else size[dim]
     return size, tuple(strides[::-1]), elements
 
 
@@ -114,5 +136,5 @@ def reorder(state: Tensor, order: Tensor, spare: Optional[Tensor], how: Reorder)
     size, strides, elements = layout(order.shape[0], state.shape, how.room)
     if (spare is None or spare.dtype != state.dtype or spare.device != state.device
             or spare.untyped_storage().nbytes() < elements * spare.element_size()):
-        spare = state.new_empty(elements + math.prod(size[:2]) * how.slack * math.prod(size[3:]))
+        spare = state.new_empty(elements + math.prod(size[:-2]) * how.slack * size[-1])
     return torch.index_select(state, 0, order, out=spare.as_strided(size, strides, 0)), state
