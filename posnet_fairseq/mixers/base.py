@@ -126,8 +126,11 @@ class Mixer(FairseqIncrementalState, nn.Module):
                 reordered[name], reordered[spare] = state_reorder.reorder(state, new_order, buffer.get(spare), how)
             else:
                 reordered[name] = state.index_select(0, new_order)
-        for name, (key, index) in parts:  # views of a state copied above
-            reordered[name] = reordered[key].select(state_reorder.BESIDE, index)
+        views = {}  # of each state copied above that holds parts: all its parts made by one operator
+        for name, (key, index) in parts:
+            if key not in views:
+                views[key] = reordered[key].unbind(state_reorder.BESIDE)
+            reordered[name] = views[key][index]
         incremental_state[self._state_key] = reordered
         return incremental_state
 
@@ -203,8 +206,7 @@ class Mixer(FairseqIncrementalState, nn.Module):
             key = "+".join(names)
             steps = torch.stack([tensors[name] for name in names], dim=state_reorder.BESIDE)
             joint = self.keep_state(buffer, key, growing_cache.append(buffer.get(key), steps), GROW)
-            for index, name in enumerate(names):
-                part = joint.select(state_reorder.BESIDE, index)
+            for index, (name, part) in enumerate(zip(names, joint.unbind(state_reorder.BESIDE))):
                 tensors[name] = self.keep_state(buffer, name, part, state_reorder.part(key, index))
         if pad_key is not None:
             if pad is None:
