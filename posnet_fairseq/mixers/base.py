@@ -20,7 +20,8 @@ every registered mixer at every site it claims):
 * positions come from the padding mask (``attention.real_positions``), never from the
   column index, so a sentence gives the same output alone or batched;
 * every cached tensor has the batch on dim 0 (or is the same for every
-  hypothesis: ``state_reorder.SHARED``), so one ``index_select`` in
+  hypothesis: ``state_reorder.SHARED``; or holds several side by side, the
+  batch on dim 1: ``state_reorder.GROW_PARTS``), so one ``index_select`` in
   :meth:`Mixer.reorder_incremental_state` follows beam search, and is stored
   with :meth:`Mixer.keep_state`, which declares how that copy is made
   (``state_reorder.py``);
@@ -125,7 +126,7 @@ class Mixer(FairseqIncrementalState, nn.Module):
                 spare = name + self.SPARE
                 reordered[name], reordered[spare] = state_reorder.reorder(state, new_order, buffer.get(spare), how)
             else:
-                reordered[name] = state.index_select(0, new_order)
+                reordered[name] = state.index_select(how.batch, new_order)
         views = {}  # of each state copied above that holds parts: all its parts made by one operator
         for name, (key, index) in parts:
             if key not in views:
@@ -174,7 +175,8 @@ class Mixer(FairseqIncrementalState, nn.Module):
         their buffer key (e.g. ``prev_value=v``); each is appended on the time
         dim to what ``buffer`` holds under that key, in place where the cache
         has spare steps (``growing_cache``), and reordered into released memory
-        (``state_reorder.GROW``). A None tensor is neither
+        (``state_reorder.GROW``; two or more side by side in one tensor, each
+        key's cache a view of it: :meth:`append_self_attention`). A None tensor is neither
         cached nor returned changed (``relattn`` has no keys). Unless
         ``pad_key`` is None, the B x T padding mask ``pad`` (all False when
         None) is appended under ``pad_key`` too, so past pad steps stay masked.
@@ -193,7 +195,7 @@ class Mixer(FairseqIncrementalState, nn.Module):
         """:meth:`cache_self_attention` without the key positions: ``(*tensors, pad)``, for a mixer that
         reads the keys' columns only (their count), which saves an operator per layer and step.
 
-        Two or more tensors are cached side by side in one B x H x n x S x D_h tensor (stored under their
+        Two or more tensors are cached side by side in one n x B x H x S x D_h tensor (stored under their
         keys joined by ``+``), each key's cache a view of it (``state_reorder.part``): a beam reorder copies
         them all with one ``index_select``."""
         first = next(t for t in tensors.values() if t is not None)
@@ -205,7 +207,7 @@ class Mixer(FairseqIncrementalState, nn.Module):
         else:
             key = "+".join(names)
             steps = torch.stack([tensors[name] for name in names], dim=state_reorder.BESIDE)
-            joint = self.keep_state(buffer, key, growing_cache.append(buffer.get(key), steps), GROW)
+            joint = self.keep_state(buffer, key, growing_cache.append(buffer.get(key), steps), state_reorder.GROW_PARTS)
             for index, (name, part) in enumerate(zip(names, joint.unbind(state_reorder.BESIDE))):
                 tensors[name] = self.keep_state(buffer, name, part, state_reorder.part(key, index))
         if pad_key is not None:

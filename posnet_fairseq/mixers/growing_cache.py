@@ -15,9 +15,9 @@ the search already holds:
 
 * the reorder (``state_reorder.GROW``, declared by
   ``Mixer.cache_self_attention``) copies the cache, in the new beam order,
-  into the spare memory that the previous reorder released (a flat buffer
-  kept in the search's incremental state, so it is freed with the search),
-  laid out as B x H x (S + 1) x D_h (B x H x n x (S + 1) x D_h for n caches
+  into the spare memory that the previous reorder released (the released
+  tensor, kept in the search's incremental state, so it is freed with the search),
+  laid out as B x H x (S + 1) x D_h (n x B x H x (S + 1) x D_h for n caches
   side by side, ``state_reorder.part``): the extra step is room for the next
   append;
 * :func:`append` writes the next steps into that room, so the cache is

@@ -58,10 +58,11 @@ from torch import Tensor
 
 from .growing_cache import GROWTH
 
-# The dim of a state along which the states that are its parts (part) lie side by side: just before the
-# time dim (-2) of B x H x n x S x D_h, so that a part (B x H x S x D_h) views its batch and heads as one dim
-# (batch stride n x S x D_h), as a batched product reads them, without a copy.
-BESIDE = -3
+# The dim along which a state holds its parts (part) side by side: n x B x H x S x D_h (the batch on dim 1), so
+# that each part is a B x H x S x D_h cache whose matrices lie one after the other, as the batched products of
+# attention read them fastest (with the parts interleaved per head, B x H x n x S x D_h, the products of one
+# decoding step took 1.6-2x as long on the CPU at S = 30-200; B x n x H x S x D_h made them copy the cache).
+BESIDE = 0
 
 # Suffix of the buffer key under which a reorder keeps the memory it released, the next one's spare.
 SPARE = ".spare"
@@ -78,16 +79,18 @@ class Reorder:
     composed: bool = False  # an index of rows, composed with the order (compose)
     # (key, index): a view, ``state.select(BESIDE, index)``, of the state under ``key``, remade from its copy
     part: Optional[Tuple[str, int]] = None
+    batch: int = 0  # the dim of the batch: 1 in a state that holds parts (BESIDE)
 
 
 COPY = Reorder(reuse=False)
 REUSE = Reorder(reuse=True)
 # One reallocation every GROWTH steps of a cache that grows by one step per reorder.
 GROW = Reorder(reuse=True, room=1, slack=GROWTH)
+# GROW, for a state that holds parts side by side (BESIDE): the batch on dim 1.
+GROW_PARTS = Reorder(reuse=True, room=1, slack=GROWTH, batch=1)
 SHARED = Reorder(reuse=False, shared=True)
 INDEXED = Reorder(reuse=False, shared=True)
 COMPOSED = Reorder(reuse=False, composed=True)
-
 
 
 @functools.lru_cache(maxsize=None)
@@ -114,15 +117,15 @@ def compose(index: Tensor, order: Tensor) -> Tensor:
 
 
 @functools.lru_cache(maxsize=4096)
-def layout(rows: int, shape: Tuple[int, ...], room: int) -> Tuple[Tuple[int, ...], Tuple[int, ...], int]:
-    """The size of ``rows`` rows of a state of ``shape``, and the row-major strides and the element count of an
-    allocation with ``room`` more steps on the time dim (-2): made once per shape, not in every layer at every
-    step."""
-    size = (rows,) + tuple(shape[1:])
+def layout(rows: int, shape: Tuple[int, ...], how: Reorder) -> Tuple[Tuple[int, ...], Tuple[int, ...], int]:
+    """The size of a state of ``shape`` with ``rows`` rows on its batch dim, and the row-major strides and the
+    element count of an allocation with ``how.room`` more steps on the time dim (-2): made once per shape, not
+    in every layer at every step."""
+    size = tuple(rows if dim == how.batch else extent for dim, extent in enumerate(shape))
     strides, elements = [], 1
     for dim in range(len(size) - 1, -1, -1):
         strides.append(elements)
-        elements *= size[dim] + room if dim == len(size) - 2 else size[dim]
+        elements *= size[dim] + how.room if dim == len(size) - 2 else size[dim]
     return size, tuple(strides[::-1]), elements
 
 
@@ -133,8 +136,8 @@ def reorder(state: Tensor, order: Tensor, spare: Optional[Tensor], how: Reorder)
 
     The copy is one ``index_select`` into a view made by one ``as_strided`` of the spare's storage: a reorder
     is paid at every step in every layer, and on a GPU its host time is the step's (issue 48)."""
-    size, strides, elements = layout(order.shape[0], state.shape, how.room)
+    size, strides, elements = layout(order.shape[0], state.shape, how)
     if (spare is None or spare.dtype != state.dtype or spare.device != state.device
             or spare.untyped_storage().nbytes() < elements * spare.element_size()):
         spare = state.new_empty(elements + math.prod(size[:-2]) * how.slack * size[-1])
-    return torch.index_select(state, 0, order, out=spare.as_strided(size, strides, 0)), state
+    return torch.index_select(state, how.batch, order, out=spare.as_strided(size, strides, 0)), state
