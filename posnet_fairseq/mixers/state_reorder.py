@@ -61,7 +61,8 @@ from .growing_cache import GROWTH
 # The dim along which a state holds its parts (part) side by side: n x B x H x S x D_h (the batch on dim 1), so
 # that each part is a B x H x S x D_h cache whose matrices lie one after the other, as the batched products of
 # attention read them fastest (with the parts interleaved per head, B x H x n x S x D_h, the products of one
-# decoding step took 1.6-2x as long on the CPU at S = 30-200; B x n x H x S x D_h made them copy the cache).
+# decoding step took 1.6-2.4x as long on the CPU at S = 30-200, base, 128 rows; B x n x H x S x D_h made them
+# copy the cache).
 BESIDE = 0
 
 # Suffix of the buffer key under which a reorder keeps the memory it released, the next one's spare.
