@@ -94,10 +94,10 @@ class Mixer(FairseqIncrementalState, nn.Module):
         return incremental_state
 
     def keep_state(self, buffer: Dict[str, Optional[Tensor]], name: str, tensor: Tensor, how: Reorder) -> Tensor:
-        """Stores ``tensor`` (batch on dim 0) in ``buffer`` under ``name``, declaring how a beam reorder copies
-        it (``state_reorder.COPY``, ``REUSE`` or ``GROW``: whether into the memory the previous reorder
-        released, which only a tensor that the mixer created and nothing else refers to may be; ``SHARED``:
-        not at all, one value for the whole batch)."""
+        """Stores ``tensor`` (batch on dim ``how.batch``, 0 but where parts lie side by side) in ``buffer`` under
+        ``name``, declaring how a beam reorder copies it (``state_reorder.COPY``, ``REUSE`` or ``GROW``: whether
+        into the memory the previous reorder released, which only a tensor that the mixer created and nothing
+        else refers to may be; ``SHARED``: not at all, one value for the whole batch)."""
         buffer[name] = tensor
         self._state_reorders[name] = how
         return tensor
