@@ -16,9 +16,10 @@ from fairseq_testing import build_model, decode_interleaved
 from posnet_fairseq.mixers import growing_cache, state_reorder
 from posnet_fairseq.mixers.base import Mixer
 from posnet_fairseq.mixers.growing_cache import GROWTH
-from posnet_fairseq.mixers.state_reorder import GROW
+from posnet_fairseq.mixers.state_reorder import GROW, GROW_PARTS
 from posnet_fairseq.mixers.registry import MIXERS
 from posnet_fairseq.sites import SITE
+from test_state_reorder import top_level_operators
 
 STEPS = 2 * GROWTH + 8  # two reallocations, and steps written into spare capacity after each
 CACHING = ("alibi", "aposnet", "arposnet", "kerple", "linearnet", "relattn", "rope", "shaw", "t5_bias", "tisa",
@@ -59,7 +60,7 @@ def test_a_reorder_leaves_room_for_the_next_step_in_the_released_memory():
     order = torch.tensor([2, 2, 0, 1])
     reordered, released = state_reorder.reorder(cache, order, None, GROW)
     assert torch.equal(reordered, cache.index_select(0, order)) and growing_cache.capacity(reordered) == 4
-    assert released.data_ptr() == cache.data_ptr() and released.dim() == 1
+    assert released.untyped_storage().data_ptr() == cache.untyped_storage().data_ptr()  # its whole storage
     step = torch.randn(4, 2, 1, 5)
     appended = growing_cache.append(reordered, step)
     assert appended.data_ptr() == reordered.data_ptr() and appended.is_contiguous()
@@ -67,6 +68,10 @@ def test_a_reorder_leaves_room_for_the_next_step_in_the_released_memory():
     again, _ = state_reorder.reorder(appended, order, released, GROW)
     assert again.data_ptr() == released.data_ptr()
     assert torch.equal(again, appended.index_select(0, order))
+
+
+# The key under which content attention's keys and values are cached side by side (Mixer.append_self_attention).
+KEYS_AND_VALUES = "prev_key+prev_value"
 
 
 def decoder_self_mixer(name):
@@ -88,7 +93,7 @@ def random_orders(batch, seed):
 def concatenating_cache(monkeypatch):
     """The cache before growing_cache: torch.cat on every append, a fresh index_select on every reorder."""
     monkeypatch.setattr(growing_cache, "append",
-                        lambda cache, steps: steps if cache is None else torch.cat([cache, steps], dim=2))
+                        lambda cache, steps: steps if cache is None else torch.cat([cache, steps], dim=-2))
     monkeypatch.setattr(Mixer, "reorder_incremental_state", plain_reorder)
 
 
@@ -98,7 +103,8 @@ def plain_reorder(self, incremental_state, new_order):
     buffer = self._get_input_buffer(incremental_state)
     if buffer:
         self._set_input_buffer(incremental_state, {
-            name: state if state is None or self._state_reorders[name].shared else state.index_select(0, new_order)
+            name: state if state is None or self._state_reorders[name].shared
+            else state.index_select(self._state_reorders[name].batch, new_order)
             for name, state in buffer.items() if not name.endswith(self.SPARE)})
     return incremental_state
 
@@ -122,7 +128,7 @@ def test_decoding_equals_the_concatenating_cache(name, monkeypatch):
 def test_the_listed_mixers_grow_their_cache(name):
     mixer = decoder_self_mixer(name)
     decode(mixer, torch.randn(3, 2, mixer.embed_dim), random_orders(2, seed=0))
-    assert GROW in mixer._state_reorders.values()
+    assert {GROW, GROW_PARTS} & set(mixer._state_reorders.values())
 
 
 def test_the_spare_allocation_lives_in_the_search_state():
@@ -136,10 +142,10 @@ def test_the_spare_allocation_lives_in_the_search_state():
                 mixer.reorder_incremental_state(state, torch.tensor([1, 0, 3, 3]))
             mixer(x, x, x, incremental_state=state)
     buffer = mixer._get_input_buffer(state)
-    spare = buffer["prev_key" + Mixer.SPARE]
+    spare = buffer[KEYS_AND_VALUES + Mixer.SPARE]
     mixer.reorder_incremental_state(state, torch.tensor([0, 1, 2, 3]))
-    assert mixer._get_input_buffer(state)["prev_key"].data_ptr() == spare.data_ptr()
-    released = weakref.ref(mixer._get_input_buffer(state)["prev_key" + Mixer.SPARE])
+    assert mixer._get_input_buffer(state)[KEYS_AND_VALUES].data_ptr() == spare.data_ptr()
+    released = weakref.ref(mixer._get_input_buffer(state)[KEYS_AND_VALUES + Mixer.SPARE])
     del state, buffer, spare
     gc.collect()
     assert released() is None
@@ -154,3 +160,26 @@ def test_interleaved_searches_each_give_what_they_give_alone():
     alone = [decode(mixer, x, o) for x, o in zip(xs, orders)]
     for interleaved, single in zip(decode_interleaved(mixer, xs, orders), alone):
         torch.testing.assert_close(interleaved, single, atol=0, rtol=0)
+
+
+def test_keys_and_values_are_cached_side_by_side_and_reordered_by_one_copy():
+    """Content attention's key and value caches are views of one tensor: a beam reorder in steady state
+    copies both with one index_select into one view of the spare and remakes the two views with one
+    unbind (on main before this, six operators for each)."""
+    mixer = decoder_self_mixer("rope")
+    state, x = {}, torch.randn(1, 4, mixer.embed_dim)
+    order = torch.tensor([1, 0, 3, 3])
+    with torch.no_grad():
+        for t in range(3):
+            if t:
+                mixer.reorder_incremental_state(state, order)
+            mixer(x, x, x, incremental_state=state)
+        before = {name: cache.clone() for name, cache in mixer._get_input_buffer(state).items()}  # (memory reused)
+        mixer.reorder_incremental_state(state, order)  # the spare fits from the second reorder on
+        operators = top_level_operators(lambda: mixer.reorder_incremental_state(state, order))
+    after = mixer._get_input_buffer(state)
+    assert sorted(operators) == ["aten::as_strided", "aten::index_select", "aten::unbind"]
+    for index, name in enumerate(["prev_key", "prev_value"]):
+        assert torch.equal(after[name], before[name][order][order])
+        assert torch.equal(after[name], after[KEYS_AND_VALUES][index])
+        assert after[name].untyped_storage().data_ptr() == after[KEYS_AND_VALUES].untyped_storage().data_ptr()

@@ -20,7 +20,8 @@ every registered mixer at every site it claims):
 * positions come from the padding mask (``attention.real_positions``), never from the
   column index, so a sentence gives the same output alone or batched;
 * every cached tensor has the batch on dim 0 (or is the same for every
-  hypothesis: ``state_reorder.SHARED``), so one ``index_select`` in
+  hypothesis: ``state_reorder.SHARED``; or holds several side by side, the
+  batch on dim 1: ``state_reorder.GROW_PARTS``), so one ``index_select`` in
   :meth:`Mixer.reorder_incremental_state` follows beam search, and is stored
   with :meth:`Mixer.keep_state`, which declares how that copy is made
   (``state_reorder.py``);
@@ -79,17 +80,24 @@ class Mixer(FairseqIncrementalState, nn.Module):
         on positions and shapes only, each operator a kernel launch on a GPU."""
         return make() if self.forward_context is None else self.forward_context.shared(key, make, anchor)
 
+    def init_incremental_state(self):
+        super().init_incremental_state()
+        # The buffer's key in a search's incremental state, formatted once (fairseq formats it at every lookup).
+        self._state_key = self._get_full_incremental_state_key(self.STATE_KEY)
+
     def _get_input_buffer(self, incremental_state) -> Dict[str, Optional[Tensor]]:
-        return self.get_incremental_state(incremental_state, self.STATE_KEY) or {}
+        return (None if incremental_state is None else incremental_state.get(self._state_key)) or {}
 
     def _set_input_buffer(self, incremental_state, buffer: Dict[str, Optional[Tensor]]):
-        return self.set_incremental_state(incremental_state, self.STATE_KEY, buffer)
+        if incremental_state is not None:
+            incremental_state[self._state_key] = buffer
+        return incremental_state
 
     def keep_state(self, buffer: Dict[str, Optional[Tensor]], name: str, tensor: Tensor, how: Reorder) -> Tensor:
-        """Stores ``tensor`` (batch on dim 0) in ``buffer`` under ``name``, declaring how a beam reorder copies
-        it (``state_reorder.COPY``, ``REUSE`` or ``GROW``: whether into the memory the previous reorder
-        released, which only a tensor that the mixer created and nothing else refers to may be; ``SHARED``:
-        not at all, one value for the whole batch)."""
+        """Stores ``tensor`` (batch on dim ``how.batch``, 0 but where parts lie side by side) in ``buffer`` under
+        ``name``, declaring how a beam reorder copies it (``state_reorder.COPY``, ``REUSE`` or ``GROW``: whether
+        into the memory the previous reorder released, which only a tensor that the mixer created and nothing
+        else refers to may be; ``SHARED``: not at all, one value for the whole batch)."""
         buffer[name] = tensor
         self._state_reorders[name] = how
         return tensor
@@ -100,24 +108,31 @@ class Mixer(FairseqIncrementalState, nn.Module):
         buffer = self._get_input_buffer(incremental_state)
         if not buffer:
             return incremental_state
-        reordered: Dict[str, Optional[Tensor]] = {}
+        declared, reordered, parts = self._state_reorders, {}, []
         for name, state in buffer.items():
-            if name.endswith(self.SPARE):
-                continue
-            how = self._state_reorders.get(name)
+            how = declared.get(name)
             if how is None:
+                if name.endswith(self.SPARE):  # the memory a reorder released: the next one's spare, below
+                    continue
                 raise ValueError(f"{type(self).__name__}: decoding state {name!r} was stored without declaring how "
                                  "a beam reorder copies it: store it with Mixer.keep_state (state_reorder.py)")
             if state is None or how.shared:
                 reordered[name] = state
+            elif how.part is not None:
+                parts.append((name, how.part))
             elif how.composed:
                 reordered[name] = state_reorder.compose(state, new_order)
             elif how.reuse and not state.requires_grad:  # (out= copies do not record gradients)
-                reordered[name], reordered[name + self.SPARE] = state_reorder.reorder(
-                    state, new_order, buffer.get(name + self.SPARE), how)
+                spare = name + self.SPARE
+                reordered[name], reordered[spare] = state_reorder.reorder(state, new_order, buffer.get(spare), how)
             else:
-                reordered[name] = state.index_select(0, new_order)
-        self._set_input_buffer(incremental_state, reordered)
+                reordered[name] = state.index_select(how.batch, new_order)
+        views = {}  # of each state copied above that holds parts: all its parts made by one operator
+        for name, (key, index) in parts:
+            if key not in views:
+                views[key] = reordered[key].unbind(state_reorder.BESIDE)
+            reordered[name] = views[key][index]
+        incremental_state[self._state_key] = reordered
         return incremental_state
 
     def decoding_steps(self, buffer: Dict[str, Optional[Tensor]], batch: int, length: int, device) -> Tensor:
@@ -160,7 +175,8 @@ class Mixer(FairseqIncrementalState, nn.Module):
         their buffer key (e.g. ``prev_value=v``); each is appended on the time
         dim to what ``buffer`` holds under that key, in place where the cache
         has spare steps (``growing_cache``), and reordered into released memory
-        (``state_reorder.GROW``). A None tensor is neither
+        (``state_reorder.GROW``; two or more side by side in one tensor, each
+        key's cache a view of it: :meth:`append_self_attention`). A None tensor is neither
         cached nor returned changed (``relattn`` has no keys). Unless
         ``pad_key`` is None, the B x T padding mask ``pad`` (all False when
         None) is appended under ``pad_key`` too, so past pad steps stay masked.
@@ -177,14 +193,23 @@ class Mixer(FairseqIncrementalState, nn.Module):
     def append_self_attention(self, incremental_state, buffer: Dict[str, Optional[Tensor]], pad: Optional[Tensor],
                               pad_key: Optional[str] = "prev_key_padding_mask", **tensors: Optional[Tensor]):
         """:meth:`cache_self_attention` without the key positions: ``(*tensors, pad)``, for a mixer that
-        reads the keys' columns only (their count), which saves an operator per layer and step."""
+        reads the keys' columns only (their count), which saves an operator per layer and step.
+
+        Two or more tensors are cached side by side in one n x B x H x S x D_h tensor (stored under their
+        keys joined by ``+``), each key's cache a view of it (``state_reorder.part``): a beam reorder copies
+        them all with one ``index_select``."""
         first = next(t for t in tensors.values() if t is not None)
         batch, length, device = first.size(0), first.size(2), first.device
-        cached = []
-        for name, tensor in tensors.items():
-            if tensor is not None:
-                tensor = self.keep_state(buffer, name, growing_cache.append(buffer.get(name), tensor), GROW)
-            cached.append(tensor)
+        names = [name for name, tensor in tensors.items() if tensor is not None]
+        if len(names) == 1:
+            name = names[0]
+            tensors[name] = self.keep_state(buffer, name, growing_cache.append(buffer.get(name), first), GROW)
+        else:
+            key = "+".join(names)
+            steps = torch.stack([tensors[name] for name in names], dim=state_reorder.BESIDE)
+            joint = self.keep_state(buffer, key, growing_cache.append(buffer.get(key), steps), state_reorder.GROW_PARTS)
+            for index, (name, part) in enumerate(zip(names, joint.unbind(state_reorder.BESIDE))):
+                tensors[name] = self.keep_state(buffer, name, part, state_reorder.part(key, index))
         if pad_key is not None:
             if pad is None:
                 pad = torch.zeros(batch, length, dtype=torch.bool, device=device)
@@ -192,7 +217,7 @@ class Mixer(FairseqIncrementalState, nn.Module):
                 pad = torch.cat([buffer[pad_key], pad], dim=1)
             self.keep_state(buffer, pad_key, pad, COPY)
         self._set_input_buffer(incremental_state, buffer)
-        return (*cached, pad)
+        return (*tensors.values(), pad)
 
     def self_attention_positions(self, incremental_state, pad: Optional[Tensor],
                                  pad_key: Optional[str] = "prev_key_padding_mask", **tensors: Optional[Tensor]):

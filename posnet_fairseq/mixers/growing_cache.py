@@ -15,9 +15,10 @@ the search already holds:
 
 * the reorder (``state_reorder.GROW``, declared by
   ``Mixer.cache_self_attention``) copies the cache, in the new beam order,
-  into the spare memory that the previous reorder released (a flat buffer
-  kept in the search's incremental state, so it is freed with the search),
-  laid out as B x H x (S + 1) x D_h: the extra step is room for the next
+  into the spare memory that the previous reorder released (the released
+  tensor, kept in the search's incremental state, so it is freed with the search),
+  laid out as B x H x (S + 1) x D_h (n x B x H x (S + 1) x D_h for n caches
+  side by side, ``state_reorder.part``): the extra step is room for the next
   append;
 * :func:`append` writes the next steps into that room, so the cache is
   contiguous again; where there is no room (the first step, a block of
@@ -41,32 +42,34 @@ GROWTH = 32
 
 
 def capacity(cache: Tensor) -> int:
-    """The steps C of the allocation whose first S steps ``cache`` (B x H x S x D_h) views.
+    """The steps C of the allocation whose first S steps ``cache`` (... x S x D_h: time on dim -2) views.
 
     C = S for a cache that is no such view (any tensor not made here).
     """
-    _, heads, steps, dim = cache.shape
-    capacity = cache.stride(1) // dim if dim else steps
-    view_of_allocation = (cache.stride(3) == 1 and cache.stride(2) == dim and cache.stride(1) == capacity * dim
-                          and cache.stride(0) == heads * capacity * dim)
+    *outer, steps, dim = cache.shape
+    capacity = cache.stride(-3) // dim if dim and outer else steps
+    expected = capacity * dim
+    view_of_allocation = cache.stride(-1) == 1 and cache.stride(-2) == dim
+    for size, stride in zip(reversed(outer), reversed(cache.stride()[:-2])):
+        view_of_allocation = view_of_allocation and stride == expected
+        expected *= size
     return capacity if view_of_allocation and capacity > steps else steps
 
 
 def append(cache: Optional[Tensor], steps: Tensor) -> Tensor:
-    """``cache`` (B x H x S x D_h, or None) followed by ``steps`` (B x H x T x D_h) on the time dim.
+    """``cache`` (... x S x D_h, or None) followed by ``steps`` (... x T x D_h) on the time dim (-2).
 
     Written into the cache's spare steps where it has T of them; otherwise
     into a new allocation with ``GROWTH`` spare steps.
     """
-    past = 0 if cache is None else cache.size(2)
-    total = past + steps.size(2)
-    batch, heads, _, dim = steps.shape
+    past = 0 if cache is None else cache.size(-2)
+    total = past + steps.size(-2)
+    *outer, _, dim = steps.shape
     if cache is not None and capacity(cache) >= total:
-        extended = cache.as_strided((batch, heads, total, dim), cache.stride())
+        extended = cache.as_strided((*outer, total, dim), cache.stride())
     else:
-        extended = steps.new_empty(batch, heads, total + GROWTH, dim)[:, :, :total]
+        extended = steps.new_empty(*outer, total + GROWTH, dim).narrow(-2, 0, total)
         if past:
-            extended[:, :, :past] = cache
-    extended[:, :, past:] = steps
+            extended.narrow(-2, 0, past).copy_(cache)
+    extended.narrow(-2, past, steps.size(-2)).copy_(steps)
     return extended
-

@@ -19,9 +19,13 @@ tensor), so every state tensor is declared where it is created, with
   memory the mixer does not own);
 * :data:`REUSE`: into the released memory, same shape (rPosNet's and
   LightConv's window, written in place by ``clipped_decoding.py``);
-* :data:`GROW`: into the released memory with one spare step on dim 2 for
-  the next append, which ``growing_cache.append`` writes in place, so the
-  cache stays contiguous;
+* :data:`GROW`: into the released memory with one spare step on the time dim
+  (-2) for the next append, which ``growing_cache.append`` writes in place,
+  so the cache stays contiguous;
+* :func:`part`: not copied itself: a view of another state tensor that holds
+  it side by side with others (a layer's key and value caches,
+  ``Mixer.append_self_attention``), remade from that tensor's copy, so that
+  one ``index_select`` reorders them all;
 * :data:`SHARED`: not copied: the same for every hypothesis, as the step
   count (all hypotheses of a search decode the same step), a Python int, so
   that neither making nor reading it costs an operator or waits for the
@@ -44,6 +48,7 @@ A reorder refuses a state tensor that was stored without a declaration
 (``tests/test_state_reorder.py`` decodes every registered decoder mixer with
 reorders). The copied values are those of ``index_select``.
 """
+import functools
 import math
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -52,6 +57,13 @@ import torch
 from torch import Tensor
 
 from .growing_cache import GROWTH
+
+# The dim along which a state holds its parts (part) side by side: n x B x H x S x D_h (the batch on dim 1), so
+# that each part is a B x H x S x D_h cache whose matrices lie one after the other, as the batched products of
+# attention read them fastest (with the parts interleaved per head, B x H x n x S x D_h, the products of one
+# decoding step took 1.6-2.4x as long on the CPU at S = 30-200, base, 128 rows; B x n x H x S x D_h made them
+# copy the cache).
+BESIDE = 0
 
 # Suffix of the buffer key under which a reorder keeps the memory it released, the next one's spare.
 SPARE = ".spare"
@@ -62,19 +74,33 @@ class Reorder:
     """How a beam reorder copies one state tensor (B x ...: the batch on dim 0)."""
 
     reuse: bool  # into the memory the previous reorder of this name released
-    room: int = 0  # spare steps on dim 2 of the copy (B x H x S x D_h), for the next append
+    room: int = 0  # spare steps on the time dim (-2) of the copy (B x ... x S x D_h), for the next append
     slack: int = 0  # further steps of an allocation made anew: it then fits this many more reorders
     shared: bool = False  # one value for the whole batch (no batch dim), or read through an index: kept as it is
     composed: bool = False  # an index of rows, composed with the order (compose)
+    # (key, index): a view, ``state.select(BESIDE, index)``, of the state under ``key``, remade from its copy
+    part: Optional[Tuple[str, int]] = None
+    batch: int = 0  # the dim of the batch: 1 in a state that holds parts (BESIDE)
 
 
 COPY = Reorder(reuse=False)
 REUSE = Reorder(reuse=True)
 # One reallocation every GROWTH steps of a cache that grows by one step per reorder.
 GROW = Reorder(reuse=True, room=1, slack=GROWTH)
+# GROW, for a state that holds parts side by side (BESIDE): the batch on dim 1.
+GROW_PARTS = Reorder(reuse=True, room=1, slack=GROWTH, batch=1)
 SHARED = Reorder(reuse=False, shared=True)
 INDEXED = Reorder(reuse=False, shared=True)
 COMPOSED = Reorder(reuse=False, composed=True)
+
+
+@functools.lru_cache(maxsize=None)
+def part(key: str, index: int) -> Reorder:
+    """How a reorder remakes ``state.select(BESIDE, index)`` of the state under ``key``: from that state's copy, so
+    that the states that one tensor holds side by side are reordered by one copy (the key and the value
+    caches of a layer, ``Mixer.append_self_attention``). One declaration per key and index."""
+    return Reorder(reuse=False, part=(key, index))
+
 
 # The last composition, (index, order, index[order]): holding both keeps their ids from being reused.
 _composed = [None]
@@ -91,17 +117,28 @@ def compose(index: Tensor, order: Tensor) -> Tensor:
     return last[2]
 
 
-def reorder(state: Tensor, order: Tensor, spare: Optional[Tensor], how: Reorder) -> Tuple[Tensor, Tensor]:
-    """``state`` in beam order ``order``, copied into ``spare`` (a flat buffer, or None: a new one) as ``how``
-    says. Returns the reordered state and the flat buffer of the memory ``state`` was in, the next spare."""
-    shape = (order.numel(),) + tuple(state.shape[1:])
-    room = shape[:2] + (shape[2] + how.room,) + shape[3:] if how.room else shape
-    needed = math.prod(room)
-    if spare is None or spare.numel() < needed or spare.dtype != state.dtype or spare.device != state.device:
-        spare = state.new_empty(needed + math.prod(shape[:2]) * how.slack * math.prod(shape[3:]))
-    whole = spare[:needed].view(room)
-    reordered = torch.index_select(state, 0, order, out=whole[:, :, : shape[2]] if how.room else whole)
-    memory = state.untyped_storage()
-    released = state.new_empty(0).set_(memory, 0, (memory.nbytes() // state.element_size(),))
-    return reordered, released
+@functools.lru_cache(maxsize=4096)
+def layout(rows: int, shape: Tuple[int, ...], how: Reorder) -> Tuple[Tuple[int, ...], Tuple[int, ...], int]:
+    """The size of a state of ``shape`` with ``rows`` rows on its batch dim, and the row-major strides and the
+    element count of an allocation with ``how.room`` more steps on the time dim (-2): made once per shape, not
+    in every layer at every step."""
+    size = tuple(rows if dim == how.batch else extent for dim, extent in enumerate(shape))
+    strides, elements = [], 1
+    for dim in range(len(size) - 1, -1, -1):
+        strides.append(elements)
+        elements *= size[dim] + how.room if dim == len(size) - 2 else size[dim]
+    return size, tuple(strides[::-1]), elements
 
+
+def reorder(state: Tensor, order: Tensor, spare: Optional[Tensor], how: Reorder) -> Tuple[Tensor, Tensor]:
+    """``state`` in beam order ``order``, copied into the memory of ``spare`` (a tensor whose whole storage is
+    free, or None: new memory) as ``how`` says. Returns the reordered state and the next spare: ``state``
+    itself, whose storage this copy released.
+
+    The copy is one ``index_select`` into a view made by one ``as_strided`` of the spare's storage: a reorder
+    is paid at every step in every layer, and on a GPU its host time is the step's (issue 48)."""
+    size, strides, elements = layout(order.shape[0], state.shape, how)
+    if (spare is None or spare.dtype != state.dtype or spare.device != state.device
+            or spare.untyped_storage().nbytes() < elements * spare.element_size()):
+        spare = state.new_empty(elements + math.prod(size[:-2]) * how.slack * size[-1])
+    return torch.index_select(state, how.batch, order, out=spare.as_strided(size, strides, 0)), state
