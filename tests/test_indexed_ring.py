@@ -4,7 +4,7 @@ beam tests (rposnet_folded) and tests/test_posnet.py's pad after steps without p
 import torch
 from fairseq_testing import build_model, dummy_dictionary, random_batch
 
-from posnet_fairseq.mixers import indexed_ring, posnet_decoding, state_reorder
+from posnet_fairseq.mixers import indexed_ring, state_reorder
 
 
 def _decoder_states(model, state):
@@ -57,26 +57,3 @@ def test_the_rings_constants_are_kept_for_the_last_shapes_used_only():
     assert indexed_ring.identity(1, 1, 2, 3, cpu) is not made[0]  # the first: dropped, made anew
     # hypothesis 1, head 1, slot 2 of 2 rows: ring row (2 * 2 + 1) * 2 + 1
     assert indexed_ring.identity(2, 2, 2, 3, cpu)[1, 1, 2] == 11
-
-
-def test_a_step_looks_up_every_layers_ring_weights_at_once():
-    """A decoding step reads the ring weights of every layer of the side in one lookup (issue 48: one operator
-    per step, not one per layer), and each layer's are its own: the layers' outputs are those of their tables."""
-    model, _ = build_model(["--decoder-layers", "3", "--posnet-max-relative", "3"], arch="rposnet_transformer_tiny")
-    model.make_generation_fast_()
-    src, src_lengths, prev = random_batch(dummy_dictionary(), [5, 7], [6, 6])[:3]
-    state = {}
-    with torch.no_grad():
-        encoder_out = model.encoder(src, src_lengths)
-        for t in range(4):
-            model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as profiler:
-            model.decoder(prev[:, :5], encoder_out=encoder_out, incremental_state=state)
-    layers = [layer.self_attn.mixer for layer in model.decoder.layers]
-    width = layers[0].num_heads * (3 + 2) + 1  # a step's weights of one layer: H (K+2) + 1
-    shapes = [e.input_shapes[0] for e in profiler.events() if e.name == "aten::index_select" and e.input_shapes]
-    assert shapes.count([3, width]) == 1 and [width] not in shapes, shapes
-    stacked = _decoder_states(model, state)[0]["bag_weights"]
-    for i, layer in enumerate(layers):
-        torch.testing.assert_close(stacked[i], posnet_decoding.decoding_rows(layer, layer.relative, 4)[1][
-            : stacked.size(1)], atol=0, rtol=0)

@@ -49,12 +49,12 @@ def bag_weights(energy: Tensor) -> Tensor:
 
 
 def step(mixer, buffer: Dict[str, Tensor], n: int, v: Tensor, weights: Tensor) -> Tensor:
-    """Step ``n`` of rows without pads: ``v`` B x H x 1 x D_h, ``weights`` the step's :func:`row_weights` (the
-    layer's); returns the B x H x 1 x D_h output in ``v``'s dtype."""
+    """Step ``n`` of rows without pads: ``v`` B x H x 1 x D_h, ``weights`` the step's row of :func:`bag_weights`;
+    returns the B x H x 1 x D_h output in ``v``'s dtype."""
     batch, heads, _, head_dim = v.shape
     ring = buffer.get("ring")
     if ring is None:  # (made here, only written in place; a slot of a hypothesis and head is 1 x D_h, as v's)
-        k = weights.numel() // (batch * heads) - 4
+        k = (weights.numel() - 1) // heads - 2
         acc = torch.promote_types(v.dtype, torch.float32)
         ring = mixer.keep_state(buffer, "ring", v.new_zeros(k + 3, batch, heads, 1, head_dim, dtype=acc), INDEXED)
         start = mixer.shared(("ring_index", batch, k), lambda: identity(batch, batch, heads, k + 3, v.device))
@@ -64,28 +64,21 @@ def step(mixer, buffer: Dict[str, Tensor], n: int, v: Tensor, weights: Tensor) -
         raise ValueError(f"rPosNet decoding: a step of {batch} rows after a state of {allocated}: beam search "
                          "only drops rows")
     k, index = slots - 3, buffer["ring_index"]
-    rows, after, offsets = mixer.shared(("ring_rows", n, batch, allocated), lambda: _reads(index, n, allocated), index)
+    rows, after, offsets, weight_map = mixer.shared(("ring_rows", n, batch, allocated),
+                                                    lambda: _reads(index, n, allocated), index)
     mixer.keep_state(buffer, "ring_index", after, COMPOSED)
     live = ring if batch == allocated else ring[:, :batch]  # (no slice while no sentence has finished)
     live[n % (k + 1)].copy_(v)
     # the outputs, then the next tail's sums (each layer its own energies)
-    out = read(ring, rows, offsets, weights).view(2, batch, heads, 1, head_dim)
+    out = read(ring, rows, offsets, weights.index_select(0, weight_map)).view(2, batch, heads, 1, head_dim)
     live[k + 1 + (n + 1) % 2].copy_(out[1])
     return out[0] if out.dtype == v.dtype else out[0].to(v.dtype)  # (an fp32 model: no call)
 
 
-def _reads(index: Tensor, n: int, allocated: int) -> Tuple[Tensor, Tensor, Tensor]:
-    """What every layer's step ``n`` reads, made once per step: :func:`_rows` and the bags' offsets (:func:`_bags`)."""
+def _reads(index: Tensor, n: int, allocated: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """What every layer's step ``n`` reads, made once per step: :func:`_rows` and :func:`_bags`."""
     batch, heads, slots = index.shape
-    return (*_rows(index, n, allocated), _bags(batch, heads, slots - 3, index.device)[0])
-
-
-def row_weights(weights: Tensor, batch: int, heads: int) -> Tensor:
-    """The weight of every ring row that a step of ``batch`` hypotheses reads, in :func:`step`'s order, from
-    the step's rows of :func:`bag_weights` of any number of layers (L x (H (K+2) + 1)): L x B H (K+4), one
-    lookup for all of them (issue 48: one operator per step, not one per layer and step)."""
-    k = (weights.size(-1) - 1) // heads - 2
-    return weights.index_select(-1, _bags(batch, heads, k, weights.device)[1])
+    return (*_rows(index, n, allocated), *_bags(batch, heads, slots - 3, index.device))
 
 
 def _rows(index: Tensor, n: int, allocated: int) -> Tuple[Tensor, Tensor]:

@@ -111,7 +111,7 @@ def _self_step(mixer, relative, buffer, step, v, pad):
     """Step ``step`` of :func:`decode_self`: ``v`` B x H x 1 x D_h, ``pad`` B x 1 or None."""
     # (a window, once started by a pad, stays)
     weights = None if pad is not None or mixer.training or "window" in buffer else \
-        step_weights(mixer, buffer, step, v.size(0))
+        step_weights(mixer, relative, buffer, step)
     if weights is not None:
         return indexed_ring.step(mixer, buffer, step, v, weights)
     if "ring" in buffer:  # a pad after steps without pads: the ring taken apart
@@ -120,28 +120,21 @@ def _self_step(mixer, relative, buffer, step, v, pad):
                                  dropout=mixer.dropout, training=mixer.training, ordered=True)
 
 
-def step_weights(mixer, buffer, step, batch):
-    """The weight of every ring row that ``step`` of ``batch`` hypotheses reads (``indexed_ring.row_weights``),
-    or None where no table covers it.
+def step_weights(mixer, relative, buffer, step):
+    """The ring's weights of ``step`` (a row of :func:`decoding_rows`' weights), or None where no table covers it.
 
-    The weights of every step (:func:`decoding_rows`' weights, the same for every row) of every layer of the
-    side (``side_layers``) are stacked once and kept in the search's state of the layer that first asks; each
-    step then looks up every layer's rows at once (``Mixer.shared``): a layer neither compares its table with
-    the one they were made from nor looks its weights up (issue 48: host time and operators per layer and
-    step). A search that outgrows them asks :func:`decoding_rows` again (the tables grow); a new search starts
-    from the tables as they are then."""
-    def every_layer():
-        stacked = buffer.get("bag_weights")  # layers x steps x (H (K+2) + 1)
-        if stacked is None or step >= stacked.size(1):
-            made = [decoding_rows(layer, layer.relative, step) for layer in mixer.side_layers or (mixer,)]
-            if any(rows is None for rows in made):
-                return None
-            steps = min(rows[1].size(0) for rows in made)  # (the steps that every layer's table covers)
-            stacked = mixer.keep_state(buffer, "bag_weights", torch.stack([rows[1][:steps] for rows in made]), SHARED)
-        return indexed_ring.row_weights(stacked[:, step], batch, mixer.num_heads).unbind(0)
-
-    weights = mixer.shared(("ring_weights", mixer.side_group, step, batch), every_layer)
-    return None if weights is None else weights[mixer.layer]
+    The weights of every step are kept in the search's state (``bag_weights``, the same for every row) once
+    made, and read from there while they cover the step: a step then neither compares the table with the
+    one they were made from nor looks them up (issue 48: host time per layer and step). A search that
+    outgrows them asks :func:`decoding_rows` again (the table grows); a new search starts from the table
+    as it is then."""
+    weights = buffer.get("bag_weights")
+    if weights is None or step >= weights.size(0):
+        made = decoding_rows(mixer, relative, step)
+        if made is None:
+            return None
+        weights = mixer.keep_state(buffer, "bag_weights", made[1], SHARED)
+    return weights[step]
 
 
 def cache_source(mixer, buffer, value, pad):
