@@ -45,7 +45,7 @@ def test_the_shipped_records_hold_what_the_report_reads():
     assert q.seeds == (1, 2, 3) and q.concatenated["k"] == 4 and q.buckets[-1].concatenated == 4
     assert c.parameters["rposnet_transformer_tiny"].precompute_length == 128
     assert c.steps[base].tokens == 2048 and c.settings["decode_lengths"] == (30, 80, 200)
-    assert c.measured_with["archs"][0] == base and c.devices
+    assert c.settings["archs"][0] == base and c.precompute_length == "128" and c.devices
 
 
 def test_records_cannot_be_changed_in_place():

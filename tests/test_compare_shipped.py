@@ -63,7 +63,7 @@ def _page_of(results):
     what results.json keeps (the buckets, the training limit, the output lengths)."""
     buckets = records.Quality.read({"systems": {}, "buckets": results["buckets"]}).buckets
     quality = records.Quality({}, buckets, {}, results["train_limit"], None, "units", None)
-    cost = records.Cost({}, {}, {}, {}, {"decode_lengths": results["decode_lengths"], "precompute_length": None,
+    cost = records.Cost({}, {}, {}, {}, {"decode_lengths": results["decode_lengths"],
                                          "step_batch": 0, "step_length": 0, "step_rounds": 0, "timed_steps": 0,
                                          "decode_beam": 0, "decode_sentences": 0, "decode_batch": 0,
                                          "decode_rounds": 0})

@@ -145,10 +145,10 @@ def _bucket_legend(view):
 
 
 def _precomputed_legend(view):
-    c = view.cost.settings
-    if c["precompute_length"]:
+    length = view.cost.precompute_length
+    if length:
         return ["- params, precomputed: after folding the aPosNet/rPosNet energies into tables of "
-                f"{c['precompute_length']} positions (`posnet-precompute`); '-' where nothing is precomputed."]
+                f"{length} positions (`posnet-precompute`); '-' where nothing is precomputed."]
     return ["- params, precomputed: '-': no model of this run has position energies to fold into tables "
             "(`posnet-precompute`)."]
 

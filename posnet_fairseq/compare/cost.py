@@ -35,7 +35,7 @@ from ..evaluation.evaluate import count_parameters
 from ..precompute import DEFAULT_LENGTH as PRECOMPUTE_LENGTH
 from . import data
 from .model_flags import architecture
-from .records import SETTINGS_REPEATED, Cost, Parameters, StepCost, flops_per_length, frozen, per_length, read_each
+from .records import Cost, Parameters, StepCost, flops_per_length, frozen, per_length, read_each
 from .steps import load_json, require_checkpoints, save_json
 
 
@@ -226,11 +226,10 @@ def measure(args, steps, info, trained, limits, train_logs, log):
     counted = decoding_flops(trained, limits, speed_bin, args.lengths, info.langs, args.decode_beam)
     precompute_lengths = sorted({p.precompute_length for p in params.values() if p.precompute_length})
     result = Cost(MappingProxyType(params), MappingProxyType(steps_),
-                  read_each(decoded, per_length), read_each(counted, flops_per_length),
-                  frozen({**{key: settings[key] for key in SETTINGS_REPEATED},
-                          "precompute_length": ", ".join(map(str, precompute_lengths)) or None}),
+                  read_each(decoded, per_length), read_each(counted, flops_per_length), frozen(settings),
+                  ", ".join(map(str, precompute_lengths)) or None,
                   frozen(converted) if "missing" in converted else read_each(converted, per_length),
-                  frozen(settings), args.plan.describe())
+                  args.plan.describe())
     save_json(path, result.stored())
     steps.finish("cost", settings, inputs, [path])
     return result

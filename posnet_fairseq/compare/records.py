@@ -258,8 +258,8 @@ def flops_per_length(per):
     return frozen({str(n): v for n, v in per.items()})
 
 
-# The measuring settings cost.json repeats after the figures (scripts read them there), then the PosNet table
-# lengths; the report reads them as Cost.settings.
+# The measuring settings cost.json repeats after the figures, for scripts that read them there: written from
+# Cost.settings, never read back but from a cost.json made before the step's settings were stored whole.
 SETTINGS_REPEATED = ("decode_lengths", "decode_sentences", "decode_beam", "decode_batch", "decode_rounds",
                      "step_rounds", "timed_steps", "step_length", "step_batch")
 
@@ -272,19 +272,20 @@ class Cost:
     steps: Mapping[str, StepCost]
     decoding: Mapping[str, Mapping[str, DecodeCost]]  # {arch: {length: ...}}
     decoding_flops: Mapping[str, Mapping[str, float]]  # {arch: {length: FLOPs per generated token}}
-    settings: Mapping  # decode_lengths, step_batch, ... as the command line gave them, and precompute_length
+    settings: Mapping  # the step "cost"'s settings: decode_lengths, step_batch, ... as the command line gave them
+    precompute_length: Optional[str] = None  # the table lengths the PosNet energies were folded at, joined
     # the first model converted with CTranslate2: {"ctranslate2 fp32" / "ctranslate2 int8": {length: ...}}, or
     # {"missing": why not}; None: a cost.json from before it was measured
     ctranslate2: Optional[Mapping] = None
-    measured_with: Optional[Mapping] = None  # the step "cost"'s settings (cost.json's "settings")
     devices: Optional[str] = None  # where it was measured (posnet_fairseq.compare.devices.Plan.describe)
 
     def stored(self):
         """cost.json's value."""
-        return {"settings": thawed(self.measured_with), "parameters": thawed(self.parameters),
+        return {"settings": thawed(self.settings), "parameters": thawed(self.parameters),
                 "training_steps": thawed(self.steps), "decoding": thawed(self.decoding),
                 "decoding_flops": thawed(self.decoding_flops), "ctranslate2": thawed(self.ctranslate2),
-                **thawed(self.settings), "devices": self.devices}
+                **{key: thawed(self.settings.get(key)) for key in SETTINGS_REPEATED},
+                "precompute_length": self.precompute_length, "devices": self.devices}
 
     @classmethod
     def read(cls, c):
@@ -292,11 +293,11 @@ class Cost:
         converted = c.get("ctranslate2")
         if converted and "missing" not in converted:
             converted = read_each(converted, per_length)
+        settings = c.get("settings") or {key: c.get(key) for key in SETTINGS_REPEATED}
         return cls(read_each(c["parameters"], Parameters.read),
                    read_each(c["training_steps"], lambda s: StepCost(frozen(s))), read_each(c["decoding"], per_length),
-                   read_each(c.get("decoding_flops", {}), flops_per_length),
-                   frozen({key: c.get(key) for key in (*SETTINGS_REPEATED, "precompute_length")}), frozen(converted),
-                   frozen(c.get("settings")), c.get("devices"))
+                   read_each(c.get("decoding_flops", {}), flops_per_length), frozen(settings),
+                   c.get("precompute_length"), frozen(converted), c.get("devices"))
 
 
 @dataclass(frozen=True)
