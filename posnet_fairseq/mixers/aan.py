@@ -299,8 +299,9 @@ class AverageAttention(Mixer):
             g = self.ffn(g)
         gates = self.gate(torch.cat([query, g], dim=-1))
         # o = i * z + f * g (Eq. 5). Without gradients the second product is fused with the sum (one kernel
-        # less: issue 48; addcmul's backward would cost two products more than the two multiplies'), and every
-        # operator writes into the gate's output, which nothing else reads: no tensor is allocated per step.
+        # less: issue 48; addcmul's backward would cost two products more than the two multiplies'), and the
+        # sigmoid and both products write into the gate's output, which nothing else reads: three tensors fewer
+        # allocated per layer and step.
         if torch.is_grad_enabled() or gates.dtype != query.dtype:
             i, f = torch.sigmoid(gates).chunk(2, dim=-1)
             # (under autocast the products are taken in the query's wider type)
