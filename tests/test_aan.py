@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fairseq_testing import build_model, launching_kernels, step_kernels_after_reorder, step_mixer
-from posnet_fairseq.mixers.aan import LEVEL, AverageAttention
+from posnet_fairseq.mixers.aan import LEVEL, AverageAttention, weighted_prefix_average
 from posnet_fairseq.mixers.forward_context import ForwardContext
 from posnet_fairseq.mixers.registry import MIXERS, MixerContext
 from posnet_fairseq.sites import SITE
@@ -296,6 +296,25 @@ def test_a_reorder_gives_every_layer_one_fresh_copy_of_the_means_that_they_write
                     layer(z[t: t + 1], z[t: t + 1], z[t: t + 1], incremental_state=state)
             if t >= 3:
                 assert torch.isfinite(after[0]).all() and not torch.equal(after[0], kept)  # stepped in place
+
+
+def test_the_gate_writes_in_place_without_gradients_and_keeps_the_query_dtype_under_autocast():
+    """Without gradients Eq. 5 is taken in the gate's output: the values of the out-of-place products, the gate's
+    own output tensor returned; under autocast (a bf16 gate, an fp32 query) out of place, in fp32."""
+    mixer = make_mixer(["avg"], seed=3)
+    x = torch.randn(5, 3, C, generator=torch.Generator().manual_seed(4))
+    gate_outputs = []
+    mixer.gate.register_forward_hook(lambda module, args, out: gate_outputs.append(out))
+    with torch.no_grad():
+        y = mixer(x, x, x)[0]
+        g = weighted_prefix_average(x.new_zeros(5, 3, 1), x)[0]  # AVG's average (Eqs. 7, 11)
+        i, f = torch.sigmoid(mixer.gate(torch.cat([x, g], dim=-1))).chunk(2, dim=-1)
+    assert torch.equal(y, torch.addcmul(i * x, f, g))
+    assert y.data_ptr() == gate_outputs[0].data_ptr()  # written into the gate's output
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        z = mixer(x, x, x)[0]
+    assert gate_outputs[-1].dtype == torch.bfloat16 and z.dtype == torch.float32
+    assert torch.allclose(z, y, atol=0.05)
 
 
 def test_left_and_right_padding_give_the_same_real_rows():

@@ -140,3 +140,41 @@ def test_console_wrappers_add_the_user_dir_once():
     assert _with_user_dir(["data", "--user-dir", "x"]) == ["data", "--user-dir", "x"]
     assert _keeping_every_sentence(["data"]) == ["data", "--required-batch-size-multiple", "1"]
     assert _keeping_every_sentence(["--required-batch-size-multiple=8"]) == ["--required-batch-size-multiple=8"]
+
+
+@pytest.mark.parametrize("arch", ["posnet_transformer_tiny", "aan_plus_avg_tiny", "hc_gaussian_tiny"])
+def test_beam_search_lists_the_reordering_modules_once_per_search(arch, monkeypatch):
+    """The decoder finds the modules that reorder decoding state once per search, not at every step, and a search
+    translates exactly as with fairseq's walk over every module at every step."""
+    from fairseq.models.fairseq_incremental_decoder import FairseqIncrementalDecoder
+    from fairseq.sequence_generator import SequenceGenerator
+
+    from fairseq_testing import random_sentences, src_batch
+
+    model, task = build_model(arch=arch)
+    d = task.target_dictionary
+    tokens, lengths = src_batch(random_sentences([6, 3, 5], torch.Generator().manual_seed(2), d), d.pad(), d.eos())
+    sample = {"net_input": {"src_tokens": tokens, "src_lengths": lengths}}
+    decoder, walks = model.decoder, []
+    every_module = decoder.modules
+
+    def counted():
+        walks.append(1)
+        return every_module()
+
+    monkeypatch.setattr(decoder, "modules", counted)
+    search = SequenceGenerator([model], d, beam_size=3, max_len_b=7)
+    with torch.no_grad():
+        listed = search(sample)
+        assert len(walks) == 1  # 7 steps, reordered after each
+        assert decoder._reordering == [m for m in every_module() if hasattr(m, "reorder_incremental_state")]
+        walks.clear()
+        again = search(sample)
+        assert len(walks) == 1  # listed anew for the next search
+        monkeypatch.setattr(type(decoder), "reorder_incremental_state_scripting",
+                            FairseqIncrementalDecoder.reorder_incremental_state_scripting)
+        walked = search(sample)
+    for hypotheses in (again, walked):
+        for a, b in zip(listed, hypotheses):
+            assert [h["tokens"].tolist() for h in a] == [h["tokens"].tolist() for h in b]
+            assert torch.equal(torch.stack([h["score"] for h in a]), torch.stack([h["score"] for h in b]))

@@ -23,7 +23,7 @@ of it serves any hypothesis, and a search that drops sentences reads the first r
 bag reads them in place; they hold window / D_h times as many numbers as the ring, so a window wider
 than a head (a wide sigma) expands them for the rows at each step instead, one copy per layer.
 """
-from typing import Tuple
+from typing import Callable, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -59,23 +59,25 @@ def _project(projection: nn.Linear, x: Tensor, out: Tensor):
         torch.addmm(projection.bias, x, projection.weight.t(), out=out)
 
 
-def decode_window(mixer, buffer, v: Tensor, weights: Tensor, project: bool = False) -> Tensor:
+def decode_window(mixer, buffer, v: Tensor, weights: Callable[[], Tensor], project: bool = False) -> Tensor:
     """This call's B x H x T x D_h outputs of causal hard-coded attention, the ring in ``buffer`` advanced by
     the T values ``v`` (B x H x T x D_h), or with ``project`` by the value projection of the step's input ``v``
-    (1 x B x C: :func:`projects_into`); ``weights``: :func:`rotated_weights`, in the values' dtype or, for
+    (1 x B x C: :func:`projects_into`); ``weights()``: :func:`rotated_weights`, in the values' dtype or, for
     attention weight dropout (in training only, as the teacher-forced ``_HardCodedAttention._mix`` drops
-    them), in fp32."""
+    them), in fp32, asked for only where the call reads them (where the rows for the search are kept: at its
+    first step; their lookup is host time per layer and step)."""
     if project:
         length, batch, _ = v.shape
         heads, head_dim = mixer.num_heads, mixer.head_dim
     else:
         batch, heads, length, head_dim = v.shape
-    window = weights.size(0)
+    window = mixer.window
     first = buffer.get("step_count", 0)
     mixer.keep_state(buffer, "step_count", first + length, SHARED)
     ring, index = _ring(mixer, buffer, batch, v)
     dropout = mixer.weight_dropout and mixer.training  # (fairseq never decodes in training mode)
     rows = None if dropout or window > head_dim else _row_weights(mixer, buffer, weights, batch)
+    table = weights() if rows is None else None
     outs = []
     for t in range(length):
         slot = (first + t) % window
@@ -89,7 +91,7 @@ def decode_window(mixer, buffer, v: Tensor, weights: Tensor, project: bool = Fal
         if rows is not None:  # (contiguous: made so by _row_weights)
             bag = rows[slot, :batch].view(-1)
         else:
-            bag = weights[slot].expand(batch, heads, 1, window)
+            bag = table[slot].expand(batch, heads, 1, window)
             if dropout:
                 bag = F.dropout(bag, mixer.weight_dropout, training=True)
             bag = bag.reshape(-1).to(ring.dtype)
@@ -131,13 +133,14 @@ def _offsets(batch: int, heads: int, window: int, device) -> Tensor:
                                lambda: torch.arange(0, batch * heads * window, window, device=device))
 
 
-def _row_weights(mixer, buffer, weights: Tensor, batch: int) -> Tensor:
-    """``weights`` (:func:`rotated_weights`) repeated for at least ``batch`` rows, window x rows x H x 1 x window
+def _row_weights(mixer, buffer, weights: Callable[[], Tensor], batch: int) -> Tensor:
+    """``weights()`` (:func:`rotated_weights`) repeated for at least ``batch`` rows, window x rows x H x 1 x window
     contiguous: made at a search's first step (or for more rows than before: a reorder may repeat rows) and kept in
     ``buffer``."""
     rows = buffer.get("row_weights")
     if rows is None or rows.size(1) < batch:
-        window, _, heads, _, _ = weights.shape
-        rows = mixer.keep_state(buffer, "row_weights", weights.expand(window, batch, heads, 1, window).contiguous(),
+        table = weights()
+        window, _, heads, _, _ = table.shape
+        rows = mixer.keep_state(buffer, "row_weights", table.expand(window, batch, heads, 1, window).contiguous(),
                                 SHARED)
     return rows

@@ -276,7 +276,7 @@ class HardCodedSelfAttention(_HardCodedAttention):
         direct = value.size(0) == 1 and key_padding_mask is None and hc_decoding.projects_into(self.v_proj, value)
         v = value if direct else self._values(value, key_padding_mask)
         dtype = torch.float32 if self.weight_dropout and self.training else v.dtype  # dropout: as _mix drops
-        out = hc_decoding.decode_window(self, buffer, v, self._ring_weights(v.device, dtype), direct)
+        out = hc_decoding.decode_window(self, buffer, v, lambda: self._ring_weights(v.device, dtype), direct)
         self._set_input_buffer(incremental_state, buffer)
         return self.merge_heads(out), None
 
