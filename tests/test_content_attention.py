@@ -8,7 +8,8 @@ import torch
 from fairseq_testing import build_model, step_mixer
 from posnet_fairseq.benchmark.launches import NO_KERNEL
 from posnet_fairseq.mixers.alibi import AlibiAttention
-from posnet_fairseq.mixers.content_attention import FOLD_START, ContentAttention, DistanceBias
+from posnet_fairseq.mixers.content_attention import ContentAttention
+from posnet_fairseq.mixers.distance_bias import FOLD_START, DistanceBias
 from posnet_fairseq.mixers.kerple import KerpleAttention
 from posnet_fairseq.mixers.rope import RopeAttention
 from posnet_fairseq.mixers.t5_bias import T5BiasAttention
@@ -171,7 +172,7 @@ def test_the_posnet_gating_wraps_a_scheme():
 def test_a_folded_decoding_row_is_the_profile_also_past_the_first_table():
     """After make_generation_fast_, a decoding step's bias row comes from a table that doubles as the prefix grows,
     and that follows the parameters (derived_cache.py): an in-place write after the first step makes it anew."""
-    from posnet_fairseq.mixers.content_attention import FOLD_START
+    from posnet_fairseq.mixers.distance_bias import FOLD_START
     from posnet_fairseq.mixers.tisa import TisaScorer
 
     torch.manual_seed(0)

@@ -294,7 +294,7 @@ def test_the_layers_of_a_call_compute_their_scores_at_once_with_the_same_outputs
     """Issue 48: a teacher-forced call evaluates every layer's kernel sum in one KernelSum per side (its
     operators, each a kernel launch on a GPU, once per side, not per layer); outputs and every gradient are
     those of each layer's own evaluation."""
-    from posnet_fairseq.mixers.content_attention import DistanceBias
+    from posnet_fairseq.mixers.distance_bias import DistanceBias
 
     torch.manual_seed(0)
     model, task = build_model(["--dropout", "0"], arch="tisa_transformer_tiny")
