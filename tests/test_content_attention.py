@@ -309,6 +309,48 @@ def test_a_decoding_step_without_gradients_projects_once_and_decodes_as_with_the
     torch.testing.assert_close(joined, separate.detach(), atol=1e-6, rtol=1e-5)
 
 
+def joined_step(attention, x):
+    """A no-gradient search over ``x`` on ``attention``: its output and its state's joined weights."""
+    from posnet_fairseq.mixers.content_attention import JOINED, JOINED_BIAS
+
+    with torch.no_grad():
+        out, state = step_mixer(attention, x)
+    buffer = attention._get_input_buffer(state)
+    return out, buffer[JOINED], buffer[JOINED_BIAS]
+
+
+def test_the_joined_projections_are_made_once_per_model_not_per_search():
+    model, _ = build_model(["--decoder-self-mixer", "alibi", "--no-token-positional-embeddings"])
+    attention = model.decoder.layers[0].self_attn.eval()
+    x = torch.randn(4, 2, attention.embed_dim)
+    _, weights, biases = joined_step(attention, x)
+    _, again, biases_again = joined_step(attention, x[:2])  # another search: no copy of its own
+    assert again is weights and biases_again is biases
+
+
+@pytest.mark.parametrize("change", ["load", "training step"])
+def test_the_joined_projections_follow_a_change_of_the_parameters(change):
+    """A load copies into the parameters in place, an optimizer step too: a search after it projects with the
+    new weights, as the separate projections do."""
+    model, _ = build_model(["--decoder-self-mixer", "rope", "--no-token-positional-embeddings"])
+    attention = model.decoder.layers[0].self_attn.eval()
+    x = torch.randn(4, 2, attention.embed_dim)
+    _, before, _ = joined_step(attention, x)
+    if change == "load":
+        state = {name: torch.randn_like(tensor) for name, tensor in attention.state_dict().items()}
+        attention.load_state_dict(state)
+    else:
+        optimizer = torch.optim.SGD(attention.parameters(), lr=0.1)
+        attention(x, x, x)[0].pow(2).sum().backward()
+        optimizer.step()
+    out, after, biases = joined_step(attention, x)
+    assert after is not before
+    projections = (attention.q_proj, attention.k_proj, attention.v_proj)
+    torch.testing.assert_close(after, torch.stack([p.weight.t() for p in projections]), atol=0, rtol=0)
+    torch.testing.assert_close(biases, torch.stack([p.bias for p in projections]).unsqueeze(1), atol=0, rtol=0)
+    torch.testing.assert_close(out, step_mixer(attention, x)[0].detach(), atol=1e-6, rtol=1e-5)
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_a_learned_bias_gets_the_gradient_of_its_masked_cast(monkeypatch, causal):
     # MaskedBias's gradient skips autograd's masking of it: attention gives a -inf logit no gradient.

@@ -51,6 +51,7 @@ from torch import Tensor, nn
 from .. import families
 from .attention import masked_softmax, real_positions, softmax_masks
 from .base import Mixer
+from .derived_cache import DerivedCache
 from .distance_bias import DistanceBias
 from .fused_attention import fused_attention
 from .state_reorder import COPY, SHARED
@@ -77,6 +78,8 @@ class ContentAttention(Mixer):
         self.k_proj = nn.Linear(embed_dim, embed_dim)
         self.v_proj = nn.Linear(embed_dim, embed_dim)
         self.out_proj = nn.Linear(embed_dim, embed_dim)
+        # The decoding step's stacked q/k/v weights and biases (_step_projections), made from the parameters.
+        self.joined_projections = DerivedCache()
         self.shared_bias = shared_bias
         if shared_bias:  # owned (and registered) by the encoder/decoder: referred to, not registered again
             object.__setattr__(self, "position_bias", bias)
@@ -173,8 +176,9 @@ class ContentAttention(Mixer):
     def _step_projections(self, x: Tensor, buffer):
         """q, k, v of a decoding step (B x H x T x d_h), the plain Linear ones among the first (q and k, and v
         where it is one: PosNet gating's values and int8's quantized layers are not) in one batched product: a
-        step is bound by per-operator overhead (issue 48). Their weights, stacked at a search's first step,
-        are kept in its state (no gradient is taken, so they do not change during the search)."""
+        step is bound by per-operator overhead (issue 48). Their weights are stacked once per model and anew when
+        the parameters change (``joined_projections``); a search's state refers to them, looked up at its first
+        step only (no gradient is taken, so they do not change): a lookup checks six parameters."""
         projections = (self.q_proj, self.k_proj, self.v_proj)
         count = 0
         while count < 3 and type(projections[count]) is nn.Linear:
@@ -183,8 +187,10 @@ class ContentAttention(Mixer):
             return tuple(self.split_heads(projection(x)) for projection in projections)
         if JOINED not in buffer:
             joined = projections[:count]
-            self.keep_state(buffer, JOINED, torch.stack([p.weight.t() for p in joined]), SHARED)  # count x D x D
-            self.keep_state(buffer, JOINED_BIAS, torch.stack([p.bias for p in joined]).unsqueeze(1), SHARED)
+            weights, biases = self.joined_projections.get([t for p in joined for t in (p.weight, p.bias)], lambda: (
+                torch.stack([p.weight.t() for p in joined]), torch.stack([p.bias for p in joined]).unsqueeze(1)), count)
+            self.keep_state(buffer, JOINED, weights, SHARED)  # count x D x D
+            self.keep_state(buffer, JOINED_BIAS, biases, SHARED)
         length, batch, dim = x.shape
         rows = x.reshape(1, length * batch, dim).expand(count, length * batch, dim)
         heads = torch.baddbmm(buffer[JOINED_BIAS], rows, buffer[JOINED]).unbind(0)  # each T B x D, contiguous
