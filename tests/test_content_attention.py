@@ -186,7 +186,7 @@ def test_a_folded_decoding_row_is_the_profile_also_past_the_first_table():
         assert torch.allclose(scorer.decoding_row(reach, "cpu"), profile_row(reach), atol=1e-6, rtol=1e-6)
     # doubled twice: 129 needed 2 N, 3 N needed 4 N (4 heads of fp32)
     assert scorer.decoding_row(3 * FOLD_START, "cpu").untyped_storage().nbytes() == 4 * 4 * FOLD_START * 4
-    assert scorer.decoding_row(5, "cpu") is scorer.decoding_row(5, "cpu")  # a step's row is a view made once
+    assert scorer.decoding_table(5, "cpu") is scorer.decoding_table(7, "cpu")  # made once, a step's row its view
     with torch.no_grad():
         scorer.amplitudes.mul_(2)  # as load_state_dict writes a checkpoint into the parameters
     assert torch.allclose(scorer.decoding_row(5, "cpu"), profile_row(5), atol=1e-6, rtol=1e-6)
@@ -194,6 +194,38 @@ def test_a_folded_decoding_row_is_the_profile_also_past_the_first_table():
     with torch.no_grad():
         scorer.amplitudes.mul_(2)
     assert torch.allclose(scorer.decoding_row(5, "cpu"), profile_row(5))
+
+
+@pytest.mark.parametrize("mixer", ["alibi", "tisa"])
+def test_a_search_reads_its_bias_rows_from_the_folded_table_it_looked_up_once(mixer):
+    """A decoding step's bias row is a view of the table the search's state refers to: no lookup of the
+    parameters at every step; a new search after a load looks up the new table."""
+    from posnet_fairseq.mixers.content_attention import BIAS_TABLE
+
+    model, _ = build_model(["--encoder-self-mixer", mixer, "--decoder-self-mixer", mixer,
+                            "--no-token-positional-embeddings"])
+    model.eval().make_generation_fast_()
+    attention = model.decoder.layers[0].self_attn
+    bias = attention.position_bias
+    x = torch.randn(6, 2, attention.embed_dim)
+    expected, _ = attention(x, x, x, attn_mask=model.decoder.buffered_future_mask(x))
+    with torch.no_grad():
+        out, state = step_mixer(attention, x)
+    table = attention._get_input_buffer(state)[BIAS_TABLE]
+    assert table is bias.decoding_table(6, x.device)
+    torch.testing.assert_close(out, expected.detach(), atol=1e-5, rtol=1e-5)
+    lookups = []
+    looked_up = bias.decoding_table
+    bias.decoding_table = lambda *args: lookups.append(args) or looked_up(*args)
+    with torch.no_grad():
+        step_mixer(attention, x)
+    assert lookups == [(1, torch.device("cpu"))]  # at the first step only
+    del bias.decoding_table
+    if mixer == "tisa":
+        with torch.no_grad():
+            bias.amplitudes.mul_(2)  # as load_state_dict writes a checkpoint into the parameters
+            _, state = step_mixer(attention, x)
+        assert attention._get_input_buffer(state)[BIAS_TABLE] is not table
 
 
 def test_the_forward_context_makes_a_shared_value_once_per_call_and_anchor():

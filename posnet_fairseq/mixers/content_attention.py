@@ -52,13 +52,15 @@ from .. import families
 from .attention import masked_softmax, real_positions, softmax_masks
 from .base import Mixer
 from .derived_cache import DerivedCache
-from .distance_bias import DistanceBias
+from .distance_bias import DistanceBias, row_of
 from .fused_attention import fused_attention
 from .state_reorder import COPY, SHARED
 
 PAD_KEY = "prev_key_padding_mask"
 # The decoding state keys of the stacked projection weights and biases (ContentAttention._step_projections).
 JOINED, JOINED_BIAS = "joined_projections", "joined_projection_biases"
+# The decoding state key of a distance bias's table (DistanceBias.decoding_table), a step's row a view of it.
+BIAS_TABLE = "bias_table"
 class ContentAttention(Mixer):
     """Scaled dot-product multi-head self-attention with a logit-bias hook and a q/k-transform hook.
 
@@ -163,7 +165,7 @@ class ContentAttention(Mixer):
                 future = (key_pos.unsqueeze(1) > query_pos.unsqueeze(2)).unsqueeze(1)  # 1 x 1 x T x S
                 invalid = future if invalid is None else invalid | future
             masks = softmax_masks(invalid, pad is not None)
-            bias = self._decoding_bias(query_pos, key_pos, keys, length, query.device)
+            bias = self._decoding_bias(buffer, query_pos, key_pos, keys, length, query.device)
         # Decoding (one query per step) runs the explicit matrix products: for a
         # single query torch's fused CPU kernel took 1.4-2.6x their time (S = 30-200).
         if need_weights or need_head_weights or incremental_state is not None:
@@ -197,14 +199,19 @@ class ContentAttention(Mixer):
         return (*(h.view(length, batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3) for h in heads),
                 *(self.split_heads(projection(x)) for projection in projections[count:]))
 
-    def _decoding_bias(self, query_pos, key_pos, keys: int, length: int, device) -> Optional[Tensor]:
+    def _decoding_bias(self, buffer, query_pos, key_pos, keys: int, length: int, device) -> Optional[Tensor]:
         """The position bias of a decoding call's queries over its ``keys`` keys, the same for every sentence
         (1 x H x T x S), or None."""
         if self.position_bias is None:
             return None
         if isinstance(self.position_bias, DistanceBias) and length == 1:
-            # One query at position S - 1: the profile at distances 1 - S .. 0, a view of the folded table.
-            return self.position_bias.decoding_row(keys, device)
+            # One query at position S - 1: the profile at distances 1 - S .. 0, a view of the folded table. The
+            # search's state refers to the table, looked up once (and where it grows), not in every step: the
+            # lookup checks the parameters (no gradient is taken in a search, so they do not change).
+            table = buffer.get(BIAS_TABLE)
+            if table is None or table.size(-1) < keys:
+                table = self.keep_state(buffer, BIAS_TABLE, self.position_bias.decoding_table(keys, device), SHARED)
+            return row_of(table, keys)
         return self.position_bias(query_pos, key_pos)
 
     def _columns(self, incremental_state, start: int, length: int, device) -> Tensor:

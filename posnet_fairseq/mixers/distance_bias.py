@@ -38,7 +38,7 @@ class DistanceBias(nn.Module):
     def __init__(self):
         super().__init__()
         self.folded = False
-        # (N, device) -> the decoding table and its rows by reach (decoding_row), made from the parameters.
+        # (N, device) -> the decoding table (decoding_table), made from the parameters.
         self.decoding_tables = DerivedCache()
 
     def profile(self, distances: Tensor) -> Tensor:
@@ -50,20 +50,21 @@ class DistanceBias(nn.Module):
 
     def decoding_row(self, reach: int, device) -> Tensor:
         """The bias of one query at position ``reach`` - 1 over keys 0 .. reach - 1: 1 x H x 1 x reach."""
+        return row_of(self.decoding_table(reach, device), reach)
+
+    def decoding_table(self, reach: int, device) -> Tensor:
+        """The profile at distances 1 - N .. 0 for some N >= ``reach`` (1 x H x 1 x N), whose last ``reach``
+        columns are :meth:`decoding_row`: folded, the table of N = ``FOLD_START`` doubled until ``reach`` fits,
+        made from the parameters once (``decoding_tables``); else the profile at N = ``reach``."""
         if not (self.folded and not self.training):
             return self.profile(torch.arange(1 - reach, 1, device=device))[None, :, None, :]
         size = FOLD_START << ((reach - 1) // FOLD_START).bit_length()  # the least N = FOLD_START 2^k >= reach
-        table, rows = self.decoding_tables.get(tuple(self.parameters()), lambda: self._decoding_table(size, device),
-                                               (size, device))
-        row = rows.get(reach)
-        if row is None:  # each reach's view made once: a decoding step's row is no operator
-            row = rows[reach] = table[..., size - reach:]
-        return row
+        return self.decoding_tables.get(tuple(self.parameters()), lambda: self._decoding_table(size, device),
+                                        (size, device))
 
-    def _decoding_table(self, size: int, device):
-        """(the profile at distances 1 - ``size`` .. 0 as 1 x H x 1 x size, {reach: its row}) for decoding_row."""
+    def _decoding_table(self, size: int, device) -> Tensor:
         with torch.no_grad():
-            return self.profile(torch.arange(1 - size, 1, device=device))[None, :, None, :], {}
+            return self.profile(torch.arange(1 - size, 1, device=device))[None, :, None, :]
 
     @staticmethod
     def distance_index(length: int, device):
@@ -95,3 +96,8 @@ class DistanceBias(nn.Module):
         distances = key_positions.unsqueeze(1) - query_positions.unsqueeze(2)  # B x T x S, j - i
         table = self.profile(torch.arange(-reach, reach + 1, device=distances.device))  # H x (2 reach + 1)
         return table[:, distances + reach].transpose(0, 1)  # H x B x T x S -> B x H x T x S
+
+
+def row_of(table: Tensor, reach: int) -> Tensor:
+    """The last ``reach`` columns of a :meth:`DistanceBias.decoding_table`: the row of a query at ``reach`` - 1."""
+    return table.narrow(-1, table.size(-1) - reach, reach)
