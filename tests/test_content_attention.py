@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from fairseq_testing import build_model, step_mixer
+from fairseq_testing import assert_decodes_as_it_trains, build_model, step_mixer
 from posnet_fairseq.benchmark.launches import NO_KERNEL
 from posnet_fairseq.mixers.alibi import AlibiAttention
 from posnet_fairseq.mixers.content_attention import ContentAttention
@@ -135,8 +135,13 @@ def test_presets_replace_the_position_embeddings():
         assert type(model.decoder.layers[0].encoder_attn).__name__ == "MultiheadAttention"
 
 
-def test_decoding_masks_a_pad_key_that_appears_mid_sentence():
-    """The cached padding mask starts with the first pad a step brings (earlier steps recorded as real)."""
+@pytest.mark.parametrize("explicit", [("cpu",), ()], ids=["explicit", "fused"])
+def test_decoding_masks_a_pad_key_that_appears_mid_sentence(monkeypatch, explicit):
+    """The cached padding mask starts with the first pad a step brings (earlier steps recorded as real); a step
+    attends as the CPU does (explicit products) and as a GPU does (the fused kernel)."""
+    from posnet_fairseq.mixers import content_attention
+
+    monkeypatch.setattr(content_attention, "EXPLICIT_DECODING", explicit)
     torch.manual_seed(3)
     mixer = ContentAttention(16, 2, causal=True, bias=ConstantBias(2)).eval()
     x = torch.randn(6, 2, 16)
@@ -152,6 +157,33 @@ def test_decoding_masks_a_pad_key_that_appears_mid_sentence():
     assert torch.allclose(decoded[:, 0], teacher_forced[:, 0], atol=1e-5)
     assert torch.allclose(decoded[[0, 1, 2, 4, 5], 1], teacher_forced[[0, 1, 2, 4, 5], 1], atol=1e-5)
     assert mixer._get_input_buffer(state)["prev_key_padding_mask"].tolist() == pad.tolist()
+
+
+@pytest.mark.parametrize("mixer", ["alibi", "tisa", "rope"])
+def test_a_decoding_step_attends_through_the_fused_kernel_where_the_device_is_no_cpu(monkeypatch, mixer):
+    """Issue 48: on a GPU (a device type not in EXPLICIT_DECODING) a decoding step's attention is the fused
+    kernel, one launch where the explicit products are 4-6; it decodes as it trains, one step or a block at a
+    time, and returns the explicit path's output."""
+    from posnet_fairseq.mixers import content_attention, fused_attention
+
+    model, task = build_model(["--encoder-self-mixer", mixer, "--decoder-self-mixer", mixer,
+                               "--no-token-positional-embeddings"])
+    model.eval().make_generation_fast_()
+    attention = model.decoder.layers[0].self_attn
+    x = torch.randn(6, 2, attention.embed_dim)
+    with torch.no_grad():
+        explicit = step_mixer(attention, x)[0]
+    calls = []
+    monkeypatch.setattr(content_attention, "EXPLICIT_DECODING", ())
+    monkeypatch.setattr(content_attention, "fused_attention", lambda *args: calls.append(1) or
+                        fused_attention.fused_attention(*args))
+    with torch.no_grad():
+        fused = step_mixer(attention, x)[0]
+        blocks = step_mixer(attention, x, block=3)[0]
+    assert len(calls) == 6 + 2
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(blocks, explicit, atol=1e-5, rtol=1e-5)
+    assert_decodes_as_it_trains(model, task)
 
 
 def test_the_posnet_gating_wraps_a_scheme():

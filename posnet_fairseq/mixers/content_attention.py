@@ -59,6 +59,10 @@ from .state_reorder import COPY, SHARED
 PAD_KEY = "prev_key_padding_mask"
 # The decoding state keys of the stacked projection weights and biases (ContentAttention._step_projections).
 JOINED, JOINED_BIAS = "joined_projections", "joined_projection_biases"
+# The device types on which a decoding step (one query) attends by explicit matrix products: for a single query
+# torch's fused CPU kernel took 1.4-2.6x their time (S = 30-200). On a GPU the step is bound by launches, and the
+# fused kernel is one launch (two with a bias) where the explicit products launch 3-6 (issue 48).
+EXPLICIT_DECODING = ("cpu",)
 # The decoding state key of a distance bias's table (DistanceBias.decoding_table), a step's row a view of it.
 BIAS_TABLE = "bias_table"
 class ContentAttention(Mixer):
@@ -166,9 +170,8 @@ class ContentAttention(Mixer):
                 invalid = future if invalid is None else invalid | future
             masks = softmax_masks(invalid, pad is not None)
             bias = self._decoding_bias(buffer, query_pos, key_pos, keys, length, query.device)
-        # Decoding (one query per step) runs the explicit matrix products: for a
-        # single query torch's fused CPU kernel took 1.4-2.6x their time (S = 30-200).
-        if need_weights or need_head_weights or incremental_state is not None:
+        explicit = incremental_state is not None and query.device.type in EXPLICIT_DECODING
+        if need_weights or need_head_weights or explicit:
             out, probs = self._attend_with_weights(q, k, v, bias, masks)
             weights = self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
         else:
