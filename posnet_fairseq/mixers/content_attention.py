@@ -65,6 +65,8 @@ JOINED, JOINED_BIAS = "joined_projections", "joined_projection_biases"
 EXPLICIT_DECODING = ("cpu",)
 # The decoding state key of a distance bias's table (DistanceBias.decoding_table), a step's row a view of it.
 BIAS_TABLE = "bias_table"
+
+
 class ContentAttention(Mixer):
     """Scaled dot-product multi-head self-attention with a logit-bias hook and a q/k-transform hook.
 
