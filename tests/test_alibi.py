@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from fairseq_testing import assert_decodes_as_it_trains, build_model
-from posnet_fairseq.mixers.alibi import AlibiAttention, AlibiBias, alibi_slopes
+from posnet_fairseq.mixers.alibi import AlibiAttention, AlibiBias, alibi_slopes, slope_column
 
 
 def paper_slopes(n):
@@ -71,3 +71,16 @@ def test_no_parameters_and_slopes_exact_in_half_precision():
 def test_alibi_model_decodes_as_it_trains():
     model, task = build_model(arch="alibi_transformer_tiny")
     assert_decodes_as_it_trains(model, task)
+
+
+def test_the_slopes_reach_a_device_once_not_at_every_call():
+    """Issue 48: copying the slopes to a GPU at every call waited for its queue; the column is made once per
+    device (here first while decoding, under inference mode) and serves a training call after it."""
+    bias = AlibiBias(6)
+    distances = torch.arange(-3, 4)
+    with torch.inference_mode():
+        bias.profile(distances)
+    column = slope_column(bias.slopes, distances.device)
+    assert not column.is_inference() and column is slope_column(bias.slopes, distances.device)
+    expected = torch.tensor([[-m * abs(d) for d in range(-3, 4)] for m in bias.slopes])
+    torch.testing.assert_close(bias.profile(distances), expected, atol=0, rtol=0)

@@ -5,10 +5,11 @@ import math
 import pytest
 import torch
 
-from fairseq_testing import build_model, step_mixer
+from fairseq_testing import assert_decodes_as_it_trains, build_model, step_mixer
 from posnet_fairseq.benchmark.launches import NO_KERNEL
 from posnet_fairseq.mixers.alibi import AlibiAttention
-from posnet_fairseq.mixers.content_attention import FOLD_START, ContentAttention, DistanceBias
+from posnet_fairseq.mixers.content_attention import ContentAttention
+from posnet_fairseq.mixers.distance_bias import FOLD_START, DistanceBias
 from posnet_fairseq.mixers.kerple import KerpleAttention
 from posnet_fairseq.mixers.rope import RopeAttention
 from posnet_fairseq.mixers.t5_bias import T5BiasAttention
@@ -134,8 +135,13 @@ def test_presets_replace_the_position_embeddings():
         assert type(model.decoder.layers[0].encoder_attn).__name__ == "MultiheadAttention"
 
 
-def test_decoding_masks_a_pad_key_that_appears_mid_sentence():
-    """The cached padding mask starts with the first pad a step brings (earlier steps recorded as real)."""
+@pytest.mark.parametrize("explicit", [("cpu",), ()], ids=["explicit", "fused"])
+def test_decoding_masks_a_pad_key_that_appears_mid_sentence(monkeypatch, explicit):
+    """The cached padding mask starts with the first pad a step brings (earlier steps recorded as real); a step
+    attends as the CPU does (explicit products) and as a GPU does (the fused kernel)."""
+    from posnet_fairseq.mixers import content_attention
+
+    monkeypatch.setattr(content_attention, "EXPLICIT_DECODING", explicit)
     torch.manual_seed(3)
     mixer = ContentAttention(16, 2, causal=True, bias=ConstantBias(2)).eval()
     x = torch.randn(6, 2, 16)
@@ -151,6 +157,33 @@ def test_decoding_masks_a_pad_key_that_appears_mid_sentence():
     assert torch.allclose(decoded[:, 0], teacher_forced[:, 0], atol=1e-5)
     assert torch.allclose(decoded[[0, 1, 2, 4, 5], 1], teacher_forced[[0, 1, 2, 4, 5], 1], atol=1e-5)
     assert mixer._get_input_buffer(state)["prev_key_padding_mask"].tolist() == pad.tolist()
+
+
+@pytest.mark.parametrize("mixer", ["alibi", "tisa", "rope"])
+def test_a_decoding_step_attends_through_the_fused_kernel_where_the_device_is_no_cpu(monkeypatch, mixer):
+    """Issue 48: on a GPU (a device type not in EXPLICIT_DECODING) a decoding step's attention is the fused
+    kernel, one launch (two with a bias) where the explicit products are 3-6; it decodes as it trains, one step or a block at a
+    time, and returns the explicit path's output."""
+    from posnet_fairseq.mixers import content_attention, fused_attention
+
+    model, task = build_model(["--encoder-self-mixer", mixer, "--decoder-self-mixer", mixer,
+                               "--no-token-positional-embeddings"])
+    model.eval().make_generation_fast_()
+    attention = model.decoder.layers[0].self_attn
+    x = torch.randn(6, 2, attention.embed_dim)
+    with torch.no_grad():
+        explicit = step_mixer(attention, x)[0]
+    calls = []
+    monkeypatch.setattr(content_attention, "EXPLICIT_DECODING", ())
+    monkeypatch.setattr(content_attention, "fused_attention", lambda *args: calls.append(1) or
+                        fused_attention.fused_attention(*args))
+    with torch.no_grad():
+        fused = step_mixer(attention, x)[0]
+        blocks = step_mixer(attention, x, block=3)[0]
+    assert len(calls) == 6 + 2
+    torch.testing.assert_close(fused, explicit, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(blocks, explicit, atol=1e-5, rtol=1e-5)
+    assert_decodes_as_it_trains(model, task)
 
 
 def test_the_posnet_gating_wraps_a_scheme():
@@ -171,7 +204,7 @@ def test_the_posnet_gating_wraps_a_scheme():
 def test_a_folded_decoding_row_is_the_profile_also_past_the_first_table():
     """After make_generation_fast_, a decoding step's bias row comes from a table that doubles as the prefix grows,
     and that follows the parameters (derived_cache.py): an in-place write after the first step makes it anew."""
-    from posnet_fairseq.mixers.content_attention import FOLD_START
+    from posnet_fairseq.mixers.distance_bias import FOLD_START
     from posnet_fairseq.mixers.tisa import TisaScorer
 
     torch.manual_seed(0)
@@ -185,7 +218,7 @@ def test_a_folded_decoding_row_is_the_profile_also_past_the_first_table():
         assert torch.allclose(scorer.decoding_row(reach, "cpu"), profile_row(reach), atol=1e-6, rtol=1e-6)
     # doubled twice: 129 needed 2 N, 3 N needed 4 N (4 heads of fp32)
     assert scorer.decoding_row(3 * FOLD_START, "cpu").untyped_storage().nbytes() == 4 * 4 * FOLD_START * 4
-    assert scorer.decoding_row(5, "cpu") is scorer.decoding_row(5, "cpu")  # a step's row is a view made once
+    assert scorer.decoding_table(5, "cpu") is scorer.decoding_table(7, "cpu")  # made once, a step's row its view
     with torch.no_grad():
         scorer.amplitudes.mul_(2)  # as load_state_dict writes a checkpoint into the parameters
     assert torch.allclose(scorer.decoding_row(5, "cpu"), profile_row(5), atol=1e-6, rtol=1e-6)
@@ -193,6 +226,38 @@ def test_a_folded_decoding_row_is_the_profile_also_past_the_first_table():
     with torch.no_grad():
         scorer.amplitudes.mul_(2)
     assert torch.allclose(scorer.decoding_row(5, "cpu"), profile_row(5))
+
+
+@pytest.mark.parametrize("mixer", ["alibi", "tisa"])
+def test_a_search_reads_its_bias_rows_from_the_folded_table_it_looked_up_once(monkeypatch, mixer):
+    """A decoding step's bias row is a view of the table the search's state refers to: no lookup of the
+    parameters at every step; a new search after a load looks up the new table."""
+    from posnet_fairseq.mixers.content_attention import BIAS_TABLE
+
+    model, _ = build_model(["--encoder-self-mixer", mixer, "--decoder-self-mixer", mixer,
+                            "--no-token-positional-embeddings"])
+    model.eval().make_generation_fast_()
+    attention = model.decoder.layers[0].self_attn
+    bias = attention.position_bias
+    x = torch.randn(6, 2, attention.embed_dim)
+    expected, _ = attention(x, x, x, attn_mask=model.decoder.buffered_future_mask(x))
+    with torch.no_grad():
+        out, state = step_mixer(attention, x)
+    table = attention._get_input_buffer(state)[BIAS_TABLE]
+    assert table is bias.decoding_table(6, x.device)
+    torch.testing.assert_close(out, expected.detach(), atol=1e-5, rtol=1e-5)
+    lookups = []
+    looked_up = bias.decoding_table
+    with monkeypatch.context() as patch:
+        patch.setattr(bias, "decoding_table", lambda *args: lookups.append(args) or looked_up(*args))
+        with torch.no_grad():
+            step_mixer(attention, x)
+    assert lookups == [(1, torch.device("cpu"))]  # at the first step only
+    if mixer == "tisa":
+        with torch.no_grad():
+            bias.amplitudes.mul_(2)  # as load_state_dict writes a checkpoint into the parameters
+            _, state = step_mixer(attention, x)
+        assert attention._get_input_buffer(state)[BIAS_TABLE] is not table
 
 
 def test_the_forward_context_makes_a_shared_value_once_per_call_and_anchor():
@@ -306,6 +371,48 @@ def test_a_decoding_step_without_gradients_projects_once_and_decodes_as_with_the
     buffer = attention._get_input_buffer(state)
     assert buffer[JOINED].shape == (3, attention.embed_dim, attention.embed_dim)
     torch.testing.assert_close(joined, separate.detach(), atol=1e-6, rtol=1e-5)
+
+
+def joined_step(attention, x):
+    """A no-gradient search over ``x`` on ``attention``: its output and its state's joined weights."""
+    from posnet_fairseq.mixers.content_attention import JOINED, JOINED_BIAS
+
+    with torch.no_grad():
+        out, state = step_mixer(attention, x)
+    buffer = attention._get_input_buffer(state)
+    return out, buffer[JOINED], buffer[JOINED_BIAS]
+
+
+def test_the_joined_projections_are_made_once_per_model_not_per_search():
+    model, _ = build_model(["--decoder-self-mixer", "alibi", "--no-token-positional-embeddings"])
+    attention = model.decoder.layers[0].self_attn.eval()
+    x = torch.randn(4, 2, attention.embed_dim)
+    _, weights, biases = joined_step(attention, x)
+    _, again, biases_again = joined_step(attention, x[:2])  # another search: no copy of its own
+    assert again is weights and biases_again is biases
+
+
+@pytest.mark.parametrize("change", ["load", "training step"])
+def test_the_joined_projections_follow_a_change_of_the_parameters(change):
+    """A load copies into the parameters in place, an optimizer step too: a search after it projects with the
+    new weights, as the separate projections do."""
+    model, _ = build_model(["--decoder-self-mixer", "rope", "--no-token-positional-embeddings"])
+    attention = model.decoder.layers[0].self_attn.eval()
+    x = torch.randn(4, 2, attention.embed_dim)
+    _, before, _ = joined_step(attention, x)
+    if change == "load":
+        state = {name: torch.randn_like(tensor) for name, tensor in attention.state_dict().items()}
+        attention.load_state_dict(state)
+    else:
+        optimizer = torch.optim.SGD(attention.parameters(), lr=0.1)
+        attention(x, x, x)[0].pow(2).sum().backward()
+        optimizer.step()
+    out, after, biases = joined_step(attention, x)
+    assert after is not before
+    projections = (attention.q_proj, attention.k_proj, attention.v_proj)
+    torch.testing.assert_close(after, torch.stack([p.weight.t() for p in projections]), atol=0, rtol=0)
+    torch.testing.assert_close(biases, torch.stack([p.bias for p in projections]).unsqueeze(1), atol=0, rtol=0)
+    torch.testing.assert_close(out, step_mixer(attention, x)[0].detach(), atol=1e-6, rtol=1e-5)
 
 
 @pytest.mark.parametrize("causal", [False, True])

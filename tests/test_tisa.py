@@ -1,4 +1,5 @@
 """TISA (Wennberg & Henter, 2021) beyond the shared mixer contract."""
+import copy
 import math
 import os
 
@@ -9,7 +10,7 @@ from fairseq.modules import MultiheadAttention
 
 from fairseq_testing import build_model, decode_incrementally, random_batch, src_batch, step_mixer
 from posnet_fairseq.mixers.shaw import ShawRelativeAttention
-from posnet_fairseq.mixers.tisa import TisaAttention, TisaScorer
+from posnet_fairseq.mixers.tisa import TisaAttention, TisaScorer, kernel_sums
 
 REGRESSION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "regression")
 TISA = ["--encoder-self-mixer", "tisa", "--decoder-self-mixer", "tisa"]
@@ -294,7 +295,7 @@ def test_the_layers_of_a_call_compute_their_scores_at_once_with_the_same_outputs
     """Issue 48: a teacher-forced call evaluates every layer's kernel sum in one KernelSum per side (its
     operators, each a kernel launch on a GPU, once per side, not per layer); outputs and every gradient are
     those of each layer's own evaluation."""
-    from posnet_fairseq.mixers.content_attention import DistanceBias
+    from posnet_fairseq.mixers.distance_bias import DistanceBias
 
     torch.manual_seed(0)
     model, task = build_model(["--dropout", "0"], arch="tisa_transformer_tiny")
@@ -311,3 +312,22 @@ def test_the_layers_of_a_call_compute_their_scores_at_once_with_the_same_outputs
     assert grads.keys() == each_grads.keys() and any("sharpness" in name for name in grads)
     for name, grad in grads.items():
         torch.testing.assert_close(grad, each_grads[name])
+
+
+def test_the_layers_parameters_are_stacked_inside_the_kernel_sum_and_their_gradients_keep_their_dtype():
+    """Issue 48: stacking (and casting) the layers' parameters outside KernelSum recorded an autograd node per
+    stack and per cast, host time of every training step; inside it, the parameters are its own inputs, and a
+    half-precision scorer gets its gradient in its own dtype, that of the fp32 evaluation."""
+    torch.manual_seed(0)
+    halves = [TisaScorer(2, 3).half() for _ in range(3)]
+    scorers = [copy.deepcopy(half).float() for half in halves]  # the same values in fp32
+    distances = torch.arange(-5, 6)
+    weights = torch.linspace(-1, 1, 3 * 2 * distances.numel()).view(6, -1)
+    scores = kernel_sums(scorers, distances)
+    assert all(type(node).__name__ == "AccumulateGrad" for node, _ in scores.grad_fn.next_functions[1:])
+    (scores * weights).sum().backward()
+    (kernel_sums(halves, distances) * weights).sum().backward()
+    for scorer, half in zip(scorers, halves):
+        for p, h in zip(scorer.parameters(), half.parameters()):
+            assert h.grad.dtype == torch.float16
+            torch.testing.assert_close(h.grad, p.grad.half(), atol=0, rtol=0)

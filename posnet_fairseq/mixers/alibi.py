@@ -20,8 +20,9 @@ attention_with_linear_biases, issue 5); under the causal mask (decoder) it
 is the paper's bias. Cross attention: no shared position axis (see
 ``content_attention.py``). No parameters and no flags.
 """
+import functools
 import math
-from typing import List
+from typing import List, Tuple
 
 import torch
 from torch import Tensor
@@ -49,6 +50,14 @@ def alibi_slopes(num_heads: int) -> List[float]:
     return slopes
 
 
+@functools.lru_cache(maxsize=None)
+def slope_column(slopes: Tuple[float, ...], device) -> Tensor:
+    """The fixed ``slopes`` m_h as an H x 1 fp32 column on ``device``, made once per device: a copy of them to a
+    GPU at every call is a host-to-device copy, which waits for the GPU's queue to drain (issue 48)."""
+    with torch.inference_mode(False):  # a normal tensor even when first asked for while decoding
+        return torch.tensor(slopes, dtype=torch.float32, device=device).unsqueeze(1)
+
+
 class AlibiBias(DistanceBias):
     """-m_h |j - i| for every head (fp32); no parameters."""
 
@@ -60,8 +69,7 @@ class AlibiBias(DistanceBias):
         self.slopes = tuple(alibi_slopes(num_heads))  # a tuple, not a buffer: a half-precision model keeps them exact
 
     def profile(self, distances: Tensor) -> Tensor:
-        slopes = torch.tensor(self.slopes, dtype=torch.float32, device=distances.device)
-        return -slopes.unsqueeze(1) * distances.abs().float().unsqueeze(0)
+        return -slope_column(self.slopes, distances.device) * distances.abs().float().unsqueeze(0)
 
     def extra_repr(self):
         return f"heads={len(self.slopes)}"

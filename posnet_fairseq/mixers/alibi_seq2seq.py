@@ -37,7 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import families, flags
-from .alibi import alibi_slopes
+from .alibi import alibi_slopes, slope_column
 from .registry import register_mixer
 from .content_attention import ContentAttention, DistanceBias, scheme_family
 
@@ -75,18 +75,19 @@ class Seq2seqAlibiBias(DistanceBias):
         self.trainable, self.directional = trainable, directional
 
     def _slopes(self, after: bool, device) -> Tensor:
+        """The slopes (H x 1, fp32) on ``device``."""
         if not self.trainable:
-            return torch.tensor(self.fixed_slopes, dtype=torch.float32, device=device)
-        return (self.after_slopes if after else self.slopes).float()
+            return slope_column(self.fixed_slopes, device)
+        return (self.after_slopes if after else self.slopes).float().unsqueeze(1)
 
     def profile(self, distances: Tensor) -> Tensor:
         offsets = -distances.float().unsqueeze(0)  # 1 x N: i - j, positive for keys before the query
         if self.shift is not None:
             offsets = offsets - self.shift.float().unsqueeze(1)
-        before = -self._slopes(False, distances.device).unsqueeze(1) * offsets.abs()
+        before = -self._slopes(False, distances.device) * offsets.abs()
         if not self.directional:
             return before
-        after = -self._slopes(True, distances.device).unsqueeze(1) * offsets.abs()
+        after = -self._slopes(True, distances.device) * offsets.abs()
         return torch.where(distances.unsqueeze(0) > 0, after, before)
 
     def extra_repr(self):

@@ -7,9 +7,8 @@ and 2), with two places where a position scheme plugs in:
   scaled logits before masking and softmax,
   ``softmax(Q K^T / sqrt(d_h) + B) V``: ALiBi (``alibi.py``), T5's bucketed
   bias (``t5_bias.py``), KERPLE (``kerple.py``), TISA's kernels
-  (``tisa.py``). Every one of them depends on the key-query distance only;
-  :class:`DistanceBias` evaluates such a scheme once per distinct distance
-  and gathers the Toeplitz pattern from that;
+  (``tisa.py``). Every one of them depends on the key-query distance only
+  (a :class:`~.distance_bias.DistanceBias`);
 * a **q/k transform** applied to the queries and to the keys (B x H x T x
   d_h, with their positions) before the dot product: RoPE's rotation
   (``rope.py``), xPos's scaled rotation (``xpos.py``). It is a module with
@@ -53,98 +52,19 @@ from .. import families
 from .attention import masked_softmax, real_positions, softmax_masks
 from .base import Mixer
 from .derived_cache import DerivedCache
+from .distance_bias import DistanceBias, row_of
 from .fused_attention import fused_attention
 from .state_reorder import COPY, SHARED
 
 PAD_KEY = "prev_key_padding_mask"
 # The decoding state keys of the stacked projection weights and biases (ContentAttention._step_projections).
 JOINED, JOINED_BIAS = "joined_projections", "joined_projection_biases"
-# First size of a DistanceBias's decoding table (as PosNet's folded tables, posnet.FOLD_START); it doubles.
-FOLD_START = 128
-
-
-class DistanceBias(nn.Module):
-    """A logit bias that depends on the key-query distance j - i only (a Toeplitz matrix per head).
-
-    A subclass gives :meth:`profile`, the bias of every head at a 1-D tensor
-    of distances; :meth:`forward` evaluates it once per distance that occurs
-    and gathers B x H x T x S from that table, so the cost per logit is that
-    of indexing, whatever the profile computes. ``FIXED``: the profile has no
-    parameters, so its bias is the same in every layer of a call.
-
-    After ``make_generation_fast_`` (fairseq-generate), a decoding step in eval
-    mode reads its row from a table of the profile at distances 1 - N .. 0
-    (N = ``FOLD_START`` doubled until the prefix fits), made at the first step
-    that needs it, instead of evaluating the profile in every layer at every
-    step. The table follows the profile's parameters (``derived_cache.py``):
-    a load or a conversion after the first step makes it anew.
-    """
-
-    FIXED = False
-    # ELEMENTWISE: the profile is a few elementwise operators, evaluated on the T x T distances themselves when
-    # teacher-forced: no gather, whose gradient (a scatter, sorted on a GPU) costs several operators per layer.
-    ELEMENTWISE = False
-
-    def __init__(self):
-        super().__init__()
-        self.folded = False
-        # (N, device) -> the decoding table and its rows by reach (decoding_row), made from the parameters.
-        self.decoding_tables = DerivedCache()
-
-    def profile(self, distances: Tensor) -> Tensor:
-        """H x N fp32 biases at the N distances j - i (a 1-D long tensor)."""
-        raise NotImplementedError(f"{type(self).__name__} must implement profile(distances)")
-
-    def make_generation_fast_(self, **kwargs):
-        self.folded = True
-
-    def decoding_row(self, reach: int, device) -> Tensor:
-        """The bias of one query at position ``reach`` - 1 over keys 0 .. reach - 1: 1 x H x 1 x reach."""
-        if not (self.folded and not self.training):
-            return self.profile(torch.arange(1 - reach, 1, device=device))[None, :, None, :]
-        size = FOLD_START << ((reach - 1) // FOLD_START).bit_length()  # the least N = FOLD_START 2^k >= reach
-        table, rows = self.decoding_tables.get(tuple(self.parameters()), lambda: self._decoding_table(size, device),
-                                               (size, device))
-        row = rows.get(reach)
-        if row is None:  # each reach's view made once: a decoding step's row is no operator
-            row = rows[reach] = table[..., size - reach:]
-        return row
-
-    def _decoding_table(self, size: int, device):
-        """(the profile at distances 1 - ``size`` .. 0 as 1 x H x 1 x size, {reach: its row}) for decoding_row."""
-        with torch.no_grad():
-            return self.profile(torch.arange(1 - size, 1, device=device))[None, :, None, :], {}
-
-    @staticmethod
-    def distance_index(length: int, device):
-        """The distances -T .. T at which a teacher-forced T x T bias evaluates the profile, and the T x T
-        index of j - i into them: the same in every layer of a call (``ForwardContext.shared``)."""
-        columns = torch.arange(length, device=device)
-        return torch.arange(-length, length + 1, device=device), columns.unsqueeze(0) - columns.unsqueeze(1) + length
-
-    @staticmethod
-    def distance_grid(length: int, device) -> Tensor:
-        """The T x T distances j - i of a teacher-forced bias (an ``ELEMENTWISE`` profile's input), fp32 (exact
-        integers) as the profiles compute."""
-        columns = torch.arange(length, device=device, dtype=torch.float32)
-        return columns.unsqueeze(0) - columns.unsqueeze(1)
-
-    def on_grid(self, grid: Tensor) -> Tensor:
-        """1 x H x T x S: the profile at every distance of ``grid`` (T x S)."""
-        return self.profile(grid.flatten()).view(1, -1, *grid.shape)
-
-    def gather(self, distances: Tensor, index: Tensor) -> Tensor:
-        """1 x H x T x S: the profile at ``distances``, gathered at ``index`` (T x S) into them."""
-        return self.profile(distances)[:, index].unsqueeze(0)
-
-    def forward(self, query_positions: Tensor, key_positions: Tensor) -> Tensor:
-        # Self-attention positions are 0-based and below max(T, S) (a decoding
-        # step has T = 1 query at position S - 1), so the distances lie in
-        # +-max(T, S): the table's range is known without a device sync.
-        reach = max(query_positions.size(-1), key_positions.size(-1))
-        distances = key_positions.unsqueeze(1) - query_positions.unsqueeze(2)  # B x T x S, j - i
-        table = self.profile(torch.arange(-reach, reach + 1, device=distances.device))  # H x (2 reach + 1)
-        return table[:, distances + reach].transpose(0, 1)  # H x B x T x S -> B x H x T x S
+# The device types on which a decoding step (one query) attends by explicit matrix products: for a single query
+# torch's fused CPU kernel took 1.4-2.6x their time (S = 30-200). On a GPU the step is bound by launches, and the
+# fused kernel is one launch (two with a bias) where the explicit products launch 3-6 (issue 48).
+EXPLICIT_DECODING = ("cpu",)
+# The decoding state key of a distance bias's table (DistanceBias.decoding_table), a step's row a view of it.
+BIAS_TABLE = "bias_table"
 
 
 class ContentAttention(Mixer):
@@ -166,6 +86,8 @@ class ContentAttention(Mixer):
         self.k_proj = nn.Linear(embed_dim, embed_dim)
         self.v_proj = nn.Linear(embed_dim, embed_dim)
         self.out_proj = nn.Linear(embed_dim, embed_dim)
+        # The decoding step's stacked q/k/v weights and biases (_step_projections), made from the parameters.
+        self.joined_projections = DerivedCache()
         self.shared_bias = shared_bias
         if shared_bias:  # owned (and registered) by the encoder/decoder: referred to, not registered again
             object.__setattr__(self, "position_bias", bias)
@@ -249,10 +171,9 @@ class ContentAttention(Mixer):
                 future = (key_pos.unsqueeze(1) > query_pos.unsqueeze(2)).unsqueeze(1)  # 1 x 1 x T x S
                 invalid = future if invalid is None else invalid | future
             masks = softmax_masks(invalid, pad is not None)
-            bias = self._decoding_bias(query_pos, key_pos, keys, length, query.device)
-        # Decoding (one query per step) runs the explicit matrix products: for a
-        # single query torch's fused CPU kernel took 1.4-2.6x their time (S = 30-200).
-        if need_weights or need_head_weights or incremental_state is not None:
+            bias = self._decoding_bias(buffer, query_pos, key_pos, keys, length, query.device)
+        explicit = incremental_state is not None and query.device.type in EXPLICIT_DECODING
+        if need_weights or need_head_weights or explicit:
             out, probs = self._attend_with_weights(q, k, v, bias, masks)
             weights = self.fairseq_weights(probs, query.dtype, need_weights, need_head_weights)
         else:
@@ -262,8 +183,9 @@ class ContentAttention(Mixer):
     def _step_projections(self, x: Tensor, buffer):
         """q, k, v of a decoding step (B x H x T x d_h), the plain Linear ones among the first (q and k, and v
         where it is one: PosNet gating's values and int8's quantized layers are not) in one batched product: a
-        step is bound by per-operator overhead (issue 48). Their weights, stacked at a search's first step,
-        are kept in its state (no gradient is taken, so they do not change during the search)."""
+        step is bound by per-operator overhead (issue 48). Their weights are stacked once per model and anew when
+        the parameters change (``joined_projections``); a search's state refers to them, looked up at its first
+        step only (no gradient is taken, so they do not change): a lookup checks six parameters."""
         projections = (self.q_proj, self.k_proj, self.v_proj)
         count = 0
         while count < 3 and type(projections[count]) is nn.Linear:
@@ -272,22 +194,29 @@ class ContentAttention(Mixer):
             return tuple(self.split_heads(projection(x)) for projection in projections)
         if JOINED not in buffer:
             joined = projections[:count]
-            self.keep_state(buffer, JOINED, torch.stack([p.weight.t() for p in joined]), SHARED)  # count x D x D
-            self.keep_state(buffer, JOINED_BIAS, torch.stack([p.bias for p in joined]).unsqueeze(1), SHARED)
+            weights, biases = self.joined_projections.get([t for p in joined for t in (p.weight, p.bias)], lambda: (
+                torch.stack([p.weight.t() for p in joined]), torch.stack([p.bias for p in joined]).unsqueeze(1)), count)
+            self.keep_state(buffer, JOINED, weights, SHARED)  # count x D x D
+            self.keep_state(buffer, JOINED_BIAS, biases, SHARED)
         length, batch, dim = x.shape
         rows = x.reshape(1, length * batch, dim).expand(count, length * batch, dim)
         heads = torch.baddbmm(buffer[JOINED_BIAS], rows, buffer[JOINED]).unbind(0)  # each T B x D, contiguous
         return (*(h.view(length, batch, self.num_heads, self.head_dim).permute(1, 2, 0, 3) for h in heads),
                 *(self.split_heads(projection(x)) for projection in projections[count:]))
 
-    def _decoding_bias(self, query_pos, key_pos, keys: int, length: int, device) -> Optional[Tensor]:
+    def _decoding_bias(self, buffer, query_pos, key_pos, keys: int, length: int, device) -> Optional[Tensor]:
         """The position bias of a decoding call's queries over its ``keys`` keys, the same for every sentence
         (1 x H x T x S), or None."""
         if self.position_bias is None:
             return None
         if isinstance(self.position_bias, DistanceBias) and length == 1:
-            # One query at position S - 1: the profile at distances 1 - S .. 0, a view of the folded table.
-            return self.position_bias.decoding_row(keys, device)
+            # One query at position S - 1: the profile at distances 1 - S .. 0, a view of the folded table. The
+            # search's state refers to the table, looked up once (and where it grows), not in every step: the
+            # lookup checks the parameters (no gradient is taken in a search, so they do not change).
+            table = buffer.get(BIAS_TABLE)
+            if table is None or table.size(-1) < keys:
+                table = self.keep_state(buffer, BIAS_TABLE, self.position_bias.decoding_table(keys, device), SHARED)
+            return row_of(table, keys)
         return self.position_bias(query_pos, key_pos)
 
     def _columns(self, incremental_state, start: int, length: int, device) -> Tensor:

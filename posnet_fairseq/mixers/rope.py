@@ -36,7 +36,8 @@ from torch import Tensor, nn
 
 from .. import families, flags
 from .registry import register_mixer
-from .content_attention import FOLD_START, ContentAttention, scheme_family
+from .content_attention import ContentAttention, scheme_family
+from .distance_bias import FOLD_START
 from .rope_scaling import FLAGS as SCALING_FLAGS, RopeScaling
 
 FLAGS = flags.declare(

@@ -59,17 +59,23 @@ FLAGS = flags.declare(
 
 
 class KernelSum(torch.autograd.Function):
-    """f_h(k) = sum_s a_{h,s} exp(-|b_{h,s}| (k - c_{h,s})^2) at N distances k (H x N), from H x S c, a, b, with
-    its gradient written out: every operator is a kernel launch on a GPU, and autograd's backward of the
-    formula runs about twice the forward's; here the sums over distances are matrix products."""
+    """f_h(k) = sum_s a_{h,s} exp(-|b_{h,s}| (k - c_{h,s})^2) at N distances k, for the heads of one or more
+    layers: (L H) x N, from ``parameters``, each layer's H x S c, a and b in turn (c_1, a_1, b_1, c_2, ...),
+    with its gradient written out: every operator is a kernel launch on a GPU, and autograd's backward of the
+    formula runs about twice the forward's; here the sums over distances are matrix products. The layers'
+    parameters are stacked (and cast to fp32) inside the function, their gradients split and cast back in its
+    backward: stacking them outside would record an autograd node for each stack and each cast, host time
+    of every training step (issue 48)."""
 
     @staticmethod
-    def forward(ctx, k: Tensor, c: Tensor, a: Tensor, b: Tensor) -> Tensor:
-        offset = k - c.unsqueeze(-1)  # H x S x N: k - c
+    def forward(ctx, k: Tensor, *parameters: Tensor) -> Tensor:
+        c, a, b = (_stacked(parameters[i::3]) for i in range(3))
+        offset = k - c.unsqueeze(-1)  # L H x S x N: k - c
         square = offset * offset
         width = b.abs()
         kernel = torch.exp(square * width.neg().unsqueeze(-1))
         ctx.save_for_backward(offset, square, kernel, a, b, width)
+        ctx.layouts = [(p.size(0), p.dtype) for p in parameters[::3]]
         with autocast_off(kernel):  # the sum over kernels in fp32 too, under --amp
             return torch.bmm(a.unsqueeze(1), kernel).squeeze(1)
 
@@ -77,39 +83,45 @@ class KernelSum(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor):
         with autocast_off(grad):
-            return KernelSum._gradients(ctx, grad)
+            grad_c, grad_a, grad_b = KernelSum._gradients(ctx, grad)
+        heads = [rows for rows, _ in ctx.layouts]
+        split = [None if g is None else g.split(heads) for g in (grad_c, grad_a, grad_b)]
+        return None, *(None if parts is None else parts[layer].to(dtype) for layer, (_, dtype) in
+                       enumerate(ctx.layouts) for parts in split)
 
     @staticmethod
     def _gradients(ctx, grad: Tensor):
         offset, square, kernel, a, b, width = ctx.saved_tensors
         heads, kernels, n = kernel.shape
+        wants_c, wants_a, wants_b = (any(ctx.needs_input_grad[1 + i::3]) for i in range(3))
         grad_c = grad_a = grad_b = None
-        if ctx.needs_input_grad[2]:
+        if wants_a:
             grad_a = torch.bmm(kernel, grad.unsqueeze(-1)).squeeze(-1)
-        if ctx.needs_input_grad[1] or ctx.needs_input_grad[3]:
+        if wants_c or wants_b:
             # The gradient at the exponent -|b| (k - c)^2, summed over distances against its derivatives:
             # -(k - c)^2 for |b|, 2 |b| (k - c) for c.
             exponent = (kernel * (a.unsqueeze(-1) * grad.unsqueeze(1))).view(heads * kernels, 1, n)
-            if ctx.needs_input_grad[3]:
+            if wants_b:
                 along = torch.bmm(exponent, square.view(heads * kernels, n, 1)).view(heads, kernels)
                 grad_b = along * torch.sign(b).neg()
-            if ctx.needs_input_grad[1]:
+            if wants_c:
                 along = torch.bmm(exponent, offset.view(heads * kernels, n, 1)).view(heads, kernels)
                 grad_c = along * width * 2
-        return None, grad_c, grad_a, grad_b
+        return grad_c, grad_a, grad_b
+
+
+def _stacked(tensors) -> Tensor:
+    """The layers' H x S parameters as one L H x S fp32 tensor."""
+    return (tensors[0] if len(tensors) == 1 else torch.cat(tensors)).float()
 
 
 def kernel_sums(scorers, distances: Tensor) -> Tensor:
     """f_h(k) of every head of every scorer in ``scorers`` at the given distances (any shape N): (L H) x N,
-    fp32, in one KernelSum (the scorers' parameters stacked)."""
-    def stacked(name):
-        tensors = [getattr(scorer, name) for scorer in scorers]
-        return (tensors[0] if len(tensors) == 1 else torch.cat(tensors)).float()
-
+    fp32, in one KernelSum."""
     # fp32 even when the model runs in fp16/bf16: the squared distances
     # reach ~1e5 at a few hundred tokens and exp of them underflows early.
-    return KernelSum.apply(distances.float().reshape(-1), stacked("offsets"), stacked("amplitudes"),
-                           stacked("sharpness"))
+    return KernelSum.apply(distances.float().reshape(-1), *(tensor for scorer in scorers for tensor in (
+        scorer.offsets, scorer.amplitudes, scorer.sharpness)))
 
 
 class TisaScorer(DistanceBias):
