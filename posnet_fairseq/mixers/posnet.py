@@ -275,8 +275,7 @@ class PositionAttention(Mixer):
             out = posnet_decoding.decode_step(self, buffer, incremental_state, value, key_padding_mask, length,
                                               need_weights or need_head_weights)
             if out is not None:
-                return self.merge_heads(out[0]), self.fairseq_weights(out[1], query.dtype, need_weights,
-                                                                      need_head_weights)
+                return out[0], self.fairseq_weights(out[1], query.dtype, need_weights, need_head_weights)
         # Teacher-forced, and aPosNet/arPosNet decoding with pads: the whole prefix is
         # cached, since absolute energies give every key its own weight.
         query_step = None if buffer is None else self.decoding_steps(buffer, batch, length, device)
