@@ -111,34 +111,36 @@ def _rows(index: Tensor, n: int, allocated: int) -> Tuple[Tensor, Tensor]:
     written for each hypothesis."""
     batch, heads, slots = index.shape
     k = slots - 3
-    written, columns = _phases(k, index.device)
     phase = n % (2 * (k + 1))
-    after = advance(index, written[phase], allocated)
-    picked = after.index_select(2, columns[phase]).view(-1)  # B x H x (K+4), each (b, h)'s columns in turn
-    return picked.index_select(0, _gather(batch, heads, k, index.device)), after
+    after = advance(index, _written(k, index.device)[phase], allocated)
+    return after.view(-1).index_select(0, _gathers(batch, heads, k, index.device)[phase]), after
 
 
-def _phases(k: int, device) -> Tuple[List[Tensor], List[Tensor]]:
-    """For each phase n mod 2(K+1) of the steps: the slots the step writes (1 x 1 x (K+3): its value's and the
-    next tail's) and the index columns its bags read (K+4: slots 0..K and the tail for the output; the tail and
-    the slot now at distance K for the next tail). Lists, so that a step picks its phase's without an operator."""
+def _written(k: int, device) -> List[Tensor]:
+    """For each phase n mod 2(K+1) of the steps, the slots the step writes (1 x 1 x (K+3): its value's and the
+    next tail's). A list, so that a step picks its phase's without an operator."""
     def make():
-        written, columns = torch.zeros(2 * (k + 1), 1, 1, k + 3, dtype=torch.bool), []
+        written = torch.zeros(2 * (k + 1), 1, 1, k + 3, dtype=torch.bool)
+        for n in range(2 * (k + 1)):
+            written[n, 0, 0, [n % (k + 1), k + 1 + (n + 1) % 2]] = True
+        return list(written.to(device).unbind(0))
+    return cached(("rposnet written", k, device), make)
+
+
+def _gathers(batch: int, heads: int, k: int, device) -> List[Tensor]:
+    """For each phase n mod 2(K+1) of the steps, where the bags' rows are in the B x H x (K+3) index seen flat
+    (one gather per step, not one of the columns and one of the bags): every hypothesis and head's K+2 output
+    columns (slots 0..K and the tail), then every one's 2 columns of the next tail (the tail and the slot now at
+    distance K). A list, so that a step picks its phase's without an operator."""
+    def make():
+        bag = (torch.arange(batch).view(-1, 1, 1) * heads + torch.arange(heads).view(1, -1, 1)) * (k + 3)
+        phases = []
         for n in range(2 * (k + 1)):
             tail = k + 1 + n % 2
-            written[n, 0, 0, [n % (k + 1), k + 1 + (n + 1) % 2]] = True
-            columns.append(list(range(k + 1)) + [tail, tail, (n + 1) % (k + 1)])
-        return list(written.to(device).unbind(0)), list(torch.tensor(columns, device=device).unbind(0))
-    return cached(("rposnet phases", k, device), make)
-
-
-def _gather(batch: int, heads: int, k: int, device) -> Tensor:
-    """Where the bags' rows are among the B x H x (K+4) step columns: every hypothesis and head's K+2 output
-    columns, then every one's 2 tail columns."""
-    def make():
-        bag = (torch.arange(batch).view(-1, 1, 1) * heads + torch.arange(heads).view(1, -1, 1)) * (k + 4)
-        return torch.cat([(bag + torch.arange(k + 2)).view(-1), (bag + torch.arange(k + 2, k + 4)).view(-1)]).to(device)
-    return cached(("rposnet gather", batch, heads, k, device), make)
+            outputs, tails = torch.tensor([*range(k + 1), tail]), torch.tensor([tail, (n + 1) % (k + 1)])
+            phases.append(torch.cat([(bag + outputs).view(-1), (bag + tails).view(-1)]))
+        return list(torch.stack(phases).to(device).unbind(0))
+    return cached(("rposnet gathers", batch, heads, k, device), make)
 
 
 def _bags(batch: int, heads: int, k: int, device) -> Tuple[Tensor, Tensor]:
