@@ -168,6 +168,19 @@ def ring_group(mixer, k):
     return group
 
 
+def cross_steps(mixer, buffer, batch, length, device):
+    """``(positions, first)`` of a decoding step of aPosNet's or arPosNet's cross-attention (the whole source
+    attended, ``PositionAttention.forward``): the B x ``length`` target positions, made once per step for every
+    layer (``Mixer.shared``), and the first of them. Every row is at the same step: the count is a Python int,
+    so that no tensor of steps is advanced or copied by a beam reorder, and the positions' bounds are known
+    without reading the device (a read stalls a GPU's queue, per layer and step)."""
+    first = buffer.get("step_count", 0)
+    mixer.keep_state(buffer, "step_count", first + length, SHARED)
+    positions = mixer.shared(("posnet cross steps", first, batch, length),
+                             lambda: torch.arange(first, first + length, device=device).expand(batch, length))
+    return positions, first
+
+
 def cache_source(mixer, buffer, value, pad):
     """The encoder side of cross-attention, once per sentence: the values in real-position order
     (pads last, zeroed), their prefix and suffix sums (fp32) and the sentence lengths."""
