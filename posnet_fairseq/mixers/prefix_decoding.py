@@ -50,8 +50,8 @@ def causal_weights(mixer, n: int) -> Optional[Tensor]:
 
     Made once per set of tables (``mixer.decoding_weights``) for as many positions as the longest step reached
     asks, not for all the tables cover (H N^2 numbers: 32 MB a layer at N = 1,024 and 8 heads): a step beyond
-    them makes them anew for at least twice as many (amortised: log2 of the longest step makings), as far as the
-    tables reach, so that their memory is bounded by the output length."""
+    them makes them anew for twice as many positions (at least the step's), as far as the tables reach; so they
+    are made about log2 of the longest step times in all, and their memory is bounded by the output length."""
     for term in mixer.terms:
         if not term.covers(n + 1) and mixer.folded and not mixer.training:
             mixer.term_energies(term, n, n + 1, n + 1)  # grows the folded tables to cover the step
