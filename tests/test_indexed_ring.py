@@ -4,7 +4,8 @@ beam tests (rposnet_folded) and tests/test_posnet.py's pad after steps without p
 import torch
 from fairseq_testing import build_model, dummy_dictionary, random_batch
 
-from posnet_fairseq.mixers import indexed_ring, state_reorder
+from posnet_fairseq.mixers import indexed_ring, posnet_decoding, state_reorder
+from test_precompute import build, precompute_and_reload
 
 
 def _decoder_states(model, state):
@@ -57,3 +58,60 @@ def test_the_rings_constants_are_kept_for_the_last_shapes_used_only():
     assert indexed_ring.identity(1, 1, 2, 3, cpu) is not made[0]  # the first: dropped, made anew
     # hypothesis 1, head 1, slot 2 of 2 rows: ring row (2 * 2 + 1) * 2 + 1
     assert indexed_ring.identity(2, 2, 2, 3, cpu)[1, 1, 2] == 11
+
+
+def _decode(model, src, src_lengths, prev):
+    """The decoder's outputs of ``prev`` step by step (one search) and teacher-forced."""
+    with torch.no_grad():
+        encoder_out, state = model.encoder(src, src_lengths), {}
+        stepped = torch.cat([model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)[0]
+                             for t in range(prev.size(1))], dim=1)
+        return stepped, model.decoder(prev, encoder_out=encoder_out)[0], state
+
+
+def test_a_step_looks_up_every_layers_ring_weights_at_once():
+    """A decoding step reads the ring weights of every layer of the side in one lookup (issue 48: one operator
+    per step, not one per layer), and each layer's are its own: the layers' rows are those of their tables."""
+    model, _ = build_model(["--decoder-layers", "3", "--posnet-max-relative", "3"], arch="rposnet_transformer_tiny")
+    model.make_generation_fast_()
+    src, src_lengths, prev = random_batch(dummy_dictionary(), [5, 7], [6, 6])[:3]
+    state = {}
+    with torch.no_grad():
+        encoder_out = model.encoder(src, src_lengths)
+        for t in range(4):
+            model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as profiler:
+            model.decoder(prev[:, :5], encoder_out=encoder_out, incremental_state=state)
+    layers = [layer.self_attn.mixer for layer in model.decoder.layers]
+    width = layers[0].num_heads * (3 + 2) + 1  # a step's weights of one layer: H (K+2) + 1
+    shapes = [e.input_shapes[0] for e in profiler.events() if e.name == "aten::index_select" and e.input_shapes]
+    assert shapes.count([3, width]) == 1 and [width] not in shapes, shapes
+    stacked = _decoder_states(model, state)[0]["ring_weights"]
+    for i, layer in enumerate(layers):
+        assert layer.ring_group == (layers, i)
+        torch.testing.assert_close(stacked[i], posnet_decoding.decoding_rows(layer, layer.relative, 4)[1][
+            : stacked.size(1)], atol=0, rtol=0)
+
+
+def test_a_precomputed_models_layers_step_with_their_own_ring_weights_made_anew_from_tables_loaded_in_place():
+    """A posnet-precompute checkpoint rebuilds its mixers in table form, in no group of training layers
+    (``side_layers``): each decoder layer still steps with the weights of its own table (6627ee1 gave every
+    layer the first one's, so that the precomputed model decoded differently from the model it was folded
+    from), and a new search reads the tables as they are then: written in place by ``load_state_dict``."""
+    flags = ["--arch", "rposnet_transformer_tiny", "--decoder-layers", "3", "--posnet-max-relative", "3"]
+    args, task, model = build(flags)
+    reloaded = precompute_and_reload(args, task, model)[1]
+    other = precompute_and_reload(*build(flags, seed=2))[1]
+    src, src_lengths, prev = random_batch(task.target_dictionary, [5, 7], [9, 9])[:3]
+    layers = [layer.self_attn.mixer for layer in reloaded.decoder.layers]
+    assert all(layer.precomputed and not layer.side_layers for layer in layers)
+    assert not torch.equal(layers[0].relative.table, layers[1].relative.table)
+    stepped, forced, state = _decode(reloaded, src, src_lengths, prev)
+    assert "ring" in _decoder_states(reloaded, state)[-1]  # (the ring's steps, not the general path)
+    torch.testing.assert_close(stepped, forced, atol=1e-5, rtol=0)
+    tables = [layer.relative.table for layer in layers]
+    reloaded.load_state_dict(other.state_dict())
+    assert all(layer.relative.table is table for layer, table in zip(layers, tables))  # written in place
+    stepped, forced, _ = _decode(reloaded, src, src_lengths, prev)
+    torch.testing.assert_close(stepped, forced, atol=1e-5, rtol=0)
+    torch.testing.assert_close(forced, _decode(other, src, src_lengths, prev)[1], atol=1e-6, rtol=0)

@@ -41,6 +41,7 @@ def test_folded_steps_read_their_weights_and_equal_the_teacher_forced_pass_acros
     torch.testing.assert_close(stepped, forced, atol=ATOL, rtol=0)
     assert all(term.table.size(1) == 2 * FOLD_START for term in mixer.terms)  # grew past the first fold
     assert buffer["step_count"] == FOLD_START + 20 and "steps" not in buffer  # every step took the table's path
+    # made for twice the positions at each step beyond them, as far as the table reaches: 256 > FOLD_START + 20
     assert buffer["step_weights"].shape == (mixer.num_heads, 2 * FOLD_START, 2 * FOLD_START)
 
 
@@ -55,6 +56,26 @@ def test_precomputed_steps_equal_the_teacher_forced_pass(name):
         stepped, buffer = stepped_state(mixer, x)
     torch.testing.assert_close(stepped, forced, atol=ATOL, rtol=0)
     assert "step_weights" in buffer and "steps" not in buffer
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_weights_grow_with_the_longest_step_not_with_the_tables(name):
+    """A table of 1,024 positions and 20 steps: the weights are made for 32 positions (twice as many each time a
+    step is beyond them: 1, 2, 4, ..., 32), not the H x 1,024 x 1,024 the table covers; a second search reads
+    the same weights, and the steps equal the teacher-forced pass."""
+    model, mixer = decoder(name)
+    x = inputs(20, 2, mixer.embed_dim, seed=5)
+    with torch.no_grad():
+        forced = mixer(x, x, x)[0]
+        precompute.precompute_model_(model, 1024)
+        mixer = model.decoder.layers[0].self_attn  # the table form
+        stepped, buffer = stepped_state(mixer, x)
+        weights = buffer["step_weights"]
+        again, buffer = stepped_state(mixer, x[:5])
+    assert mixer.terms[0].table.size(1) == 1024 and weights.shape == (mixer.num_heads, 32, 32)
+    assert buffer["step_weights"] is weights
+    torch.testing.assert_close(stepped, forced, atol=ATOL, rtol=0)
+    torch.testing.assert_close(again, forced[:5], atol=ATOL, rtol=0)
 
 
 @pytest.mark.parametrize("name", NAMES)

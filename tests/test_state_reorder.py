@@ -9,10 +9,10 @@ reorder fail, and the check below names it.
 import pytest
 import torch
 
-from fairseq_testing import random_sentences, src_batch
+from fairseq_testing import build_model, dummy_dictionary, launching_kernels, random_batch, random_sentences, src_batch
 from posnet_fairseq.mixers import growing_cache, state_reorder
 from posnet_fairseq.mixers.base import Mixer
-from posnet_fairseq.mixers.state_reorder import COPY, GROW, REUSE
+from posnet_fairseq.mixers.state_reorder import COPY, GROW, PER_SENTENCE, REUSE
 from test_mixer_contract import CASES, _model
 
 DECODER_CASES = [case for case in CASES if case[1] in ("decoder_self", "cross")]
@@ -123,3 +123,48 @@ def test_a_grown_cache_is_reordered_by_one_copy_into_one_view_of_the_spare():
         operators = top_level_operators(lambda: mixer.reorder_incremental_state(state, order))
     assert sorted(operators) == ["aten::as_strided", "aten::index_select"]
     assert torch.equal(mixer._get_input_buffer(state)["prev_key"], expected)
+
+
+def test_a_per_sentence_state_is_kept_while_the_rows_are_kept_and_copied_when_sentences_are_dropped():
+    """Beam search's parents are hypotheses of the same sentence: a reorder that keeps the number of rows leaves a
+    state alike within sentences as it is (no copy); one that drops a finished sentence copies the remaining
+    rows into fresh memory (the state may be the caller's tensor)."""
+    mixer, buffer, state = Mixer(4, 2), {}, {}
+    original = mixer.keep_state(buffer, "key_padding_mask", torch.tensor([[0, 1], [0, 1], [1, 1], [1, 1]]) > 0,
+                                PER_SENTENCE)
+    mixer._set_input_buffer(state, buffer)
+    mixer.reorder_incremental_state(state, torch.tensor([1, 1, 3, 2]))
+    assert mixer._get_input_buffer(state)["key_padding_mask"] is original
+    mixer.reorder_incremental_state(state, torch.tensor([2, 3]))
+    kept = mixer._get_input_buffer(state)["key_padding_mask"]
+    assert torch.equal(kept, original[2:]) and kept.data_ptr() != original[2:].data_ptr()
+
+
+def test_an_aposnet_cross_attention_step_copies_no_state_and_reads_nothing_from_the_device():
+    """aPosNet's cross-attention attends over the whole source (its energies are the keys' own): its values, key
+    positions and padding are alike in a sentence's hypotheses and kept through reorders within sentences, and
+    its step is a Python int, so that the positions' bounds are known on the host (issue 48: 4 state copies per
+    layer and reorder, and 3 reads of the device per layer and step, before). The steps equal the teacher-forced
+    pass."""
+    model, _ = build_model(["--cross-mixer", "aposnet", "--decoder-layers", "2"], arch="aposnet_transformer_tiny")
+    model.make_generation_fast_()
+    src, src_lengths, prev = random_batch(dummy_dictionary(), [5, 7], [6, 6])[:3]
+    beams = torch.arange(2).repeat_interleave(2)
+    src, src_lengths, prev = src[beams], src_lengths[beams], prev[beams]
+    order, cross = torch.tensor([1, 0, 3, 3]), model.decoder.layers[0].encoder_attn.mixer
+    with torch.inference_mode():
+        encoder_out = model.encoder(src, src_lengths)
+        states = [{}, {}]
+        for state in states:
+            for t in range(4):
+                model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+        x, key = torch.randn(1, 4, cross.embed_dim), encoder_out["encoder_out"][0]
+        kernels = launching_kernels(lambda: (cross.reorder_incremental_state(states[1], order), cross(
+            x, key, key, key_padding_mask=encoder_out["encoder_padding_mask"][0], incremental_state=states[1],
+            static_kv=True)))
+        model.decoder.reorder_incremental_state_scripting(states[0], order)
+        prev = prev[order]
+        stepped = model.decoder(prev[:, :5], encoder_out=encoder_out, incremental_state=states[0])[0]
+        forced = model.decoder(prev[:, :5], encoder_out=encoder_out)[0][:, -1:]
+    assert not {"aten::index_select", "aten::_local_scalar_dense"} & set(kernels), kernels
+    torch.testing.assert_close(stepped, forced, atol=1e-5, rtol=0)

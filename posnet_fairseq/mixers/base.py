@@ -116,7 +116,7 @@ class Mixer(FairseqIncrementalState, nn.Module):
                     continue
                 raise ValueError(f"{type(self).__name__}: decoding state {name!r} was stored without declaring how "
                                  "a beam reorder copies it: store it with Mixer.keep_state (state_reorder.py)")
-            if state is None or how.shared:
+            if state is None or how.shared or (how.per_sentence and state.size(0) == new_order.size(0)):
                 reordered[name] = state
             elif how.part is not None:
                 parts.append((name, how.part))

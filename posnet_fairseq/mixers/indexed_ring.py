@@ -10,13 +10,16 @@ The state of a layer:
   the value of the last position m <= n with m = j mod (K+1) (zeros before the start); slots K+1 and K+2 hold
   the tail's sum, written to each in turn (step n reads slot K+1 + n mod 2 and writes the other);
 * ``ring_index``, B x H x (K+3) int64: for hypothesis b, head h and slot j, the row ``(j * A + b') * H + h`` of
-  the ring seen as rows of D_h numbers (b' the row the value was written for).
+  the ring seen as rows of D_h numbers (b' the row the value was written for);
+* ``ring_rows`` and ``ring_slots``, views of the ring made with it: as those rows, and its slots, each 1 x A x E
+  as the step's values with the heads side by side (a step writes and reads through them, making no view).
 
 A beam reorder copies no ring, the largest state: it composes the index (``state_reorder.COMPOSED``:
 ``index[order]``, once for every layer). A step writes its value into slot n mod (K+1), and one
 ``embedding_bag`` reads, for every hypothesis and head, its K+2 rows with their weights (the output, Eq. 4) and
 the tail's sum with the value now at distance K (the next tail's sum, written to the other tail slot). The
-step's gather indices and weights are the same in every layer: made once per step (``Mixer.shared``).
+step's gather indices are the same in every layer: made once per step (``Mixer.shared``); its weights are each
+layer's own, looked up for every layer at once (:func:`row_weights`, ``posnet_decoding.step_weights``).
 HC-SA's ring (``hc_decoding.py``) is read the same way, with the reader at the end of this module.
 """
 from collections import OrderedDict
@@ -48,37 +51,58 @@ def bag_weights(energy: Tensor) -> Tensor:
     return torch.cat([weights.reshape(steps, -1), torch.ones(steps, 1, device=device)], dim=1)
 
 
-def step(mixer, buffer: Dict[str, Tensor], n: int, v: Tensor, weights: Tensor) -> Tensor:
-    """Step ``n`` of rows without pads: ``v`` B x H x 1 x D_h, ``weights`` the step's row of :func:`bag_weights`;
-    returns the B x H x 1 x D_h output in ``v``'s dtype."""
-    batch, heads, _, head_dim = v.shape
-    ring = buffer.get("ring")
-    if ring is None:  # (made here, only written in place; a slot of a hypothesis and head is 1 x D_h, as v's)
-        k = (weights.numel() - 1) // heads - 2
-        acc = torch.promote_types(v.dtype, torch.float32)
-        ring = mixer.keep_state(buffer, "ring", v.new_zeros(k + 3, batch, heads, 1, head_dim, dtype=acc), INDEXED)
-        start = mixer.shared(("ring_index", batch, k), lambda: identity(batch, batch, heads, k + 3, v.device))
-        mixer.keep_state(buffer, "ring_index", start, COMPOSED)
-    slots, allocated = ring.size(0), ring.size(1)
+def step(mixer, buffer: Dict[str, Tensor], n: int, value: Tensor, weights: Tensor) -> Tensor:
+    """Step ``n`` of rows without pads: ``value`` the step's 1 x B x E values (heads side by side), ``weights``
+    the weight of every ring row the step reads (the layer's :func:`row_weights`); returns the 1 x B x E output
+    (heads side by side) in ``value``'s dtype."""
+    batch = value.size(1)
+    slots = buffer.get("ring_slots")
+    if slots is None:
+        slots = _new_ring(mixer, buffer, value, weights)
+    k, allocated = len(slots) - 3, slots[0].size(1)
     if batch > allocated:
         raise ValueError(f"rPosNet decoding: a step of {batch} rows after a state of {allocated}: beam search "
                          "only drops rows")
-    k, index = slots - 3, buffer["ring_index"]
-    rows, after, offsets, weight_map = mixer.shared(("ring_rows", n, batch, allocated),
-                                                    lambda: _reads(index, n, allocated), index)
+    index = buffer["ring_index"]
+    rows, after, offsets = mixer.shared(("ring_rows", n, batch, allocated), lambda: _reads(index, n, allocated), index)
     mixer.keep_state(buffer, "ring_index", after, COMPOSED)
-    live = ring if batch == allocated else ring[:, :batch]  # (no slice while no sentence has finished)
-    live[n % (k + 1)].copy_(v)
-    # the outputs, then the next tail's sums (each layer its own energies)
-    out = read(ring, rows, offsets, weights.index_select(0, weight_map)).view(2, batch, heads, 1, head_dim)
-    live[k + 1 + (n + 1) % 2].copy_(out[1])
-    return out[0] if out.dtype == v.dtype else out[0].to(v.dtype)  # (an fp32 model: no call)
+    written, tail = slots[n % (k + 1)], slots[k + 1 + (n + 1) % 2]
+    if batch < allocated:  # (sentences have finished: their rows stay allocated, unread)
+        written, tail = written[:, :batch], tail[:, :batch]
+    written.copy_(value)
+    # the outputs, then the next tail's sums (each layer its own weights)
+    out, sums = read_rows(buffer["ring_rows"], rows, offsets, weights).view(2, 1, batch, -1).unbind(0)
+    tail.copy_(sums)
+    return out if out.dtype == value.dtype else out.to(value.dtype)  # (an fp32 model: no call)
 
 
-def _reads(index: Tensor, n: int, allocated: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-    """What every layer's step ``n`` reads, made once per step: :func:`_rows` and :func:`_bags`."""
+def _new_ring(mixer, buffer: Dict[str, Tensor], value: Tensor, weights: Tensor):
+    """A search's ring of :func:`step` for ``value``'s rows, fp32 whatever the model's dtype, with the views a step
+    writes and reads through (made once, not per step: issue 48, host time per layer and step): the slots, each
+    1 x A x E as a step's values, and the ring as rows of D_h numbers (``embedding_bag``'s table); returns the
+    slots."""
+    batch, heads = value.size(1), mixer.num_heads
+    k, head_dim = weights.numel() // (batch * heads) - 4, value.size(-1) // heads
+    acc = torch.promote_types(value.dtype, torch.float32)
+    ring = mixer.keep_state(buffer, "ring", value.new_zeros(k + 3, batch, heads, 1, head_dim, dtype=acc), INDEXED)
+    mixer.keep_state(buffer, "ring_rows", ring.view(-1, head_dim), INDEXED)
+    start = mixer.shared(("ring_index", batch, k), lambda: identity(batch, batch, heads, k + 3, value.device))
+    mixer.keep_state(buffer, "ring_index", start, COMPOSED)
+    return mixer.keep_state(buffer, "ring_slots", ring.view(k + 3, 1, batch, heads * head_dim).unbind(0), INDEXED)
+
+
+def _reads(index: Tensor, n: int, allocated: int) -> Tuple[Tensor, Tensor, Tensor]:
+    """What every layer's step ``n`` reads, made once per step: :func:`_rows` and the bags' offsets (:func:`_bags`)."""
     batch, heads, slots = index.shape
-    return (*_rows(index, n, allocated), *_bags(batch, heads, slots - 3, index.device))
+    return (*_rows(index, n, allocated), _bags(batch, heads, slots - 3, index.device)[0])
+
+
+def row_weights(weights: Tensor, batch: int, heads: int) -> Tensor:
+    """The weight of every ring row that a step of ``batch`` hypotheses reads, in :func:`step`'s order, from the
+    step's rows of :func:`bag_weights` of any number of layers (L x (H (K+2) + 1)): L x B H (K+4), one lookup for
+    all of them (issue 48: one operator per step, not one per layer and step)."""
+    k = (weights.size(-1) - 1) // heads - 2
+    return weights.index_select(-1, _bags(batch, heads, k, weights.device)[1])
 
 
 def _rows(index: Tensor, n: int, allocated: int) -> Tuple[Tensor, Tensor]:
@@ -87,34 +111,36 @@ def _rows(index: Tensor, n: int, allocated: int) -> Tuple[Tensor, Tensor]:
     written for each hypothesis."""
     batch, heads, slots = index.shape
     k = slots - 3
-    written, columns = _phases(k, index.device)
     phase = n % (2 * (k + 1))
-    after = advance(index, written[phase], allocated)
-    picked = after.index_select(2, columns[phase]).view(-1)  # B x H x (K+4), each (b, h)'s columns in turn
-    return picked.index_select(0, _gather(batch, heads, k, index.device)), after
+    after = advance(index, _written(k, index.device)[phase], allocated)
+    return after.view(-1).index_select(0, _gathers(batch, heads, k, index.device)[phase]), after
 
 
-def _phases(k: int, device) -> Tuple[List[Tensor], List[Tensor]]:
-    """For each phase n mod 2(K+1) of the steps: the slots the step writes (1 x 1 x (K+3): its value's and the
-    next tail's) and the index columns its bags read (K+4: slots 0..K and the tail for the output; the tail and
-    the slot now at distance K for the next tail). Lists, so that a step picks its phase's without an operator."""
+def _written(k: int, device) -> List[Tensor]:
+    """For each phase n mod 2(K+1) of the steps, the slots the step writes (1 x 1 x (K+3): its value's and the
+    next tail's). A list, so that a step picks its phase's without an operator."""
     def make():
-        written, columns = torch.zeros(2 * (k + 1), 1, 1, k + 3, dtype=torch.bool), []
+        written = torch.zeros(2 * (k + 1), 1, 1, k + 3, dtype=torch.bool)
+        for n in range(2 * (k + 1)):
+            written[n, 0, 0, [n % (k + 1), k + 1 + (n + 1) % 2]] = True
+        return list(written.to(device).unbind(0))
+    return cached(("rposnet written", k, device), make)
+
+
+def _gathers(batch: int, heads: int, k: int, device) -> List[Tensor]:
+    """For each phase n mod 2(K+1) of the steps, where the bags' rows are in the B x H x (K+3) index seen flat
+    (one gather per step, not one of the columns and one of the bags): every hypothesis and head's K+2 output
+    columns (slots 0..K and the tail), then every one's 2 columns of the next tail (the tail and the slot now at
+    distance K). A list, so that a step picks its phase's without an operator."""
+    def make():
+        bag = (torch.arange(batch).view(-1, 1, 1) * heads + torch.arange(heads).view(1, -1, 1)) * (k + 3)
+        phases = []
         for n in range(2 * (k + 1)):
             tail = k + 1 + n % 2
-            written[n, 0, 0, [n % (k + 1), k + 1 + (n + 1) % 2]] = True
-            columns.append(list(range(k + 1)) + [tail, tail, (n + 1) % (k + 1)])
-        return list(written.to(device).unbind(0)), list(torch.tensor(columns, device=device).unbind(0))
-    return cached(("rposnet phases", k, device), make)
-
-
-def _gather(batch: int, heads: int, k: int, device) -> Tensor:
-    """Where the bags' rows are among the B x H x (K+4) step columns: every hypothesis and head's K+2 output
-    columns, then every one's 2 tail columns."""
-    def make():
-        bag = (torch.arange(batch).view(-1, 1, 1) * heads + torch.arange(heads).view(1, -1, 1)) * (k + 4)
-        return torch.cat([(bag + torch.arange(k + 2)).view(-1), (bag + torch.arange(k + 2, k + 4)).view(-1)]).to(device)
-    return cached(("rposnet gather", batch, heads, k, device), make)
+            outputs, tails = torch.tensor([*range(k + 1), tail]), torch.tensor([tail, (n + 1) % (k + 1)])
+            phases.append(torch.cat([(bag + outputs).view(-1), (bag + tails).view(-1)]))
+        return list(torch.stack(phases).to(device).unbind(0))
+    return cached(("rposnet gathers", batch, heads, k, device), make)
 
 
 def _bags(batch: int, heads: int, k: int, device) -> Tuple[Tensor, Tensor]:
@@ -134,6 +160,7 @@ def unfold(mixer, buffer: Dict[str, Tensor], n: int, dtype: torch.dtype):
     """Before step ``n`` of ``clipped_decoding_step`` (a pad has come): the ring taken apart into its state, the
     window (slot m mod K holds position m, n-K <= m < n), the tail's sum and the counts made from the step."""
     ring, index = buffer.pop("ring"), buffer.pop("ring_index")
+    buffer.pop("ring_rows"), buffer.pop("ring_slots")
     batch, heads, k = index.size(0), index.size(1), index.size(2) - 3
     head_dim = ring.size(-1)
     flat = ring.view(-1, head_dim)
@@ -169,10 +196,16 @@ def advance(index: Tensor, written: Tensor, allocated: int) -> Tensor:
 
 
 def read(ring: Tensor, rows: Tensor, offsets: Tensor, weights: Tensor) -> Tensor:
-    """The bags' weighted sums of ring rows (one ``embedding_bag``): bag i sums ``rows[offsets[i]:offsets[i+1]]``,
-    each row times its entry of ``weights``; bags x D_h in the ring's dtype. (torch's operator itself, in mode 0,
-    the sum: ``F.embedding_bag`` would check in Python, per layer and step, arguments made here.)"""
-    return torch.embedding_bag(ring.view(-1, ring.size(-1)), rows, offsets, False, 0, False, weights)[0]
+    """The bags' weighted sums of ring rows (:func:`read_rows` of the ring seen as rows of D_h numbers)."""
+    return read_rows(ring.view(-1, ring.size(-1)), rows, offsets, weights)
+
+
+def read_rows(table: Tensor, rows: Tensor, offsets: Tensor, weights: Tensor) -> Tensor:
+    """The bags' weighted sums of the rows of ``table`` (one ``embedding_bag``): bag i sums
+    ``rows[offsets[i]:offsets[i+1]]``, each row times its entry of ``weights``; bags x D_h in the table's dtype.
+    (torch's operator itself, in mode 0, the sum: ``F.embedding_bag`` would check in Python, per layer and step,
+    arguments made here.)"""
+    return torch.embedding_bag(table, rows, offsets, False, 0, False, weights)[0]
 
 
 # Bounded rather than kept per call or per search: made per call (per step), they would cost their operators and

@@ -65,7 +65,7 @@ from .gating import gated_where_mixer_of
 from .norms import LAYER_NORMS, layer_norm
 from .position_energies import AbsoluteEnergies, ModelPositions, RelativeEnergies, rename_old_keys
 from .registry import register_mixer
-from .state_reorder import COPY
+from .state_reorder import PER_SENTENCE
 
 POSITION_NORM_KEY = "posnet_position_norm"
 # First size of the in-memory tables made by make_generation_fast_ (the
@@ -257,10 +257,11 @@ class PositionAttention(Mixer):
         v = self.split_heads(self.v_proj(value))
         key_pos = real_positions(key_padding_mask, batch, value.size(0), device)
         if buffer is not None:
-            self.keep_state(buffer, "value", v, COPY)
-            self.keep_state(buffer, "key_positions", key_pos, COPY)
-            if key_padding_mask is not None:  # the caller's tensor: copied
-                self.keep_state(buffer, "key_padding_mask", key_padding_mask, COPY)
+            # alike in a sentence's hypotheses (the encoder output's), copied only when sentences are dropped
+            self.keep_state(buffer, "value", v, PER_SENTENCE)
+            self.keep_state(buffer, "key_positions", key_pos, PER_SENTENCE)
+            if key_padding_mask is not None:  # (the caller's tensor: a copy is fresh memory)
+                self.keep_state(buffer, "key_padding_mask", key_padding_mask, PER_SENTENCE)
         return v, key_pos, key_padding_mask
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
@@ -275,11 +276,12 @@ class PositionAttention(Mixer):
             out = posnet_decoding.decode_step(self, buffer, incremental_state, value, key_padding_mask, length,
                                               need_weights or need_head_weights)
             if out is not None:
-                return self.merge_heads(out[0]), self.fairseq_weights(out[1], query.dtype, need_weights,
-                                                                      need_head_weights)
+                return out[0], self.fairseq_weights(out[1], query.dtype, need_weights, need_head_weights)
         # Teacher-forced, and aPosNet/arPosNet decoding with pads: the whole prefix is
         # cached, since absolute energies give every key its own weight.
-        query_step = None if buffer is None else self.decoding_steps(buffer, batch, length, device)
+        query_step, first = (None, None) if buffer is None else \
+            posnet_decoding.cross_steps(self, buffer, batch, length, device) if self.site.cross else \
+            (self.decoding_steps(buffer, batch, length, device), None)
         if self.site.cross:
             v, key_pos, pad = self.cross_values(value, key_padding_mask, buffer, batch, device)
             if buffer is not None:
@@ -299,8 +301,9 @@ class PositionAttention(Mixer):
         if buffer is None and not self.site.cross:
             energy, masks = posnet_layers.teacher_forced_self(self, pad, batch, length, device, dtype)
         else:  # query positions: decoding self-attention's the last of its keys; teacher-forced cross's 0 .. T - 1
-            keys = v.size(2)  # (teacher-forced cross: the source length bounds its positions, no read; decoding: read)
-            bounds = (0, length, keys) if buffer is None else () if self.site.cross else (keys - length, keys, keys)
+            keys = v.size(2)  # (cross: the source length bounds the key positions; self: the cache's; no read)
+            bounds = (0, length, keys) if buffer is None else (first, first + length, keys) if self.site.cross else \
+                (keys - length, keys, keys)
             energy = self.energies(query_pos, key_pos, *bounds, plain=buffer is None and pad is None)
             masks = softmax_masks(invalid_keys(pad, self.causal, query_step, batch, length, v.size(2), device),
                                   pad is not None)

@@ -25,21 +25,22 @@ from .state_reorder import COPY, SHARED
 
 
 def decode_step(mixer, buffer, incremental_state, value, pad, length, need_weights):
-    """``(B x H x T x D_h output, weights or None)`` of a decoding step of ``length`` queries that rPosNet's
-    constant state (here) or aPosNet's and arPosNet's table of weights (``prefix_decoding.py``) takes, else None
-    (the mixer's general path: the whole prefix cached)."""
+    """``(T x B x E output, weights or None)`` of a decoding step of ``length`` queries that rPosNet's constant
+    state (here) or aPosNet's and arPosNet's table of weights (``prefix_decoding.py``) takes, else None (the
+    mixer's general path: the whole prefix cached). The output is the mixer's, ``out_proj`` applied."""
     fresh = not buffer  # a new buffer is stored; the stored one is written in place
     if mixer.absolute is not None:
         out = prefix_decoding.step(mixer, buffer, incremental_state, value, pad, length, need_weights)
-        return None if out is None else (out, None)
+        return None if out is None else (mixer.merge_heads(out), None)
     relative = mixer.relative
     if mixer.site.cross:
         out, probs = decode_cross(mixer, relative, buffer, value, pad, length, need_weights)
+        out = mixer.merge_heads(out)
     else:
         if need_weights:
             raise ValueError(f"{mixer.NAME} decoder self-attention keeps the sum of the keys beyond K, "
                              "not their weights: it returns no weights while decoding incrementally")
-        out, probs = decode_self(mixer, relative, buffer, value, pad, length), None
+        out, probs = mixer.out_proj(decode_self(mixer, relative, buffer, value, pad, length)), None
     if fresh:
         mixer._set_input_buffer(incremental_state, buffer)
     return out, probs
@@ -95,46 +96,89 @@ def decode_self(mixer, relative, buffer, value, pad, length):
     """Decoder self-attention, step by step: every key at distance >= K shares the slot-0 energy of
     Eq. 10, so the last K values, the sum of the older ones and their count replace the cache. While
     no row has had a pad (beam search), a step from a table attends with its precomputed weights
-    (``indexed_ring.py``)."""
-    v = mixer.split_heads(mixer.v_proj(value))
+    (``indexed_ring.py``). Returns the T x B x E output before ``out_proj`` (heads side by side)."""
+    values = mixer.v_proj(value)  # T x B x E
     # Every row is at the same step: one count for the batch, a Python int (no tensor to make or read).
     first = buffer.get("step_count", 0)
     mixer.keep_state(buffer, "step_count", first + length, SHARED)
     if length == 1:  # (generation: no loop, no slice, no concatenation)
-        return _self_step(mixer, relative, buffer, first, v, pad)
-    outs = [_self_step(mixer, relative, buffer, first + t, v[:, :, t: t + 1], None if pad is None else pad[:, t: t + 1])
+        return _self_step(mixer, relative, buffer, first, values, pad)
+    outs = [_self_step(mixer, relative, buffer, first + t, values[t: t + 1], None if pad is None else pad[:, t: t + 1])
             for t in range(length)]
-    return torch.cat(outs, dim=2)
+    return torch.cat(outs, dim=0)
 
 
-def _self_step(mixer, relative, buffer, step, v, pad):
-    """Step ``step`` of :func:`decode_self`: ``v`` B x H x 1 x D_h, ``pad`` B x 1 or None."""
+def _self_step(mixer, relative, buffer, step, values, pad):
+    """Step ``step`` of :func:`decode_self`: ``values`` 1 x B x E, ``pad`` B x 1 or None; the 1 x B x E output."""
     # (a window, once started by a pad, stays)
     weights = None if pad is not None or mixer.training or "window" in buffer else \
-        step_weights(mixer, relative, buffer, step)
+        step_weights(mixer, relative, buffer, step, values.size(1))
     if weights is not None:
-        return indexed_ring.step(mixer, buffer, step, v, weights)
+        return indexed_ring.step(mixer, buffer, step, values, weights)
     if "ring" in buffer:  # a pad after steps without pads: the ring taken apart
-        indexed_ring.unfold(mixer, buffer, step, v.dtype)
-    return clipped_decoding_step(mixer, buffer, step, v, pad, self_energies(mixer, relative, step), shared_tail=True,
-                                 dropout=mixer.dropout, training=mixer.training, ordered=True)
+        indexed_ring.unfold(mixer, buffer, step, values.dtype)
+    out = clipped_decoding_step(mixer, buffer, step, mixer.split_heads(values), pad, self_energies(mixer, relative, step),
+                                shared_tail=True, dropout=mixer.dropout, training=mixer.training, ordered=True)
+    return out.permute(2, 0, 1, 3).reshape(values.shape)  # B x H x 1 x D_h -> 1 x B x E
 
 
-def step_weights(mixer, relative, buffer, step):
-    """The ring's weights of ``step`` (a row of :func:`decoding_rows`' weights), or None where no table covers it.
+def step_weights(mixer, relative, buffer, step, batch):
+    """The weight of every ring row that ``step`` of ``batch`` hypotheses reads in this layer
+    (``indexed_ring.row_weights``), or None where a table of the layers does not cover the step.
 
-    The weights of every step are kept in the search's state (``bag_weights``, the same for every row) once
-    made, and read from there while they cover the step: a step then neither compares the table with the
-    one they were made from nor looks them up (issue 48: host time per layer and step). A search that
-    outgrows them asks :func:`decoding_rows` again (the table grows); a new search starts from the table
-    as it is then."""
-    weights = buffer.get("bag_weights")
-    if weights is None or step >= weights.size(0):
-        made = decoding_rows(mixer, relative, step)
-        if made is None:
-            return None
-        weights = mixer.keep_state(buffer, "bag_weights", made[1], SHARED)
-    return weights[step]
+    The weights of every step (:func:`decoding_rows`' weights, the same for every row) of every layer that
+    decodes through a ring (:func:`ring_group`), each made from that layer's own table, are stacked once per
+    search and kept in the search's state of the layer that first asks; each step then looks up every layer's
+    rows at once (``Mixer.shared``): a layer neither compares its table with the one they were made from nor
+    looks its weights up (issue 48: host time and operators per layer and step). A search that outgrows them
+    asks :func:`decoding_rows` again (the tables grow); a new search starts from the tables as they are then."""
+    layers, index = ring_group(mixer, relative.max_relative)
+
+    def every_layer():
+        stacked = buffer.get("ring_weights")  # layers x steps x (H (K+2) + 1)
+        if stacked is None or step >= stacked.size(1) or stacked.size(0) != len(layers):
+            made = [decoding_rows(layer, layer.relative, step) for layer in layers]
+            if any(rows is None for rows in made):
+                return None
+            steps = min(rows[1].size(0) for rows in made)  # (the steps that every layer's table covers)
+            stacked = mixer.keep_state(buffer, "ring_weights", torch.stack([rows[1][:steps] for rows in made]), SHARED)
+        return indexed_ring.row_weights(stacked[:, step], batch, mixer.num_heads).unbind(0)
+
+    key = (RINGS, mixer.num_heads, relative.max_relative, step, batch, len(layers))
+    weights = mixer.shared(key, every_layer, layers)
+    return None if weights is None else weights[index]
+
+
+# The kind of the side's modules (``ForwardContext.register``) that are rPosNet layers decoding through a ring.
+RINGS = "rposnet decoding rings"
+
+
+def ring_group(mixer, k):
+    """``(layers, index)``: the layers of the mixer's side with its heads and K that have decoded through a ring, in
+    the order they first did, and the mixer's place among them (only itself where it has no side's context).
+
+    Listed as they first step, not at build: a precomputed mixer (posnet-precompute's table form) belongs to no
+    group of training layers (``side_layers``), and each layer's weights must come from its own table. Kept in
+    the mixer's attributes, with the list the context holds, so that a copy of the model holds its own."""
+    group = vars(mixer).get("ring_group")
+    if group is None:
+        context = mixer.forward_context
+        layers = [mixer] if context is None else context.register((RINGS, mixer.num_heads, k), mixer)
+        group = mixer.ring_group = (layers, len(layers) - 1)
+    return group
+
+
+def cross_steps(mixer, buffer, batch, length, device):
+    """``(positions, first)`` of a decoding step of aPosNet's or arPosNet's cross-attention (the whole source
+    attended, ``PositionAttention.forward``): the B x ``length`` target positions, made once per step for every
+    layer (``Mixer.shared``), and the first of them. Every row is at the same step: the count is a Python int,
+    so that no tensor of steps is advanced or copied by a beam reorder, and the positions' bounds are known
+    without reading the device (a read stalls a GPU's queue, per layer and step)."""
+    first = buffer.get("step_count", 0)
+    mixer.keep_state(buffer, "step_count", first + length, SHARED)
+    positions = mixer.shared(("posnet cross steps", first, batch, length),
+                             lambda: torch.arange(first, first + length, device=device).expand(batch, length))
+    return positions, first
 
 
 def cache_source(mixer, buffer, value, pad):

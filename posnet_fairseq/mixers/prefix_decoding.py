@@ -44,16 +44,25 @@ def step(mixer, buffer, incremental_state, value: Tensor, pad: Optional[Tensor],
 
 
 def causal_weights(mixer, n: int) -> Optional[Tensor]:
-    """The fp32 weights H x N x N of the queries 0..N-1 over their keys (row q: the softmax over m <= q, zeros
-    after), from the mixer's tables, grown first to cover step ``n`` (folded tables), or None where a term has
-    no table that covers it. Made once per set of tables (``mixer.decoding_weights``)."""
+    """The fp32 weights H x L x L of the queries 0..L-1 over their keys (row q: the softmax over m <= q, zeros
+    after), L > ``n``, from the mixer's tables, grown first to cover step ``n`` (folded tables), or None where a
+    term has no table that covers it.
+
+    Made once per set of tables (``mixer.decoding_weights``) for as many positions as the longest step reached
+    asks, not for all the tables cover (H N^2 numbers: 32 MB a layer at N = 1,024 and 8 heads): a step beyond
+    them makes them anew for twice as many positions (at least the step's), as far as the tables reach; so they
+    are made about log2 of the longest step times in all, and their memory is bounded by the output length."""
     for term in mixer.terms:
         if not term.covers(n + 1) and mixer.folded and not mixer.training:
             mixer.term_energies(term, n, n + 1, n + 1)  # grows the folded tables to cover the step
         if not term.covers(n + 1):  # (not folded; or no further than the learned positions reach)
             return None
     tables = [term.table for term in mixer.terms]
-    return mixer.decoding_weights.get(tables, lambda: _weights(mixer, min(table.size(1) for table in tables)))
+    made = mixer.decoding_weights.get(tables, list)  # (the weights made from these tables: one, replaced as it grows)
+    if not made or made[0].size(-1) <= n:
+        reach = min(table.size(1) for table in tables)
+        made[:] = [_weights(mixer, min(max(n + 1, 2 * made[0].size(-1) if made else 0), reach))]
+    return made[0]
 
 
 def _weights(mixer, length: int) -> Tensor:

@@ -32,6 +32,14 @@ tensor), so every state tensor is declared where it is created, with
   device (rPosNet's, HC-SA's, AAN+ AVG's);
 * :data:`INDEXED`: not copied: kept in the rows it was written to and read
   through an index of rows per hypothesis (rPosNet's ring, ``indexed_ring.py``);
+* :data:`PER_SENTENCE`: the same in every hypothesis of a sentence (made from
+  the encoder output, which beam search repeats per hypothesis: aPosNet's
+  cross-attention values, key positions and padding): a reorder that keeps
+  the number of rows moves hypotheses within their sentences (beam search's
+  parents; fairseq's MultiheadAttention skips its static keys and values
+  then, on the same ground) and keeps it as it is; one that drops finished
+  sentences copies the remaining rows, into fresh memory (the state may be
+  the caller's tensor);
 * :data:`COMPOSED`: a batch-first tensor that every layer holds, reordered,
   ``state[order]``, once for all of them (:func:`compose`), not once per layer:
   such an index (rPosNet's and HC-SA's rings, never written), or AAN+ AVG's
@@ -81,6 +89,7 @@ class Reorder:
     # (key, index): a view, ``state.select(BESIDE, index)``, of the state under ``key``, remade from its copy
     part: Optional[Tuple[str, int]] = None
     batch: int = 0  # the dim of the batch: 1 in a state that holds parts (BESIDE)
+    per_sentence: bool = False  # the same within a sentence's hypotheses: copied only when rows are dropped
 
 
 COPY = Reorder(reuse=False)
@@ -92,6 +101,7 @@ GROW_PARTS = Reorder(reuse=True, room=1, slack=GROWTH, batch=1)
 SHARED = Reorder(reuse=False, shared=True)
 INDEXED = Reorder(reuse=False, shared=True)
 COMPOSED = Reorder(reuse=False, composed=True)
+PER_SENTENCE = Reorder(reuse=False, per_sentence=True)
 
 
 @functools.lru_cache(maxsize=None)
