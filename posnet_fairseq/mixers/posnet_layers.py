@@ -78,12 +78,15 @@ def every_layer(mixer, pad, batch: int, length: int, device, dtype):
     if dtype is not None:  # (the mask has the batch of the energies and the masks broadcast: B-sized when causal)
         mask = MaskedBias.apply(energies, hidden, dtype)
         return [(layer_mask, empty) for layer_mask in mask.unflatten(1, (len(layers), -1)).unbind(1)]
-    # One softmax of L x H heads, the call's masks broadcast over the layers (B x 1 x 1 x T x T).
-    masks = tuple(None if mask is None else mask.unsqueeze(1) for mask in (hidden, empty))
-    probs = masked_softmax(energies.unflatten(1, (len(layers), -1)), None, masks=masks)
-    # Each sentence and layer draws its own dropout, as a layer's own softmax would.
-    dropped = F.dropout(probs.expand(batch, -1, -1, -1, -1), p=mixer.dropout, training=True)
-    return dropped.unbind(1)
+    # One softmax of every layer's heads, layer-major (L x B or 1 x H x T x T), the call's masks broadcast over
+    # the layers (1 x B x 1 x T x T).
+    masks = tuple(None if mask is None else mask.unsqueeze(0) for mask in (hidden, empty))
+    probs = masked_softmax(energies.unflatten(1, (len(layers), -1)).transpose(0, 1), None, masks=masks)
+    # Each sentence and layer draws its own dropout, as a layer's own softmax would. Written once, layer-major,
+    # for all layers (without dropout a copy of the batch's one row), each layer's weights are contiguous, which
+    # the product with its values reads in place: a layer's own expanded weights it would copy.
+    dropped = F.dropout(probs.expand(-1, batch, -1, -1, -1), p=mixer.dropout, training=True).contiguous()
+    return dropped.unbind(0)
 
 
 def layer_attention(mixer, pad, batch: int, length: int, device, dtype=None):
