@@ -58,8 +58,7 @@ def masked_softmax(logits: Tensor, invalid: Optional[Tensor], empty_rows: bool =
     ``empty_rows`` False says that no row can be empty (no pad is masked: a
     causal row sees itself), and spares the three operators that find them.
     ``masks``: :func:`softmax_masks` of them, made already (``invalid`` is then not read), as they are or
-    broadcast (``unsqueeze``) against ``logits``; there is no other form (such as logits masked already with
-    only their empty rows given: such a row would be all -inf, NaN after the softmax and in its gradient).
+    unsqueezed to broadcast against ``logits``: the keys to hide and the rows to zero, in no other form.
     """
     hidden, empty = softmax_masks(invalid, empty_rows) if masks is None else masks
     probs = torch.softmax(logits if hidden is None else logits.masked_fill(hidden, float("-inf")), dim=-1)
