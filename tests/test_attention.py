@@ -23,8 +23,8 @@ def test_softmax_masks_zero_the_rows_without_a_valid_key_and_hide_the_rest():
 
 
 def test_given_masks_broadcast_over_more_heads_as_the_masks_of_each_head_would():
-    """posnet_layers.py takes the softmax of every layer's heads at once (B x L x H x T x S) with the call's
-    masks (B x 1 x T x S) given unsqueezed: each layer's weights are those of its own masked softmax; a mask
+    """posnet_layers.py takes the softmax of every layer's heads at once with the call's masks (B x 1 x T x S)
+    unsqueezed to broadcast over the layers: each layer's weights are those of its own masked softmax; a mask
     that hides nothing is None in both forms, never a hidden None beside empty rows."""
     logits = torch.randn(2, 3, 4, 5, 5)
     invalid = torch.rand(2, 1, 5, 5) > 0.5
