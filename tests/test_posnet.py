@@ -315,6 +315,33 @@ def test_the_layers_energies_made_at_once_draw_each_layers_own_position_dropout(
         assert torch.equal(first, second) == (dropout == 0.0)
 
 
+@pytest.mark.parametrize("arch", ["rposnet_transformer_tiny", "aposnet_transformer_tiny"])
+@pytest.mark.parametrize("causal", [False, True], ids=["encoder", "decoder"])
+def test_the_layers_of_a_training_call_take_one_softmax_and_one_dropout_for_all(arch, causal):
+    """Issue 48: on the explicit path (the CPU's) the layers of a training call take their attention weights
+    from one masked softmax and one dropout of every layer's energies (posnet_layers.every_layer), not one
+    each; each layer and sentence draws its own dropout."""
+    from posnet_fairseq.mixers import posnet_layers
+    from posnet_fairseq.mixers.posnet import PositionAttention
+
+    model, _ = build_model(["--attention-dropout", "0.5"], arch=arch)
+    side = model.decoder if causal else model.encoder
+    mixers = [m for m in side.modules() if isinstance(m, PositionAttention) and not m.site.cross]
+    model.train()
+    x = torch.randn(5, 2, mixers[0].embed_dim)
+    pad = torch.tensor([[False] * 5, [True, False, False, False, False]])
+    pad = pad.flip(1) if causal else pad  # right-padded targets, left-padded sources
+    with side.forward_context.call(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as p:
+        sum(mixer(x, x, x, key_padding_mask=pad)[0].sum() for mixer in mixers).backward()
+    names = [event.name for event in p.events()]
+    # (two dropouts: of every layer's position vectors, posnet_layers.stacked_table, and of their weights)
+    assert len(mixers) == 2 and names.count("aten::_softmax") == 1 and names.count("aten::dropout") == 2
+    with side.forward_context.call():
+        kept = [posnet_layers.layer_attention(mixer, pad, 2, 5, x.device) != 0 for mixer in mixers]
+    assert kept[0].shape == (2, mixers[0].num_heads, 5, 5)
+    assert not torch.equal(kept[0], kept[1]) and not torch.equal(kept[0][0], kept[0][1])
+
+
 @pytest.mark.parametrize("max_relative,dtype,atol", [(0, torch.float32, 1e-5), (2, torch.float32, 1e-5),
                                                      (2, torch.bfloat16, 1e-2)])
 def test_folded_rposnet_decoding_takes_a_pad_after_steps_without_pads(max_relative, dtype, atol):

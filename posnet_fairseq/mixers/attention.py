@@ -57,10 +57,10 @@ def masked_softmax(logits: Tensor, invalid: Optional[Tensor], empty_rows: bool =
     after -inf masking: it sees everything, then its weights are zeroed.
     ``empty_rows`` False says that no row can be empty (no pad is masked: a
     causal row sees itself), and spares the three operators that find them.
-    ``masks``: :func:`softmax_masks` of them, made already (``invalid`` is then not read).
+    ``masks``: :func:`softmax_masks` of them, made already (``invalid`` is then not read), as they are or
+    unsqueezed to broadcast against ``logits``: the keys to hide and the rows to zero, in no other form.
     """
     hidden, empty = softmax_masks(invalid, empty_rows) if masks is None else masks
-    # (masks given may hide nothing and still zero the empty rows: logits masked already, posnet_layers.py)
     probs = torch.softmax(logits if hidden is None else logits.masked_fill(hidden, float("-inf")), dim=-1)
     return probs if empty is None else probs.masked_fill(empty, 0.0)
 

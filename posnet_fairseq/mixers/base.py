@@ -165,7 +165,10 @@ class Mixer(FairseqIncrementalState, nn.Module):
     def merge_heads(self, out: Tensor) -> Tensor:
         """B x H x T x D_h -> T x B x D, then ``self.out_proj``: the inverse of :meth:`split_heads`."""
         batch, _, length, _ = out.shape
-        return self.out_proj(out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim))
+        heads = out.permute(2, 0, 1, 3).reshape(length, batch, self.embed_dim)
+        # Gated (gating.py), W_o is the wrapper's and out_proj the identity: not called, a module call is host
+        # time per layer and step (issue 48).
+        return heads if isinstance(self.out_proj, nn.Identity) else self.out_proj(heads)
 
     def cache_self_attention(self, incremental_state, buffer: Dict[str, Optional[Tensor]], pad: Optional[Tensor],
                              pad_key: Optional[str] = "prev_key_padding_mask", **tensors: Optional[Tensor]):

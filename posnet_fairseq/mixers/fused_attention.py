@@ -80,7 +80,10 @@ def position_only_attention(mask: Tensor, empty: Optional[Tensor], v: Tensor, dr
     ``shared(key, make)`` (``Mixer.shared``) makes those once per call for every layer. The same function as
     the explicit softmax and product; with dropout, other random draws."""
     (batch, heads, keys), length = v.shape[:3], mask.size(2)
-    size = max(length, keys)
-    zeros = shared(("position_only_qk", batch, heads, size, mask.dtype, v.device),
-                   lambda: v.new_zeros(batch, heads, size, ZERO_DIM, dtype=mask.dtype))
-    return attend(zeros[:, :, :length], zeros[:, :, :keys], v, mask, empty, dropout)
+
+    def zeros():  # (the queries and keys sliced from one tensor once for every layer, as views)
+        both = v.new_zeros(batch, heads, max(length, keys), ZERO_DIM, dtype=mask.dtype)
+        return both[:, :, :length], both[:, :, :keys]
+
+    q, k = shared(("position_only_qk", batch, heads, length, keys, mask.dtype, v.device), zeros)
+    return attend(q, k, v, mask, empty, dropout)
