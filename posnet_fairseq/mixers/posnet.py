@@ -296,8 +296,7 @@ class PositionAttention(Mixer):
                 v, pad, key_pos = self.cache_self_attention(incremental_state, buffer, pad,
                                                             pad_key="key_padding_mask", value=v)
                 query_pos = query_step
-        weights = need_weights or need_head_weights
-        fused = buffer is None and not weights and device.type in self.FUSED
+        fused = not (weights := need_weights or need_head_weights) and buffer is None and device.type in self.FUSED
         dtype = attention_dtype(v) if fused else None  # fused: the energies as the additive mask in this dtype
         if buffer is None and not self.site.cross and not weights and posnet_layers.grouped(self):
             return self.merge_heads(posnet_layers.layer_heads(self, v, pad, batch, length, dtype)), None
