@@ -37,15 +37,32 @@ def _tool(*argv):
     subprocess.run([sys.executable, "-W", "ignore", "-m", *argv], check=True, stdout=subprocess.DEVNULL)
 
 
+def trained(checkpoint, arch, updates, seed):
+    """Whether ``checkpoint`` (a path) holds ``arch`` trained ``updates`` updates with ``seed``: a re-run in the
+    same ``--workdir`` (another int8 scheme on the same models) then decodes it as it is, where fairseq would
+    resume it and train one update more."""
+    if not os.path.exists(checkpoint):
+        return False
+    from fairseq import checkpoint_utils
+
+    state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
+    return (state["cfg"]["model"].arch, state["cfg"]["common"]["seed"],
+            state["optimizer_history"][-1]["num_updates"]) == (arch, seed, updates)
+
+
 def train(data_bin, arch, save_dir, updates, seed):
-    """posnet-train ``arch`` (tiny dimensions, DIMS) for ``updates`` updates; returns checkpoint_last.pt."""
+    """posnet-train ``arch`` (tiny dimensions, DIMS) for ``updates`` updates; returns checkpoint_last.pt (reused
+    when it is already :func:`trained` so)."""
+    checkpoint = os.path.join(save_dir, "checkpoint_last.pt")
+    if trained(checkpoint, arch, updates, seed):
+        return checkpoint
     _tool("posnet_fairseq.cli.fairseq_wrappers", "train", data_bin, "--arch", arch, *DIMS,
           "--share-all-embeddings", "--optimizer", "adam", "--lr", "0.002", "--lr-scheduler", "inverse_sqrt",
           "--warmup-updates", "100", "--max-tokens", "2000", "--max-update", str(updates), "--dropout", "0.1",
           "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--seed", str(seed),
           "--save-dir", save_dir, "--no-epoch-checkpoints", "--disable-validation", "--no-progress-bar",
           "--num-workers", "0", "--cpu")
-    return os.path.join(save_dir, "checkpoint_last.pt")
+    return checkpoint
 
 
 def translate(data_bin, checkpoint, results_dir, sentences):
