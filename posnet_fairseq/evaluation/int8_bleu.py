@@ -14,8 +14,9 @@ difference with the 95% interval of a paired bootstrap
 (:func:`posnet_fairseq.evaluation.bootstrap.difference`: both decodings of the
 same resampled sentences), how many hypotheses int8 changed, and a verdict on
 issue 48's "within ``--tolerance`` (0.3) BLEU of its fp32 self" that the
-interval decides (:func:`verdict`). A figure for docs/benchmarks.md, not a
-test::
+interval decides (:func:`verdict`). A re-run in the same ``--workdir`` decodes
+the models it trained as they are (:func:`trained`). A figure for
+docs/benchmarks.md, not a test::
 
     python -m posnet_fairseq.evaluation.int8_bleu --archs aan_plus_avg,hc_gaussian,rposnet_transformer
 """
@@ -138,7 +139,8 @@ def parse(argv):
     # changed 809 of AAN+ AVG's 5000 hypotheses, an interval 1.8 BLEU wide that decides nothing against 0.3
     p.add_argument("--updates", type=int, default=2000, help="training updates per model (default: 2000)")
     p.add_argument("--seed", type=int, default=1, help="training seed (default: 1)")
-    p.add_argument("--sentences", type=int, default=5000, help="test sentences (default: 5000)")
+    p.add_argument("--sentences", type=int, default=5000, help="test sentences (default: 5000; HC-SA's rare long "
+                   "repetitions need 20000 for a verdict: docs/cpu/2026-11-28/int8-bleu-2.md)")
     p.add_argument("--samples", type=int, default=1000, help="bootstrap resamples (default: 1000)")
     p.add_argument("--bootstrap-seed", type=int, default=12345, help="bootstrap seed (default: 12345)")
     p.add_argument("--tolerance", type=float, default=0.3, help="BLEU the verdict allows (default: 0.3)")
