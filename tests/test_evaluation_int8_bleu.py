@@ -66,7 +66,9 @@ def test_bad_flags_name_themselves(argv, message):
         int8_bleu.parse(argv)
 
 
-def test_a_tiny_run_prints_what_ran_and_a_row_per_export(tmp_path, capsys):
+def test_a_tiny_run_prints_what_ran_and_a_row_per_export_and_a_rerun_reuses_its_model(tmp_path, capsys):
+    """A second run in the same --workdir (another int8 scheme, the same models) decodes the checkpoint of the same
+    arch, seed and updates as it is: fairseq would resume it and train one update more."""
     int8_bleu.main(["--archs", "aan_plus_avg", "--updates", "3", "--seed", "2", "--sentences", "12",
                     "--samples", "50", "--workdir", str(tmp_path)])
     out = capsys.readouterr().out
@@ -79,3 +81,14 @@ def test_a_tiny_run_prints_what_ran_and_a_row_per_export(tmp_path, capsys):
         changed, of = cells[5].split(" of ")
         assert 0 <= int(changed) <= int(of) == 12
         assert cells[6] in ("within", "not within", "cannot tell")
+    checkpoint = str(tmp_path / "aan_plus_avg_tiny" / "checkpoint_last.pt")
+    assert int8_bleu.trained(checkpoint, "aan_plus_avg_tiny", 3, 2)
+    for other in [("aan_plus_avg_tiny", 4, 2), ("aan_plus_avg_tiny", 3, 1), ("hc_gaussian_tiny", 3, 2)]:
+        assert not int8_bleu.trained(checkpoint, *other)
+    assert not int8_bleu.trained(str(tmp_path / "none.pt"), "aan_plus_avg_tiny", 3, 2)
+    with open(checkpoint, "rb") as f:
+        before = f.read()
+    assert int8_bleu.train(str(tmp_path / "data-bin-12"), "aan_plus_avg_tiny", str(tmp_path / "aan_plus_avg_tiny"),
+                           3, 2) == checkpoint
+    with open(checkpoint, "rb") as f:
+        assert f.read() == before

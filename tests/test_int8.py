@@ -1,6 +1,7 @@
 """int8 decoding (models/int8.py) and posnet-quantize: which linear layers become int8, fairseq's
 MultiheadAttention fast path, and a quantised checkpoint decoded by fairseq's own fairseq-generate.
 (Incremental == teacher-forced in int8, for every mixer: tests/test_mixer_contract.py.)"""
+import copy
 import os
 
 import pytest
@@ -29,6 +30,38 @@ def test_every_linear_layer_becomes_int8_but_the_fp32_ones(mode):
     assert any(name.endswith(".wet_proj") for name in kept) and any(".relative." in name for name in kept)
     assert _linears(model, nn.Linear) == kept
     assert _linears(model, dynamic.Linear) == before - kept
+
+
+def test_each_output_row_keeps_its_own_scale():
+    """A row of small weights is rounded to steps of its own size (its largest weight / 127.5): at most half a
+    step off, where one scale per matrix would round it in the largest row's steps (the rows here span 1x-100x)."""
+    model, _ = ft.build_model()
+    projection = model.decoder.output_projection
+    with torch.no_grad():
+        projection.weight.mul_(torch.logspace(0, -2, projection.weight.size(0)).unsqueeze(1))
+    fp32 = projection.weight.detach().clone()
+    int8.quantize_(model, "all")
+    weight = model.decoder.output_projection.weight()
+    assert weight.qscheme() == torch.per_channel_affine and weight.q_per_channel_scales().numel() == fp32.size(0)
+    row_max = fp32.abs().amax(1, keepdim=True)
+    assert ((weight.dequantize() - fp32).abs() <= row_max / 254).all()
+    assert (weight.dequantize() - fp32).abs()[-1].max() < fp32.abs().max() / 127 / 2 / 50
+
+
+def test_a_checkpoint_quantised_per_tensor_still_loads_per_tensor(monkeypatch):
+    """The stored int8 weights carry their scheme: a model quantised with one scale per matrix (as posnet-quantize
+    did before the scale per row) loads into the model fairseq rebuilds and gives the same logits."""
+    model, task = ft.build_model()
+    with monkeypatch.context() as m:
+        m.setattr(int8, "QCONFIG", torch.ao.quantization.default_dynamic_qconfig)
+        old = int8.quantize_(copy.deepcopy(model), "all")
+    rebuilt = int8.quantize_(copy.deepcopy(model), "all")
+    assert rebuilt.decoder.output_projection.weight().qscheme() == torch.per_channel_affine
+    rebuilt.load_state_dict(old.state_dict())
+    assert rebuilt.decoder.output_projection.weight().qscheme() == torch.per_tensor_affine
+    tokens, lengths, prev = ft.random_batch(task.source_dictionary, [5, 3], [4, 4])
+    with torch.no_grad():
+        assert torch.equal(old(tokens, lengths, prev)[0], rebuilt(tokens, lengths, prev)[0])
 
 
 def test_multihead_attention_leaves_its_fast_path_that_reads_the_weights():

@@ -14,8 +14,9 @@ difference with the 95% interval of a paired bootstrap
 (:func:`posnet_fairseq.evaluation.bootstrap.difference`: both decodings of the
 same resampled sentences), how many hypotheses int8 changed, and a verdict on
 issue 48's "within ``--tolerance`` (0.3) BLEU of its fp32 self" that the
-interval decides (:func:`verdict`). A figure for docs/benchmarks.md, not a
-test::
+interval decides (:func:`verdict`). A re-run in the same ``--workdir`` decodes
+the models it trained as they are (:func:`trained`). A figure for
+docs/benchmarks.md, not a test::
 
     python -m posnet_fairseq.evaluation.int8_bleu --archs aan_plus_avg,hc_gaussian,rposnet_transformer
 """
@@ -37,15 +38,32 @@ def _tool(*argv):
     subprocess.run([sys.executable, "-W", "ignore", "-m", *argv], check=True, stdout=subprocess.DEVNULL)
 
 
+def trained(checkpoint, arch, updates, seed):
+    """Whether ``checkpoint`` (a path) holds ``arch`` trained ``updates`` updates with ``seed``: a re-run in the
+    same ``--workdir`` (another int8 scheme on the same models) then decodes it as it is, where fairseq would
+    resume it and train one update more."""
+    if not os.path.exists(checkpoint):
+        return False
+    from fairseq import checkpoint_utils
+
+    state = checkpoint_utils.load_checkpoint_to_cpu(checkpoint)
+    return (state["cfg"]["model"].arch, state["cfg"]["common"]["seed"],
+            state["optimizer_history"][-1]["num_updates"]) == (arch, seed, updates)
+
+
 def train(data_bin, arch, save_dir, updates, seed):
-    """posnet-train ``arch`` (tiny dimensions, DIMS) for ``updates`` updates; returns checkpoint_last.pt."""
+    """posnet-train ``arch`` (tiny dimensions, DIMS) for ``updates`` updates; returns checkpoint_last.pt (reused
+    when it is already :func:`trained` so)."""
+    checkpoint = os.path.join(save_dir, "checkpoint_last.pt")
+    if trained(checkpoint, arch, updates, seed):
+        return checkpoint
     _tool("posnet_fairseq.cli.fairseq_wrappers", "train", data_bin, "--arch", arch, *DIMS,
           "--share-all-embeddings", "--optimizer", "adam", "--lr", "0.002", "--lr-scheduler", "inverse_sqrt",
           "--warmup-updates", "100", "--max-tokens", "2000", "--max-update", str(updates), "--dropout", "0.1",
           "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--seed", str(seed),
           "--save-dir", save_dir, "--no-epoch-checkpoints", "--disable-validation", "--no-progress-bar",
           "--num-workers", "0", "--cpu")
-    return os.path.join(save_dir, "checkpoint_last.pt")
+    return checkpoint
 
 
 def translate(data_bin, checkpoint, results_dir, sentences):
@@ -121,7 +139,8 @@ def parse(argv):
     # changed 809 of AAN+ AVG's 5000 hypotheses, an interval 1.8 BLEU wide that decides nothing against 0.3
     p.add_argument("--updates", type=int, default=2000, help="training updates per model (default: 2000)")
     p.add_argument("--seed", type=int, default=1, help="training seed (default: 1)")
-    p.add_argument("--sentences", type=int, default=5000, help="test sentences (default: 5000)")
+    p.add_argument("--sentences", type=int, default=5000, help="test sentences (default: 5000; HC-SA's rare long "
+                   "repetitions need 20000 for a verdict: docs/cpu/2026-11-28/int8-bleu-2.md)")
     p.add_argument("--samples", type=int, default=1000, help="bootstrap resamples (default: 1000)")
     p.add_argument("--bootstrap-seed", type=int, default=12345, help="bootstrap seed (default: 12345)")
     p.add_argument("--tolerance", type=float, default=0.3, help="BLEU the verdict allows (default: 0.3)")
