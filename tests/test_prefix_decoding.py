@@ -45,15 +45,22 @@ def test_folded_steps_read_their_weights_and_equal_the_teacher_forced_pass_acros
     assert buffer["step_weights"].shape == (mixer.num_heads, 2 * FOLD_START, 2 * FOLD_START)
 
 
-@pytest.mark.parametrize("name", NAMES)
-def test_precomputed_steps_equal_the_teacher_forced_pass(name):
+def precomputed_steps(name, length, table, seed):
+    """The mixer of ``name``'s first decoder layer in its table form (``table`` positions precomputed), its
+    teacher-forced output on ``length`` x 3 inputs of ``seed`` before the folding, its steps' output after it
+    and their state."""
     model, mixer = decoder(name)
-    x = inputs(30, 3, mixer.embed_dim, seed=1)
+    x = inputs(length, 3, mixer.embed_dim, seed=seed)
     with torch.no_grad():
         forced = mixer(x, x, x)[0]
-        precompute.precompute_model_(model, 30)
+        precompute.precompute_model_(model, table)
         mixer = model.decoder.layers[0].self_attn  # the table form
-        stepped, buffer = stepped_state(mixer, x)
+        return (mixer, x, forced, *stepped_state(mixer, x))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_precomputed_steps_equal_the_teacher_forced_pass(name):
+    _, _, forced, stepped, buffer = precomputed_steps(name, 30, 30, seed=1)
     torch.testing.assert_close(stepped, forced, atol=ATOL, rtol=0)
     assert "step_weights" in buffer and "steps" not in buffer
 
@@ -63,14 +70,9 @@ def test_the_weights_grow_with_the_longest_step_not_with_the_tables(name):
     """A table of 1,024 positions and 20 steps: the weights are made for 32 positions (twice as many each time a
     step is beyond them: 1, 2, 4, ..., 32), not the H x 1,024 x 1,024 the table covers; a second search reads
     the same weights, and the steps equal the teacher-forced pass."""
-    model, mixer = decoder(name)
-    x = inputs(20, 2, mixer.embed_dim, seed=5)
+    mixer, x, forced, stepped, buffer = precomputed_steps(name, 20, 1024, seed=5)
+    weights = buffer["step_weights"]
     with torch.no_grad():
-        forced = mixer(x, x, x)[0]
-        precompute.precompute_model_(model, 1024)
-        mixer = model.decoder.layers[0].self_attn  # the table form
-        stepped, buffer = stepped_state(mixer, x)
-        weights = buffer["step_weights"]
         again, buffer = stepped_state(mixer, x[:5])
     assert mixer.terms[0].table.size(1) == 1024 and weights.shape == (mixer.num_heads, 32, 32)
     assert buffer["step_weights"] is weights
