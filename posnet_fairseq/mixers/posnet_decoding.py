@@ -129,24 +129,28 @@ def step_weights(mixer, relative, buffer, step, batch):
     The weights of every step (:func:`decoding_rows`' weights, the same for every row) of every layer that
     decodes through a ring (:func:`ring_group`), each made from that layer's own table, are stacked once per
     search and kept in the search's state of the layer that first asks; each step then looks up every layer's
-    rows at once (``Mixer.shared``): a layer neither compares its table with the one they were made from nor
-    looks its weights up (issue 48: host time and operators per layer and step). A search that outgrows them
-    asks :func:`decoding_rows` again (the tables grow); a new search starts from the tables as they are then."""
-    layers, index = ring_group(mixer, relative.max_relative)
+    rows at once, kept for the call (``Mixer.shared``, by step: a call may take several) where the other layers
+    find them: a layer neither compares its table with the one they were made from nor looks its weights up
+    (issue 48: host time and operators per layer and step). A search that outgrows them asks
+    :func:`decoding_rows` again (the tables grow); a new search starts from the tables as they are then."""
+    layers, index, kind = ring_group(mixer, relative.max_relative)
+    steps = mixer.shared(kind, dict, layers)  # step -> (layers, every layer's weights), for this call
+    made = steps.get(step)
+    if made is None or made[0] != len(layers):  # (a first step: the layers join the group as they step)
+        made = steps[step] = (len(layers), _every_layer(mixer, buffer, layers, step, batch))
+    return None if made[1] is None else made[1][index]
 
-    def every_layer():
-        stacked = buffer.get("ring_weights")  # layers x steps x (H (K+2) + 1)
-        if stacked is None or step >= stacked.size(1) or stacked.size(0) != len(layers):
-            made = [decoding_rows(layer, layer.relative, step) for layer in layers]
-            if any(rows is None for rows in made):
-                return None
-            steps = min(rows[1].size(0) for rows in made)  # (the steps that every layer's table covers)
-            stacked = mixer.keep_state(buffer, "ring_weights", torch.stack([rows[1][:steps] for rows in made]), SHARED)
-        return indexed_ring.row_weights(stacked[:, step], batch, mixer.num_heads).unbind(0)
 
-    key = (RINGS, mixer.num_heads, relative.max_relative, step, batch, len(layers))
-    weights = mixer.shared(key, every_layer, layers)
-    return None if weights is None else weights[index]
+def _every_layer(mixer, buffer, layers, step, batch):
+    """The weights of :func:`step_weights` of every layer of ``layers``, or None."""
+    stacked = buffer.get("ring_weights")  # layers x steps x (H (K+2) + 1)
+    if stacked is None or step >= stacked.size(1) or stacked.size(0) != len(layers):
+        made = [decoding_rows(layer, layer.relative, step) for layer in layers]
+        if any(rows is None for rows in made):
+            return None
+        steps = min(rows[1].size(0) for rows in made)  # (the steps that every layer's table covers)
+        stacked = mixer.keep_state(buffer, "ring_weights", torch.stack([rows[1][:steps] for rows in made]), SHARED)
+    return indexed_ring.row_weights(stacked[:, step], batch, mixer.num_heads).unbind(0)
 
 
 # The kind of the side's modules (``ForwardContext.register``) that are rPosNet layers decoding through a ring.
@@ -154,17 +158,18 @@ RINGS = "rposnet decoding rings"
 
 
 def ring_group(mixer, k):
-    """``(layers, index)``: the layers of the mixer's side with its heads and K that have decoded through a ring, in
-    the order they first did, and the mixer's place among them (only itself where it has no side's context).
+    """``(layers, index, kind)``: the layers of the mixer's side with its heads and K that have decoded through a
+    ring, in the order they first did, the mixer's place among them (only itself where it has no side's context),
+    and the kind they are registered as (also the key of the weights they share per call, :func:`step_weights`).
 
     Listed as they first step, not at build: a precomputed mixer (posnet-precompute's table form) belongs to no
     group of training layers (``side_layers``), and each layer's weights must come from its own table. Kept in
     the mixer's attributes, with the list the context holds, so that a copy of the model holds its own."""
     group = vars(mixer).get("ring_group")
     if group is None:
-        context = mixer.forward_context
-        layers = [mixer] if context is None else context.register((RINGS, mixer.num_heads, k), mixer)
-        group = mixer.ring_group = (layers, len(layers) - 1)
+        context, kind = mixer.forward_context, (RINGS, mixer.num_heads, k)
+        layers = [mixer] if context is None else context.register(kind, mixer)
+        group = mixer.ring_group = (layers, len(layers) - 1, kind)
     return group
 
 
