@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from .attention import masked_softmax, real_positions
 from . import indexed_ring, prefix_decoding
 from .clipped_decoding import clipped_decoding_step, slot_order
-from .state_reorder import COPY, SHARED
+from .state_reorder import PER_SENTENCE, SHARED
 
 
 def decode_step(mixer, buffer, incremental_state, value, pad, length, need_weights):
@@ -188,7 +188,9 @@ def cross_steps(mixer, buffer, batch, length, device):
 
 def cache_source(mixer, buffer, value, pad):
     """The encoder side of cross-attention, once per sentence: the values in real-position order
-    (pads last, zeroed), their prefix and suffix sums (fp32) and the sentence lengths."""
+    (pads last, zeroed), their prefix and suffix sums (fp32) and the sentence lengths. Alike in a sentence's
+    hypotheses (made from the encoder output, which beam search repeats per hypothesis), so kept as they are by a
+    reorder within sentences and copied only when sentences are dropped (``state_reorder.PER_SENTENCE``)."""
     v = mixer.split_heads(mixer.v_proj(value))  # B x H x S x D_h
     batch, heads, src_len, head_dim = v.shape
     acc = torch.promote_types(v.dtype, torch.float32)
@@ -202,14 +204,15 @@ def cache_source(mixer, buffer, value, pad):
     beyond = torch.arange(src_len, device=v.device).unsqueeze(0) >= lengths
     source = source.masked_fill(beyond[:, None, :, None], 0.0)
     zero = source.new_zeros(batch, heads, 1, head_dim, dtype=acc)
-    mixer.keep_state(buffer, "source", source, COPY)
-    mixer.keep_state(buffer, "prefix", torch.cat([zero, torch.cumsum(source.to(acc), dim=2)], dim=2), COPY)  # m < j
+    mixer.keep_state(buffer, "source", source, PER_SENTENCE)
+    mixer.keep_state(buffer, "prefix", torch.cat([zero, torch.cumsum(source.to(acc), dim=2)], dim=2),
+                     PER_SENTENCE)  # m < j
     mixer.keep_state(buffer, "suffix", torch.cat([torch.cumsum(source.to(acc).flip(2), dim=2).flip(2), zero], dim=2),
-                     COPY)  # m >= j
-    mixer.keep_state(buffer, "source_lengths", lengths, COPY)
+                     PER_SENTENCE)  # m >= j
+    mixer.keep_state(buffer, "source_lengths", lengths, PER_SENTENCE)
     # Only for the attention weights fairseq may ask for, in its column layout (pad may be the caller's).
-    mixer.keep_state(buffer, "source_positions", positions, COPY)
-    mixer.keep_state(buffer, "source_pad", pad, COPY)
+    mixer.keep_state(buffer, "source_positions", positions, PER_SENTENCE)
+    mixer.keep_state(buffer, "source_pad", pad, PER_SENTENCE)
 
 
 def decode_cross(mixer, relative, buffer, value, pad, length, need_weights):
