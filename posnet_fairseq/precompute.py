@@ -72,6 +72,7 @@ def table_form(mixer, length):
     terms = [term.table_form(table) for term, table in zip(mixer.terms, tables)]
     form = type(mixer)(mixer.embed_dim, mixer.num_heads, mixer.kdim, mixer.site, terms,
                        (mixer.v_proj, mixer.out_proj), mixer.dropout)
+    form.forward_context = mixer.forward_context  # (its side's, as a precomputed checkpoint's mixers are built)
     return form.to(tables[0].device).train(mixer.training)
 
 
@@ -93,6 +94,10 @@ def precompute_model_(model, length):
         parent, _, attr = name.rpartition(".")
         forms.append((name, table_form(module, length)))
         setattr(model.get_submodule(parent), attr, forms[-1][1])
+    # The sides' lists of the mixers swapped out (their groups and rings): the forms register anew as they step.
+    contexts = {id(m.forward_context): m.forward_context for _, m in mixers if m.forward_context is not None}
+    for context in contexts.values():
+        context.unregister(module for _, module in mixers)
     for side in (model.encoder, model.decoder):
         shared = getattr(side, "mixer_shared", None)
         if shared is not None and POSITION_NORM_KEY in shared:

@@ -310,15 +310,18 @@ def test_beam_reordering_in_the_middle_of_a_sentence(name):
     """Beams are permuted, duplicated and dropped past K steps; after the last reordering every
     step equals the naive decoder run on the reordered histories. ``rposnet_folded``: without a padding
     mask, as beam search decodes, from the folded table (grown past its first size), whose precomputed
-    weights sum one ring (posnet_decoding.decode_self)."""
+    weights sum one ring (posnet_decoding.decode_self). ``rposnet_cross`` keeps its sources per sentence
+    (state_reorder.PER_SENTENCE): two sentences of two hypotheses, reordered as fairseq's SequenceGenerator does,
+    within their sentences, a finished one dropped."""
     reorders = {40: torch.tensor([1, 0, 0, 3]), 90: torch.tensor([2, 2, 1, 0]), 150: torch.tensor([3, 1])}
+    within_sentences = {40: torch.tensor([1, 0, 3, 3]), 90: torch.tensor([1, 1, 2, 3]), 150: torch.tensor([2, 3])}
     length, last = 200, 150
     x = inputs(length, 4, 16)
     with torch.no_grad():
         if name == "rposnet_cross":
-            mixer = cross_mixer(["rposnet", "--posnet-max-relative", "6"])
-            enc, enc_pad = inputs(90, 4, 16, seed=1), left_pad(90, 4, 50)
-            stepped, x, _, enc, enc_pad = decode(mixer, x, enc=enc, enc_pad=enc_pad, reorders=reorders)
+            mixer, sentences = cross_mixer(["rposnet", "--posnet-max-relative", "6"]), torch.tensor([0, 0, 1, 1])
+            enc, enc_pad = inputs(90, 2, 16, seed=1)[:, sentences], left_pad(90, 2, 50)[sentences]
+            stepped, x, _, enc, enc_pad = decode(mixer, x, enc=enc, enc_pad=enc_pad, reorders=within_sentences)
             reference = naive_rposnet_cross(mixer, x, enc, enc_pad)
         elif name == "rposnet_folded":
             mixer = decoder_mixer(BEAM_MIXERS["rposnet"][0])

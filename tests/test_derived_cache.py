@@ -78,3 +78,24 @@ def test_an_inference_tensor_is_cached_by_identity_and_a_replacement_makes_the_v
         grown = torch.arange(8.0)
     assert not cache.holds(grown)
     assert cache.get(grown, lambda: grown.sum().item()) == 28.0
+
+
+def test_a_growing_value_is_kept_while_it_fits_and_grown_from_itself_until_its_tensor_changes():
+    """``DerivedCache.grow``: a value that its readers ask more of as they go (aPosNet's causal weights, grown as
+    the steps reach further) is kept while it fits the reader, and otherwise remade from the one kept, in its
+    place; from nothing once its tensor has changed."""
+    source, cache, grown_from = torch.arange(6.0), DerivedCache(), []
+
+    def at_least(n):  # grown to twice the kept value, or to n where that is more
+        def make(kept):
+            grown_from.append(kept)
+            return n if kept is None else max(n, 2 * kept)
+
+        return cache.grow(source, lambda kept: kept >= n, make)
+
+    assert at_least(1) == at_least(1) == 1 and at_least(2) == 2 and at_least(3) == 4 and at_least(2) == 4
+    assert at_least(9) == 9 and grown_from == [None, 1, 2, 4]
+    cache.get(source, lambda: "other", extra="other")  # a value of another key: the growing one kept
+    assert at_least(5) == 9
+    source.add_(1.0)
+    assert at_least(1) == 1 and grown_from[-1] is None

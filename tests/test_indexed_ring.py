@@ -4,8 +4,9 @@ beam tests (rposnet_folded) and tests/test_posnet.py's pad after steps without p
 import torch
 from fairseq_testing import build_model, dummy_dictionary, random_batch
 
+from posnet_fairseq import precompute
 from posnet_fairseq.mixers import indexed_ring, posnet_decoding, state_reorder
-from test_precompute import build, precompute_and_reload
+from test_precompute import N, build, precompute_and_reload
 
 
 def _decoder_states(model, state):
@@ -88,7 +89,7 @@ def test_a_step_looks_up_every_layers_ring_weights_at_once():
     assert shapes.count([3, width]) == 1 and [width] not in shapes, shapes
     stacked = _decoder_states(model, state)[0]["ring_weights"]
     for i, layer in enumerate(layers):
-        assert layer.ring_group == (layers, i)
+        assert layer.ring_group[:2] == (layers, i)
         torch.testing.assert_close(stacked[i], posnet_decoding.decoding_rows(layer, layer.relative, 4)[1][
             : stacked.size(1)], atol=0, rtol=0)
 
@@ -115,3 +116,24 @@ def test_a_precomputed_models_layers_step_with_their_own_ring_weights_made_anew_
     stepped, forced, _ = _decode(reloaded, src, src_lengths, prev)
     torch.testing.assert_close(stepped, forced, atol=1e-5, rtol=0)
     torch.testing.assert_close(forced, _decode(other, src, src_lengths, prev)[1], atol=1e-6, rtol=0)
+
+
+def test_a_model_precomputed_in_place_after_decoding_groups_its_new_layers_alone():
+    """``precompute_model_`` swaps the mixers of a model that may have decoded: the table forms step as one group
+    of the side's layers (their ring weights looked up at once, as a reloaded checkpoint's), and the context lists
+    none of the mixers they replaced (stacked needlessly, and kept alive with the position parameters that
+    precomputing drops)."""
+    flags = ["--arch", "rposnet_transformer_tiny", "--decoder-layers", "3", "--posnet-max-relative", "3"]
+    _, task, model = build(flags)
+    model.make_generation_fast_()
+    src, src_lengths, prev = random_batch(task.target_dictionary, [5, 7], [9, 9])[:3]
+    _decode(model, src, src_lengths, prev)
+    old = [layer.self_attn.mixer for layer in model.decoder.layers]
+    precompute.precompute_model_(model, N)
+    stepped, forced, _ = _decode(model, src, src_lengths, prev)
+    torch.testing.assert_close(stepped, forced, atol=1e-5, rtol=0)
+    layers = [layer.self_attn.mixer for layer in model.decoder.layers]
+    assert [layer.ring_group[:2] for layer in layers] == [(layers, i) for i in range(3)]
+    listed = [id(m) for side in (model.encoder, model.decoder) for members in side.forward_context._members.values()
+              for m in members]
+    assert not set(listed) & {id(m) for m in old}

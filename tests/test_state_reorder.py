@@ -168,3 +168,34 @@ def test_an_aposnet_cross_attention_step_copies_no_state_and_reads_nothing_from_
         forced = model.decoder(prev[:, :5], encoder_out=encoder_out)[0][:, -1:]
     assert not {"aten::index_select", "aten::_local_scalar_dense"} & set(kernels), kernels
     torch.testing.assert_close(stepped, forced, atol=1e-5, rtol=0)
+
+
+def test_an_rposnet_cross_attention_reorder_within_sentences_copies_none_of_its_source_state():
+    """rPosNet's cross-attention keeps, per sentence, its values in real-position order, their prefix and suffix
+    sums, the lengths, positions and padding of the source (posnet_decoding.cache_source): alike in a sentence's
+    hypotheses, since fairseq's SequenceGenerator reorders rows within their sentences and drops finished ones
+    (6 copies per layer and reorder before); after the reorders the steps equal the teacher-forced pass."""
+    model, _ = build_model(["--cross-mixer", "rposnet", "--length-ratio", "1.5", "--decoder-layers", "2",
+                            "--posnet-max-relative", "2"],
+                           arch="rposnet_transformer_tiny")
+    model.make_generation_fast_()
+    src, src_lengths, prev = random_batch(dummy_dictionary(), [5, 7], [6, 6])[:3]
+    beams = torch.arange(2).repeat_interleave(2)
+    src, src_lengths, prev = src[beams], src_lengths[beams], prev[beams]
+    cross = model.decoder.layers[0].encoder_attn.mixer
+    with torch.no_grad():
+        encoder_out, state = model.encoder(src, src_lengths), {}
+        for t in range(4):
+            model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+        before = dict(cross._get_input_buffer(state))
+        for order in (torch.tensor([1, 0, 3, 3]), torch.tensor([2, 3])):  # within sentences, then one dropped
+            model.decoder.reorder_incremental_state_scripting(state, order)
+            encoder_out = model.encoder.reorder_encoder_out(encoder_out, order)
+            prev = prev[order]
+            if order.numel() == 4:
+                after = cross._get_input_buffer(state)
+                assert all(after[key] is before[key] for key in ("source", "prefix", "suffix", "source_lengths",
+                                                                 "source_positions", "source_pad"))
+        stepped = model.decoder(prev[:, :5], encoder_out=encoder_out, incremental_state=state)[0]
+        forced = model.decoder(prev[:, :5], encoder_out=encoder_out)[0][:, -1:]
+    torch.testing.assert_close(stepped, forced, atol=1e-5, rtol=0)

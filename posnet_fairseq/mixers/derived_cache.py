@@ -1,5 +1,6 @@
 """Values made once from tensors and kept until one of them changes (rPosNet's decoding rows, HC-SA's ring weights,
-a distance bias's decoding table, made from its parameters).
+a distance bias's decoding table, made from its parameters), or grown meanwhile as their readers ask more of them
+(aPosNet's causal weights: :meth:`DerivedCache.grow`).
 
 A decoding step reads values derived from a module's tensor (an energy table, the head offsets) that are
 the same at every step, so they are made once. The cache must notice when the tensor changes:
@@ -30,14 +31,29 @@ class DerivedCache:
 
     def get(self, source: Union[Tensor, Iterable[Tensor]], make: Callable[[], Any], extra: Hashable = None) -> Any:
         """The value made by ``make()`` for ``source`` and ``extra``, made anew if ``source`` changed since."""
+        self._follow(source)
+        if extra not in self._values:
+            self._values[extra] = make()
+        return self._values[extra]
+
+    def grow(self, source: Union[Tensor, Iterable[Tensor]], fits: Callable[[Any], bool], make: Callable[[Any], Any],
+             extra: Hashable = None) -> Any:
+        """A value that its readers ask more of as they go (aPosNet's causal weights, ``prefix_decoding.py``): the
+        one kept for ``source`` and ``extra`` where ``fits(value)``, else ``make(value)``, kept in its place
+        (``value`` None where none is kept: made anew from nothing after ``source`` changed)."""
+        self._follow(source)
+        kept = self._values.get(extra)
+        if kept is None or not fits(kept):
+            kept = self._values[extra] = make(kept)
+        return kept
+
+    def _follow(self, source):
+        """Drops the values made from ``source`` before it changed (replaced or written in place)."""
         sources = _sources(source)
         signatures = tuple(map(_signature, sources))
         if signatures != self._signatures:
             self._aliases = tuple(tensor.detach() for tensor in sources)
             self._signatures, self._values = signatures, {}
-        if extra not in self._values:
-            self._values[extra] = make()
-        return self._values[extra]
 
     def holds(self, source: Union[Tensor, Iterable[Tensor]]) -> bool:
         """Whether the kept values were made from ``source`` as it is now."""

@@ -49,6 +49,14 @@ class ForwardContext:
         members.append(module)
         return members
 
+    def unregister(self, modules):
+        """Forgets the lists of the kinds that hold any of ``modules``, modules swapped out of the side's layers
+        (posnet-precompute's table forms, in place): the next module of such a kind to register starts a new
+        list; a list handed out stays as it is with the modules that hold it."""
+        gone = {id(module) for module in modules}
+        self._members = {kind: members for kind, members in self._members.items()
+                         if not any(id(member) in gone for member in members)}
+
     @property
     def in_call(self) -> bool:
         """Whether a call is under way (:meth:`shared` then makes a value once for every layer)."""

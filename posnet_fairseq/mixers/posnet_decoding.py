@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from .attention import masked_softmax, real_positions
 from . import indexed_ring, prefix_decoding
 from .clipped_decoding import clipped_decoding_step, slot_order
-from .state_reorder import COPY, SHARED
+from .state_reorder import PER_SENTENCE, SHARED
 
 
 def decode_step(mixer, buffer, incremental_state, value, pad, length, need_weights):
@@ -129,24 +129,28 @@ def step_weights(mixer, relative, buffer, step, batch):
     The weights of every step (:func:`decoding_rows`' weights, the same for every row) of every layer that
     decodes through a ring (:func:`ring_group`), each made from that layer's own table, are stacked once per
     search and kept in the search's state of the layer that first asks; each step then looks up every layer's
-    rows at once (``Mixer.shared``): a layer neither compares its table with the one they were made from nor
-    looks its weights up (issue 48: host time and operators per layer and step). A search that outgrows them
-    asks :func:`decoding_rows` again (the tables grow); a new search starts from the tables as they are then."""
-    layers, index = ring_group(mixer, relative.max_relative)
+    rows at once, kept for the call (``Mixer.shared``, by step: a call may take several) where the other layers
+    find them: a layer neither compares its table with the one they were made from nor looks its weights up
+    (issue 48: host time and operators per layer and step). A search that outgrows them asks
+    :func:`decoding_rows` again (the tables grow); a new search starts from the tables as they are then."""
+    layers, index, kind = ring_group(mixer, relative.max_relative)
+    steps = mixer.shared(kind, dict, layers)  # step -> (layers, every layer's weights), for this call
+    made = steps.get(step)
+    if made is None or made[0] != len(layers):  # (a first step: the layers join the group as they step)
+        made = steps[step] = (len(layers), _every_layer(mixer, buffer, layers, step, batch))
+    return None if made[1] is None else made[1][index]
 
-    def every_layer():
-        stacked = buffer.get("ring_weights")  # layers x steps x (H (K+2) + 1)
-        if stacked is None or step >= stacked.size(1) or stacked.size(0) != len(layers):
-            made = [decoding_rows(layer, layer.relative, step) for layer in layers]
-            if any(rows is None for rows in made):
-                return None
-            steps = min(rows[1].size(0) for rows in made)  # (the steps that every layer's table covers)
-            stacked = mixer.keep_state(buffer, "ring_weights", torch.stack([rows[1][:steps] for rows in made]), SHARED)
-        return indexed_ring.row_weights(stacked[:, step], batch, mixer.num_heads).unbind(0)
 
-    key = (RINGS, mixer.num_heads, relative.max_relative, step, batch, len(layers))
-    weights = mixer.shared(key, every_layer, layers)
-    return None if weights is None else weights[index]
+def _every_layer(mixer, buffer, layers, step, batch):
+    """The weights of :func:`step_weights` of every layer of ``layers``, or None."""
+    stacked = buffer.get("ring_weights")  # layers x steps x (H (K+2) + 1)
+    if stacked is None or step >= stacked.size(1) or stacked.size(0) != len(layers):
+        made = [decoding_rows(layer, layer.relative, step) for layer in layers]
+        if any(rows is None for rows in made):
+            return None
+        steps = min(rows[1].size(0) for rows in made)  # (the steps that every layer's table covers)
+        stacked = mixer.keep_state(buffer, "ring_weights", torch.stack([rows[1][:steps] for rows in made]), SHARED)
+    return indexed_ring.row_weights(stacked[:, step], batch, mixer.num_heads).unbind(0)
 
 
 # The kind of the side's modules (``ForwardContext.register``) that are rPosNet layers decoding through a ring.
@@ -154,17 +158,18 @@ RINGS = "rposnet decoding rings"
 
 
 def ring_group(mixer, k):
-    """``(layers, index)``: the layers of the mixer's side with its heads and K that have decoded through a ring, in
-    the order they first did, and the mixer's place among them (only itself where it has no side's context).
+    """``(layers, index, kind)``: the layers of the mixer's side with its heads and K that have decoded through a
+    ring, in the order they first did, the mixer's place among them (only itself where it has no side's context),
+    and the kind they are registered as (also the key of the weights they share per call, :func:`step_weights`).
 
     Listed as they first step, not at build: a precomputed mixer (posnet-precompute's table form) belongs to no
     group of training layers (``side_layers``), and each layer's weights must come from its own table. Kept in
     the mixer's attributes, with the list the context holds, so that a copy of the model holds its own."""
     group = vars(mixer).get("ring_group")
     if group is None:
-        context = mixer.forward_context
-        layers = [mixer] if context is None else context.register((RINGS, mixer.num_heads, k), mixer)
-        group = mixer.ring_group = (layers, len(layers) - 1)
+        context, kind = mixer.forward_context, (RINGS, mixer.num_heads, k)
+        layers = [mixer] if context is None else context.register(kind, mixer)
+        group = mixer.ring_group = (layers, len(layers) - 1, kind)
     return group
 
 
@@ -183,7 +188,9 @@ def cross_steps(mixer, buffer, batch, length, device):
 
 def cache_source(mixer, buffer, value, pad):
     """The encoder side of cross-attention, once per sentence: the values in real-position order
-    (pads last, zeroed), their prefix and suffix sums (fp32) and the sentence lengths."""
+    (pads last, zeroed), their prefix and suffix sums (fp32) and the sentence lengths. Alike in a sentence's
+    hypotheses (made from the encoder output, which beam search repeats per hypothesis), so kept as they are by a
+    reorder within sentences and copied only when sentences are dropped (``state_reorder.PER_SENTENCE``)."""
     v = mixer.split_heads(mixer.v_proj(value))  # B x H x S x D_h
     batch, heads, src_len, head_dim = v.shape
     acc = torch.promote_types(v.dtype, torch.float32)
@@ -197,14 +204,15 @@ def cache_source(mixer, buffer, value, pad):
     beyond = torch.arange(src_len, device=v.device).unsqueeze(0) >= lengths
     source = source.masked_fill(beyond[:, None, :, None], 0.0)
     zero = source.new_zeros(batch, heads, 1, head_dim, dtype=acc)
-    mixer.keep_state(buffer, "source", source, COPY)
-    mixer.keep_state(buffer, "prefix", torch.cat([zero, torch.cumsum(source.to(acc), dim=2)], dim=2), COPY)  # m < j
+    mixer.keep_state(buffer, "source", source, PER_SENTENCE)
+    mixer.keep_state(buffer, "prefix", torch.cat([zero, torch.cumsum(source.to(acc), dim=2)], dim=2),
+                     PER_SENTENCE)  # m < j
     mixer.keep_state(buffer, "suffix", torch.cat([torch.cumsum(source.to(acc).flip(2), dim=2).flip(2), zero], dim=2),
-                     COPY)  # m >= j
-    mixer.keep_state(buffer, "source_lengths", lengths, COPY)
+                     PER_SENTENCE)  # m >= j
+    mixer.keep_state(buffer, "source_lengths", lengths, PER_SENTENCE)
     # Only for the attention weights fairseq may ask for, in its column layout (pad may be the caller's).
-    mixer.keep_state(buffer, "source_positions", positions, COPY)
-    mixer.keep_state(buffer, "source_pad", pad, COPY)
+    mixer.keep_state(buffer, "source_positions", positions, PER_SENTENCE)
+    mixer.keep_state(buffer, "source_pad", pad, PER_SENTENCE)
 
 
 def decode_cross(mixer, relative, buffer, value, pad, length, need_weights):

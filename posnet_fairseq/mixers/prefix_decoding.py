@@ -58,11 +58,10 @@ def causal_weights(mixer, n: int) -> Optional[Tensor]:
         if not term.covers(n + 1):  # (not folded; or no further than the learned positions reach)
             return None
     tables = [term.table for term in mixer.terms]
-    made = mixer.decoding_weights.get(tables, list)  # (the weights made from these tables: one, replaced as it grows)
-    if not made or made[0].size(-1) <= n:
-        reach = min(table.size(1) for table in tables)
-        made[:] = [_weights(mixer, min(max(n + 1, 2 * made[0].size(-1) if made else 0), reach))]
-    return made[0]
+    reach = min(table.size(1) for table in tables)
+    return mixer.decoding_weights.grow(
+        tables, lambda made: made.size(-1) > n,
+        lambda made: _weights(mixer, min(max(n + 1, 0 if made is None else 2 * made.size(-1)), reach)))
 
 
 def _weights(mixer, length: int) -> Tensor:

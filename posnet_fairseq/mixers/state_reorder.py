@@ -34,7 +34,8 @@ tensor), so every state tensor is declared where it is created, with
   through an index of rows per hypothesis (rPosNet's ring, ``indexed_ring.py``);
 * :data:`PER_SENTENCE`: the same in every hypothesis of a sentence (made from
   the encoder output, which beam search repeats per hypothesis: aPosNet's
-  cross-attention values, key positions and padding): a reorder that keeps
+  cross-attention values, key positions and padding, rPosNet's sources and
+  their prefix and suffix sums): a reorder that keeps
   the number of rows moves hypotheses within their sentences (beam search's
   parents; fairseq's MultiheadAttention skips its static keys and values
   then, on the same ground) and keeps it as it is; one that drops finished
