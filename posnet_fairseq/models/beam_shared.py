@@ -43,6 +43,8 @@ output's reorders are skipped (docs/install.md, "Two GPU runs on a lent H200").
 import torch
 from fairseq.modules import MultiheadAttention
 
+from .beam_cross_attention import BeamCrossAttention
+
 
 # The devices where a shared beam puts the cross attention in fairseq's beamable mode (the module doc).
 BEAMABLE_DEVICES = ("cpu",)
@@ -63,6 +65,12 @@ class BeamSharing:
         output's reorders within sentences are still skipped (the module doc)."""
         self.beamable = False
         self._set(self.beam)
+
+    def adopt_step(self):
+        """The cross attention's beam-mode step the plugin's own from now on (``beam_cross_attention.py``): the
+        model's ``make_generation_fast_`` calls it, unless fairseq-generate runs with ``--no-beamable-mm``."""
+        for attention in self.cross_attentions:
+            BeamCrossAttention.adopt(attention)
 
     def reset(self):
         """A new encoder output: per hypothesis until its expansion says otherwise."""
