@@ -137,8 +137,8 @@ def test_a_step_copies_nothing_of_the_encoder_side():
         copies = sum(1 for e in profiler.events() if e.name == "aten::index_select"
                      and any(source in shape for shape in e.input_shapes if shape))
         assert reordered is encoder_out and copies == 0, name
-        cached = {state[k][name].size(0) for k in state for name in ("prev_key", beam_cross_attention.KEYS)
-                  if name in state[k] and state[k][name].size(2) == source}  # the cross keys: B x H x source x D_h
+        cached = {state[k][name].size(0) for k in state for name in ("prev_key", beam_cross_attention.VALUES)
+                  if name in state[k] and state[k][name].size(2) == source}  # the cross keys or values: B x H x S x D_h
         assert cached == {len(SOURCES) if name == "shared" else rows}, name
 
 

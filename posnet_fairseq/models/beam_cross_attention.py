@@ -9,9 +9,9 @@ permutes copy their operands and results, converts its cached float padding mask
 at every step. Here:
 
 * a search's first step projects the source once per sentence (fairseq's ``k_proj`` / ``v_proj`` on the first
-  hypothesis of each) and caches, for B sentences of S tokens, the keys and values as B x H x S x D_h tensors
-  (fairseq's own layout, made contiguous) and M as a B x H x 1 x S tensor: the batched products below read them
-  as B*H matrices with no copy;
+  hypothesis of each) and caches, for B sentences of S tokens, the keys transposed (B x H x D_h x S), the values
+  (B x H x S x D_h) and M (B x H x 1 x S), each contiguous: the batched products below read them as B*H matrices
+  with no copy, the keys in the order in which the score product reads them;
 * every step projects the query (fairseq's ``q_proj``), lays its rows out as one B*H x beam x D_h batch (one
   copy), and runs one ``torch.baddbmm`` (M plus the scaled scores), the softmax and one ``torch.bmm`` (the weighted
   values), then fairseq's ``out_proj``. (``torch.nn.functional.scaled_dot_product_attention`` would fuse the three
@@ -21,13 +21,14 @@ The cache lives in the module's own incremental-state buffer, under names fairse
 entry with one row per sentence, so that fairseq's ``reorder_incremental_state`` (in beam mode) leaves it as it is
 for a reorder within sentences and keeps the rows of the sentences still searched when others finish. The outputs
 are fairseq's per-hypothesis path's up to float rounding (the scale applied to the scores, not the queries, and
-the products summed in another order). Every other call (teacher forcing, beam 1, ``--no-beamable-mm``, dropout
-at inference, ``before_softmax``) is fairseq's forward itself.
+the products summed in another order). Every other call (teacher forcing, beam 1, an ``attn_mask``, dropout at
+inference, ``before_softmax``) runs fairseq's forward itself.
 """
 import torch
 from fairseq.modules import MultiheadAttention
 
-# The step's entries in the module's incremental-state buffer (B rows each): keys, values (B x H x S x D_h), M.
+# The step's entries in the module's incremental-state buffer (B rows each): keys (B x H x D_h x S), values
+# (B x H x S x D_h), M (B x H x 1 x S).
 KEYS, VALUES, MASK = "beam_keys", "beam_values", "beam_mask"
 
 
@@ -66,11 +67,11 @@ class BeamCrossAttention(MultiheadAttention):
             if key_padding_mask is not None:
                 key_padding_mask = key_padding_mask.view(sentences, -1, source)[:, 0]
 
-        def per_head(x):  # S x B x C -> B x H x S x D_h
-            return x.view(source, sentences, self.num_heads, self.head_dim).permute(1, 2, 0, 3).contiguous()
+        def per_head(x, *order):  # S x B x C -> B x H x ... in ``order`` of (S, B, H, D_h)
+            return x.view(source, sentences, self.num_heads, self.head_dim).permute(*order).contiguous()
 
-        keys, values = per_head(self.k_proj(key)), per_head(self.v_proj(key))
-        mask = keys.new_zeros(sentences, self.num_heads, 1, source)
+        keys, values = per_head(self.k_proj(key), 1, 2, 3, 0), per_head(self.v_proj(key), 1, 2, 0, 3)
+        mask = values.new_zeros(sentences, self.num_heads, 1, source)
         if key_padding_mask is not None:
             mask.masked_fill_(key_padding_mask.view(sentences, 1, 1, source).to(torch.bool), float("-inf"))
         return {KEYS: keys, VALUES: values, MASK: mask}
@@ -79,14 +80,14 @@ class BeamCrossAttention(MultiheadAttention):
         """Attention of the T x N x C ``query`` (N = B sentences x beam) over the cached sentences; returns the
         output and, with ``need_weights``, fairseq's weights: per head (H x N x T x S) or their mean (N x T S)."""
         keys, values, mask = state[KEYS], state[VALUES], state[MASK]
-        sentences, heads, source, width = keys.shape
+        sentences, heads, width, source = keys.shape
         steps, rows, channels = query.size()
         beam = rows // sentences
         # T x B x beam x H x D_h -> (B H) x (beam T) x D_h: a sentence's hypotheses as the rows of one product
         q = (self.q_proj(query).view(steps, sentences, beam, heads, width).permute(1, 3, 2, 0, 4)
              .reshape(sentences * heads, beam * steps, width))
-        scores = torch.baddbmm(mask.view(sentences * heads, 1, source), q,
-                               keys.view(sentences * heads, source, width).transpose(1, 2), alpha=self.scaling)
+        scores = torch.baddbmm(mask.view(sentences * heads, 1, source), q, keys.view(sentences * heads, width, source),
+                               alpha=self.scaling)
         probs = torch.softmax(scores, -1, dtype=torch.float32)  # in fp32, as fairseq's utils.softmax
         mixed = torch.bmm(probs.to(values.dtype), values.view(sentences * heads, source, width))
         out = self.out_proj(mixed.view(sentences, heads, beam, steps, width).permute(3, 0, 2, 1, 4)
