@@ -7,6 +7,7 @@ import torch
 from fairseq.modules import MultiheadAttention
 
 import fairseq_testing as ft
+from posnet_fairseq.benchmark.launches import launching
 from posnet_fairseq.models.beam_cross_attention import BeamCrossAttention
 
 BEAM, DIM, HEADS = 3, 16, 4
@@ -93,6 +94,28 @@ def test_the_cache_is_one_row_per_sentence_and_made_once():
     assert names.count("aten::baddbmm") == 1 and names.count("aten::bmm") == 1
     assert names.count("aten::clone") == 2, names  # the query's and the output's layouts
     assert not {"aten::einsum", "aten::masked_fill", "aten::masked_fill_", "aten::_to_copy"} & set(names)
+
+
+def _launches(attention, beam):
+    """The operators of a later step of ``attention`` in beam mode ``beam`` that would launch a GPU kernel."""
+    attention.set_beam_size(beam)
+    encoder_out, pad = _source()
+    state, query = {}, torch.randn(1, pad.size(0), DIM)
+    with torch.no_grad():
+        step = (lambda: attention(query, encoder_out, encoder_out, key_padding_mask=pad, incremental_state=state,
+                                  static_kv=True, need_weights=False))
+        step()  # the first step caches the source
+        with torch.profiler.profile() as profiler:
+            step()
+    return len(launching(profiler.events()))
+
+
+def test_the_step_launches_fewer_kernels_than_either_fairseq_path():
+    """The counts models/beam_shared.py states, per layer and step: fairseq's per-hypothesis path 9, its beamable
+    mode 13 (the beam laid out by copies), the step 7 (the two projections, the two layout copies, the two
+    products and the softmax)."""
+    plain, shared = _attentions()
+    assert (_launches(plain, 1), _launches(copy.deepcopy(plain), BEAM), _launches(shared, BEAM)) == (9, 13, 7)
 
 
 def test_the_module_keeps_fairseqs_parameters_and_paths():
