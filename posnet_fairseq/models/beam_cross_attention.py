@@ -78,7 +78,7 @@ class BeamCrossAttention(MultiheadAttention):
 
     def _step(self, query, state, need_weights, need_head_weights):
         """Attention of the T x N x C ``query`` (N = B sentences x beam) over the cached sentences; returns the
-        output and, with ``need_weights``, fairseq's weights: per head (H x N x T x S) or their mean (N x T S)."""
+        output and, with ``need_weights``, fairseq's weights: per head (H x N x T x S) or their mean (N x T x S)."""
         keys, values, mask = state[KEYS], state[VALUES], state[MASK]
         sentences, heads, width, source = keys.shape
         steps, rows, channels = query.size()
