@@ -9,7 +9,7 @@ from fairseq.modules import MultiheadAttention
 from fairseq.sequence_generator import SequenceGenerator
 
 import fairseq_testing as ft
-from posnet_fairseq.models import beam_shared, int8
+from posnet_fairseq.models import beam_cross_attention, beam_shared, int8
 from posnet_fairseq.models.beam_shared import expansion
 from test_mixer_contract import INT8_ATOL
 
@@ -47,7 +47,7 @@ def _sample(d):
 
 
 def _cross_attentions(model):
-    return [m for m in model.decoder.modules() if type(m) is MultiheadAttention and m.encoder_decoder_attention]
+    return [m for m in model.decoder.modules() if isinstance(m, MultiheadAttention) and m.encoder_decoder_attention]
 
 
 @pytest.mark.parametrize("arch", sorted(ARCHS))
@@ -137,8 +137,8 @@ def test_a_step_copies_nothing_of_the_encoder_side():
         copies = sum(1 for e in profiler.events() if e.name == "aten::index_select"
                      and any(source in shape for shape in e.input_shapes if shape))
         assert reordered is encoder_out and copies == 0, name
-        cached = {state[k]["prev_key"].size(0) for k in state  # the cross attention's keys: B x H x source x D_h
-                  if "prev_key" in state[k] and state[k]["prev_key"].size(2) == source}
+        cached = {state[k][name].size(0) for k in state for name in ("prev_key", beam_cross_attention.VALUES)
+                  if name in state[k] and state[k][name].size(2) == source}  # the cross keys or values: B x H x S x D_h
         assert cached == {len(SOURCES) if name == "shared" else rows}, name
 
 

@@ -10,8 +10,10 @@ its keys and values per hypothesis: ``beam`` copies of each, read at every step.
 
 fairseq's MultiheadAttention has a mode for this, ``set_beam_size`` (its "beamable" encoder-decoder
 attention, which fairseq's BART uses): the first step projects one key and value row per sentence, and
-every hypothesis of the sentence attends to it. The plugin's model uses it; :class:`BeamSharing` decides
-when:
+every hypothesis of the sentence attends to it. The plugin's model uses the mode; prepared for generation
+(``make_generation_fast_``, as fairseq-generate prepares it), it runs a decoding step of its own in it
+(``models/beam_cross_attention.py``: the keys, values and padding mask cached once per search in the layout
+of the step's two batched products). :class:`BeamSharing` decides when:
 
 * the beam is read from the expansion itself: a reorder that repeats each of the encoder's rows ``k``
   times in place puts the decoder's cross attentions (fairseq's MultiheadAttention at the cross site:
@@ -28,20 +30,25 @@ in int8 (``models/int8.py``) such rounding differences can move a dynamically qu
 step.
 
 ``fairseq-generate --no-beamable-mm`` keeps the cross attention per hypothesis (fairseq's plain path: its
-keys and values projected and cached for every hypothesis) and still skips the encoder output's reorders
-within sentences, which copy equal rows onto each other: its outputs are those of fairseq's per-hypothesis
-path exactly. The two paths trade kernels for memory traffic: fairseq's beamable attention reads each
-sentence's keys and values once instead of ``beam`` times, but lays the beam out with permutes that it
-copies (4 more kernels per layer and step, counted on the CPU), so on a GPU, where a step is bound by kernel
-launches, either may be faster; ``benchmark.decode_speed --plain-beam`` times both in one run. On an H200
-(docs/gpu/2026-11-28-h200: base, batch 128, 80 tokens, beam 4) the per-hypothesis cross attention decoded
-1.33x (Transformer), 1.24x (AAN+ AVG) and 1.44x (HC-SA) as fast on the medians of 5 noisy rounds, and the
-Transformer's step launched 191 kernels without the beam mode against 215 with it; so the beam mode is kept
-to the devices of ``BEAMABLE_DEVICES`` (the CPU, where it is the faster) and elsewhere only the encoder
-output's reorders are skipped (docs/install.md, "Two GPU runs on a lent H200").
+keys and values projected and cached for every hypothesis; the module stays fairseq's) and still skips the
+encoder output's reorders within sentences, which copy equal rows onto each other: its outputs are those of
+fairseq's per-hypothesis path exactly. The paths trade kernels for memory traffic: a beam mode reads each
+sentence's keys and values once instead of ``beam`` times, but fairseq's own step lays the beam out with
+permutes that it copies. Per layer and step, the operators that would launch a GPU kernel
+(``benchmark/launches.py``, counted on the CPU by tests/test_beam_cross_attention.py): 9 on the
+per-hypothesis path, 13 in fairseq's beam mode, 7 in the plugin's step. On a GPU, where a step is bound by
+kernel launches, either may be faster; ``benchmark.decode_speed --plain-beam`` times both in one run. On an
+H200 (docs/gpu/2026-11-28-h200: base, batch 128, 80 tokens, beam 4), against fairseq's beam mode, the
+per-hypothesis cross attention decoded 1.33x (Transformer), 1.24x (AAN+ AVG) and 1.44x (HC-SA) as fast on
+the medians of 5 noisy rounds, and the Transformer's step launched 191 kernels without the beam mode against
+215 with it; so the beam mode is kept to the devices of ``BEAMABLE_DEVICES`` (the CPU, where it is the
+faster) and elsewhere only the encoder output's reorders are skipped (docs/install.md, "Two GPU runs on a
+lent H200"). The plugin's step has not run on a GPU yet.
 """
 import torch
 from fairseq.modules import MultiheadAttention
+
+from .beam_cross_attention import BeamCrossAttention
 
 
 # The devices where a shared beam puts the cross attention in fairseq's beamable mode (the module doc).
@@ -63,6 +70,12 @@ class BeamSharing:
         output's reorders within sentences are still skipped (the module doc)."""
         self.beamable = False
         self._set(self.beam)
+
+    def adopt_step(self):
+        """The cross attention's beam-mode step the plugin's own from now on (``beam_cross_attention.py``): the
+        model's ``make_generation_fast_`` calls it, unless fairseq-generate runs with ``--no-beamable-mm``."""
+        for attention in self.cross_attentions:
+            BeamCrossAttention.adopt(attention)
 
     def reset(self):
         """A new encoder output: per hypothesis until its expansion says otherwise."""

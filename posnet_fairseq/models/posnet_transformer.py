@@ -366,6 +366,8 @@ class PosNetTransformerModel(TransformerModel):
         # fairseq-generate --no-beamable-mm passes None: no state shared by a sentence's hypotheses
         if "beamable_mm_beam_size" in kwargs and kwargs["beamable_mm_beam_size"] is None:
             self.encoder.beam_sharing.disable()
+        else:
+            self.encoder.beam_sharing.adopt_step()
 
     def upgrade_state_dict_named(self, state_dict, name):
         super().upgrade_state_dict_named(state_dict, name)
