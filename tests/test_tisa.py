@@ -292,9 +292,9 @@ def tisa_training_step(model, batch):
 
 
 def test_the_layers_of_a_call_compute_their_scores_at_once_with_the_same_outputs_and_gradients(monkeypatch):
-    """Issue 48: a teacher-forced call evaluates every layer's kernel sum in one KernelSum per side (its
-    operators, each a kernel launch on a GPU, once per side, not per layer); outputs and every gradient are
-    those of each layer's own evaluation."""
+    """Issue 48: a teacher-forced call evaluates every layer's kernel sum in one KernelSum per side, and masks
+    every layer's bias in one MaskedBias (their operators, each a kernel launch on a GPU, once per side, not per
+    layer); outputs and every gradient are those of each layer's own evaluation."""
     from posnet_fairseq.mixers.distance_bias import DistanceBias
 
     torch.manual_seed(0)
@@ -306,8 +306,13 @@ def test_the_layers_of_a_call_compute_their_scores_at_once_with_the_same_outputs
         out, grads = tisa_training_step(model, batch)
     exps = [e for e in profiler.events() if e.name == "aten::exp"]
     assert len(exps) == 2, len(exps)  # one per side
+    maskings = [e for e in profiler.events() if e.name == "MaskedBias"]
+    assert len(maskings) == 2, len(maskings)  # one per side: every layer's mask at once
     monkeypatch.setattr(TisaScorer, "on_grid", DistanceBias.on_grid)  # each layer its own
-    each_out, each_grads = tisa_training_step(model, batch)
+    monkeypatch.setattr(TisaScorer, "masked_on_grid", DistanceBias.masked_on_grid)
+    with torch.profiler.profile() as profiler:
+        each_out, each_grads = tisa_training_step(model, batch)
+    assert len([e for e in profiler.events() if e.name == "MaskedBias"]) == 4  # one per layer
     torch.testing.assert_close(out, each_out)
     assert grads.keys() == each_grads.keys() and any("position_bias.kernels" in name for name in grads)
     for name, grad in grads.items():

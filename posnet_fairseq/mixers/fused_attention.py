@@ -30,7 +30,8 @@ NO_MASK_GRADIENT = ("cpu",)
 
 
 class MaskedBias(torch.autograd.Function):
-    """A logit bias (fp32, batch 1 or B) with the ``invalid`` keys (None: none) at -inf, in ``dtype``: the
+    """A logit bias (fp32, batch 1 or B; ... x B x H x T x S: the masks of several layers at once may lead) with
+    the ``invalid`` keys (4-D; None: none) at -inf, in ``dtype``: the
     additive mask of torch's fused attention, written (one copy, the cast included, and the masking in place)
     into rows aligned to ``MASK_ALIGNMENT`` elements, which CUDA's memory-efficient kernel reads as they are:
     torch pads (copies) any other mask first, and copies the gradient back, several kernels forward and
@@ -42,10 +43,11 @@ class MaskedBias(torch.autograd.Function):
     def forward(ctx, bias: Tensor, invalid: Optional[Tensor], dtype, batch: int = 1) -> Tensor:
         """``batch``: the least batch size of the mask (:func:`explicit_attention` takes one per sentence)."""
         ctx.bias_shape, ctx.bias_dtype = bias.shape, bias.dtype
-        # Both 4-D with no empty dim: their broadcast is the larger size per dim (torch.broadcast_shapes, in
-        # Python, cost 16 us of host time per layer).
-        shape = bias.shape if invalid is None else tuple(map(max, bias.shape, invalid.shape))
-        shape = shape if shape[0] >= batch else (batch, *shape[1:])
+        # Their last 4 dims with no empty one: the broadcast is the larger size per dim (torch.broadcast_shapes,
+        # in Python, cost 16 us of host time per layer).
+        lead, shape = bias.shape[:-4], bias.shape[-4:]
+        shape = shape if invalid is None else tuple(map(max, shape, invalid.shape))
+        shape = (*lead, *shape) if shape[0] >= batch else (*lead, batch, *shape[1:])
         keys = shape[-1]
         row = -(-keys // MASK_ALIGNMENT) * MASK_ALIGNMENT
         mask = bias.new_empty(*shape[:-1], row, dtype=dtype)[..., :keys].copy_(bias)
@@ -55,7 +57,7 @@ class MaskedBias(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor):
         if grad.shape != ctx.bias_shape:  # one bias for the batch
-            return grad.sum(0, keepdim=True, dtype=ctx.bias_dtype), None, None, None
+            return grad.sum(-4, keepdim=True, dtype=ctx.bias_dtype), None, None, None
         return grad.to(ctx.bias_dtype), None, None, None
 
 
@@ -68,9 +70,23 @@ def fused_attention(q: Tensor, k: Tensor, v: Tensor, bias: Optional[Tensor], mas
     invalid, empty = masks
     if bias is None:
         return attend(q, k, v, None if invalid is None else ~invalid, empty, dropout)
-    if bias.requires_grad and q.device.type in NO_MASK_GRADIENT:
-        return explicit_attention(q, k, v, MaskedBias.apply(bias, invalid, q.dtype, q.size(0)), empty, dropout)
-    return attend(q, k, v, MaskedBias.apply(bias, invalid, q.dtype), empty, dropout)
+    return masked_attention(q, k, v, masked_bias(bias, invalid, q), empty, dropout)
+
+
+def masked_bias(bias: Tensor, invalid: Optional[Tensor], q: Tensor) -> Tensor:
+    """The mask of :func:`masked_attention` from a ``bias`` (fp32, ... x B|1 x H x T x S) and the ``invalid`` keys
+    for the queries ``q``: :class:`MaskedBias` in ``q``'s dtype, one per sentence where it is attended by
+    :func:`explicit_attention`."""
+    explicit = bias.requires_grad and q.device.type in NO_MASK_GRADIENT
+    return MaskedBias.apply(bias, invalid, q.dtype, q.size(0) if explicit else 1)
+
+
+def masked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, empty: Optional[Tensor], dropout: float):
+    """:func:`attend` with the additive ``mask`` of :func:`masked_bias` (B|1 x H x T x S): by torch's kernel, or
+    where the mask needs a gradient on a device of ``NO_MASK_GRADIENT``, by :func:`explicit_attention`."""
+    if mask.requires_grad and q.device.type in NO_MASK_GRADIENT:
+        return explicit_attention(q, k, v, mask, empty, dropout)
+    return attend(q, k, v, mask, empty, dropout)
 
 
 def explicit_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor, empty: Optional[Tensor], dropout: float):

@@ -41,6 +41,7 @@ from torch import Tensor, nn
 from .. import families, flags
 from .attention import autocast_off
 from .content_attention import ContentAttention, DistanceBias
+from .fused_attention import masked_bias
 from .registry import register_mixer
 from .shaw import ShawRelativeAttention
 
@@ -190,12 +191,28 @@ class TisaScorer(DistanceBias):
         """1 x H x T x S: f_h at every distance of ``grid``. In a call of a side whose layers share their work
         (:meth:`share_with`), one KernelSum for every layer's heads, made at the first layer: each operator is
         a kernel launch on a GPU (issue 48), and the layers' biases differ in their parameters only."""
-        layers = self.layers
-        if len(layers) < 2 or not self.forward_context.in_call:
+        if not self._layers_share():
             return super().on_grid(grid)
-        every = self.forward_context.shared(("tisa_on_grid", grid.shape, grid.device), lambda: kernel_sums(
-            layers, grid).view(len(layers), 1, self.num_heads, *grid.shape).unbind(0))
-        return every[self.layer]
+        return self._every_layer(grid, ("tisa_on_grid",), lambda biases: biases)
+
+    def masked_on_grid(self, grid: Tensor, invalid, q: Tensor) -> Tensor:
+        """:meth:`on_grid` as fused attention's mask; where the layers share their work, every layer's masked at
+        once (one masking per side, not per layer, and one for its gradient)."""
+        if not self._layers_share():
+            return super().masked_on_grid(grid, invalid, q)
+        return self._every_layer(grid, ("tisa_masked_on_grid", q.dtype, q.size(0)),
+                                 lambda biases: masked_bias(biases, invalid, q), invalid)
+
+    def _layers_share(self) -> bool:
+        return len(self.layers) > 1 and self.forward_context.in_call
+
+    def _every_layer(self, grid: Tensor, key, make, anchor=None) -> Tensor:
+        """This layer's part of ``make`` (of every layer's bias, L x 1 x H x T x S), made once per call (``key``,
+        ``anchor``: ``ForwardContext.shared``) for all the side's layers."""
+        def every():
+            return make(kernel_sums(self.layers, grid).view(len(self.layers), 1, self.num_heads, *grid.shape)).unbind(0)
+
+        return self.forward_context.shared((*key, grid.shape, grid.device), every, anchor)[self.layer]
 
     def load_reference_parameters(self, kernel_offsets: Tensor, kernel_amplitudes: Tensor,
                                   kernel_sharpness: Tensor):
