@@ -67,12 +67,11 @@ PARAMETERS = ("offsets", "amplitudes", "sharpness")  # c, a, b
 class KernelSum(torch.autograd.Function):
     """f_h(k) = sum_s a_{h,s} exp(-|b_{h,s}| (k - c_{h,s})^2) at N distances k, for the heads of one or more
     layers: (L H) x N (in fp32, or fp64 for fp64 parameters), from ``parameters``, each layer's 3 x H x S c, a
-    and b (``TisaScorer.kernels``), with its
-    gradient written out: every operator is a kernel launch on a GPU, and autograd's backward of the formula
-    runs about twice the forward's; here the sums over distances are matrix products. The layers' parameters
-    are stacked (and cast to fp32) inside the function, their gradients made in one tensor, split and cast back
-    in its backward: stacking them outside would record an autograd node for each stack and each cast, host
-    time of every training step (issue 48)."""
+    and b (``TisaScorer.kernels``), with its gradient written out: every operator is a kernel launch on a GPU,
+    and autograd's backward of the formula runs about twice the forward's; here the sums over distances are
+    matrix products. The layers' parameters are stacked (and cast to fp32) inside the function, their gradients
+    made in one tensor, split and cast back in its backward: stacking them outside would record an autograd
+    node for each stack and each cast, host time of every training step (issue 48)."""
 
     @staticmethod
     def forward(ctx, k: Tensor, *parameters: Tensor) -> Tensor:
@@ -210,7 +209,8 @@ class TisaScorer(DistanceBias):
         """This layer's part of ``make`` (of every layer's bias, L x 1 x H x T x S), made once per call (``key``,
         ``anchor``: ``ForwardContext.shared``) for all the side's layers."""
         def every():
-            return make(kernel_sums(self.layers, grid).view(len(self.layers), 1, self.num_heads, *grid.shape)).unbind(0)
+            biases = kernel_sums(self.layers, grid).view(len(self.layers), 1, self.num_heads, *grid.shape)
+            return make(biases).unbind(0)
 
         return self.forward_context.shared((*key, grid.shape, grid.device), every, anchor)[self.layer]
 
