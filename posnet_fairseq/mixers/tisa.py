@@ -59,23 +59,19 @@ FLAGS = flags.declare(
 )
 
 
-# The kernel parameters of a scorer, in the order of their rows in its one parameter tensor (``kernels``) and the
-# names of their H x S entries in its state dict.
-PARAMETERS = ("offsets", "amplitudes", "sharpness")  # c, a, b
-
-
 class KernelSum(torch.autograd.Function):
     """f_h(k) = sum_s a_{h,s} exp(-|b_{h,s}| (k - c_{h,s})^2) at N distances k, for the heads of one or more
-    layers: (L H) x N (in fp32, or fp64 for fp64 parameters), from ``parameters``, each layer's 3 x H x S c, a
-    and b (``TisaScorer.kernels``), with its gradient written out: every operator is a kernel launch on a GPU,
+    layers: (L H) x N (in fp32, or fp64 for fp64 parameters), from ``parameters``, each layer's H x S c, a and b
+    in turn (c_1, a_1, b_1, c_2, ...), with its gradient written out: every operator is a kernel launch on a GPU,
     and autograd's backward of the formula runs about twice the forward's; here the sums over distances are
-    matrix products. The layers' parameters are stacked (and cast to fp32) inside the function, their gradients
-    made in one tensor, split and cast back in its backward: stacking them outside would record an autograd
-    node for each stack and each cast, host time of every training step (issue 48)."""
+    matrix products. The layers' parameters are stacked in one op (and cast to fp32) inside the function, their
+    gradients made in one tensor, unbound and cast back in its backward: stacking them outside would record an
+    autograd node for each stack and each cast, host time of every training step (issue 48)."""
 
     @staticmethod
     def forward(ctx, k: Tensor, *parameters: Tensor) -> Tensor:
-        stacked = parameters[0].unsqueeze(1) if len(parameters) == 1 else torch.stack(parameters, 1)
+        # c_1 .. c_L, a_1 .. a_L, b_1 .. b_L: the stack's rows as three L H x S blocks, each contiguous.
+        stacked = torch.stack(parameters[0::3] + parameters[1::3] + parameters[2::3])
         stacked = stacked.to(torch.promote_types(stacked.dtype, torch.float32))  # fp32 at least
         c, a, b = stacked.view(3, -1, stacked.size(-1))  # each L H x S
         offset = k - c.unsqueeze(-1)  # L H x S x N: k - c
@@ -91,24 +87,26 @@ class KernelSum(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor):
         with autocast_off(grad):
-            grads = KernelSum._gradients(ctx, grad)  # L x 3 x H x S
+            grads = KernelSum._gradients(ctx, grad)  # 3 L x H x S: c_1 .. c_L, a_1 .. a_L, b_1 .. b_L
         if grads.dtype != ctx.dtype:
             grads = grads.to(ctx.dtype)
-        return None, *(g if wanted else None for g, wanted in zip(grads.unbind(0), ctx.needs_input_grad[1:]))
+        grads, layers = grads.unbind(0), len(grads) // 3
+        in_turn = (grads[kind * layers + layer] for layer in range(layers) for kind in range(3))  # c_1, a_1, ..
+        return None, *(g if wanted else None for g, wanted in zip(in_turn, ctx.needs_input_grad[1:]))
 
     @staticmethod
     def _gradients(ctx, grad: Tensor) -> Tensor:
-        """The gradients of every layer's c, a and b, L x 3 x H x S (one tensor: one unbind gives each layer's)."""
+        """The gradients of every layer's c, then a, then b: 3 L x H x S (one tensor: one unbind gives each)."""
         offset, square, kernel, a, b, width = ctx.saved_tensors
         heads, kernels, n = kernel.shape
-        layers = len(ctx.needs_input_grad) - 1
+        layers = (len(ctx.needs_input_grad) - 1) // 3
         grad_a = torch.bmm(kernel, grad.unsqueeze(-1))
         # The gradient at the exponent -|b| (k - c)^2, summed over distances against its derivatives:
         # -(k - c)^2 for |b|, 2 |b| (k - c) for c.
         exponent = (kernel * (a.unsqueeze(-1) * grad.unsqueeze(1))).view(heads * kernels, 1, n)
         grad_b = torch.bmm(exponent, square.view(heads * kernels, n, 1)).view(heads, kernels) * torch.sign(b).neg()
         grad_c = torch.bmm(exponent, offset.view(heads * kernels, n, 1)).view(heads, kernels) * width * 2
-        return torch.stack([g.view(layers, -1, kernels) for g in (grad_c, grad_a, grad_b)], 1)
+        return torch.stack([g.view(heads, kernels) for g in (grad_c, grad_a, grad_b)]).view(3 * layers, -1, kernels)
 
 
 def kernel_sums(scorers, distances: Tensor) -> Tensor:
@@ -116,7 +114,8 @@ def kernel_sums(scorers, distances: Tensor) -> Tensor:
     fp32, in one KernelSum."""
     # fp32 even when the model runs in fp16/bf16: the squared distances
     # reach ~1e5 at a few hundred tokens and exp of them underflows early.
-    return KernelSum.apply(distances.float().reshape(-1), *(scorer.kernels for scorer in scorers))
+    return KernelSum.apply(distances.float().reshape(-1), *(tensor for scorer in scorers for tensor in (
+        scorer.offsets, scorer.amplitudes, scorer.sharpness)))
 
 
 class TisaScorer(DistanceBias):
@@ -137,28 +136,14 @@ class TisaScorer(DistanceBias):
         if num_kernels < 1:
             raise ValueError(f"--tisa-kernels {num_kernels}: a scorer needs at least one kernel")
         self.num_heads, self.num_kernels = num_heads, num_kernels
-        # c, a and b (PARAMETERS), each H x S (the reference code uses S x H; see load_reference_parameters), in
-        # one tensor: the optimizer's update, the gradient's accumulation, each is one per parameter tensor, host
-        # time of every training step (issue 48). The state dict holds them by name, as they were saved before.
-        self.kernels = nn.Parameter(torch.empty(len(PARAMETERS), num_heads, num_kernels))
+        # Layout H x S (the reference code uses S x H; see load_reference_parameters). Three parameters, not one
+        # joined tensor: a run's optimizer state (checkpoint_last.pt) holds Adam's moments for each, in this order.
+        self.offsets = nn.Parameter(torch.empty(num_heads, num_kernels))     # c
+        self.amplitudes = nn.Parameter(torch.empty(num_heads, num_kernels))  # a
+        self.sharpness = nn.Parameter(torch.empty(num_heads, num_kernels))   # b
         # The side's scorers (share_with; a plain list: each layer owns its scorer) and this one's place in it.
         self.forward_context, self.layers, self.layer = None, (), 0
         self.reset_parameters(init)
-
-    # c, a and b: views of ``kernels``.
-    offsets = property(lambda self: self.kernels[0])
-    amplitudes = property(lambda self: self.kernels[1])
-    sharpness = property(lambda self: self.kernels[2])
-
-    def _save_to_state_dict(self, destination, prefix, keep_vars):
-        super()._save_to_state_dict(destination, prefix, keep_vars)
-        destination.update(zip((prefix + name for name in PARAMETERS), destination.pop(prefix + "kernels")))
-
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        names = [prefix + name for name in PARAMETERS]
-        if all(name in state_dict for name in names):
-            state_dict[prefix + "kernels"] = torch.stack([state_dict.pop(name) for name in names])
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def reset_parameters(self, init: str):
         with torch.no_grad():
