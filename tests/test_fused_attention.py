@@ -1,11 +1,13 @@
 """PosNet's position-only attention through fused attention (mixers/fused_attention.py): the same function as
 its explicit softmax and product, outputs and gradients, in every site and padding. The fused path runs where
 PositionAttention.FUSED names the device (CUDA); here it is forced onto the CPU, where torch computes it as
-its math path."""
+its math path. Content attention's learned bias on the CPU (explicit_attention): torch's math path, outputs,
+gradients and dropout draws."""
 import pytest
 import torch
 
 from posnet_fairseq.mixers import fused_attention
+from posnet_fairseq.mixers.attention import softmax_masks
 from posnet_fairseq.mixers.posnet import PositionAttention
 from fairseq_testing import build_model, random_batch
 from test_posnet import DIM, KINDS, left_pad, make_mixer, right_pad
@@ -131,3 +133,75 @@ def test_a_whole_models_fused_training_step_gives_the_explicit_outputs_and_gradi
     assert fused_grads.keys() == grads.keys() and any("q_proj" in name for name in grads)
     for name, grad in grads.items():
         torch.testing.assert_close(fused_grads[name], grad, atol=1e-5 + 1e-6 * float(grad.abs().max()), rtol=1.3e-6)
+
+
+def biased_inputs(dtype, bias_batch, masked):
+    """q, k, v (B x H x T x d_h, as split_heads makes them: views of T x B x D), a learned bias and the masks
+    (a padded batch whose last sentence is all pad: its rows are empty)."""
+    g = torch.Generator().manual_seed(2)
+    batch, heads, length, dim = 3, 2, 5, 4
+    q, k, v = (torch.randn(length, batch, heads * dim, generator=g, dtype=dtype).requires_grad_() for _ in range(3))
+    heads_of = [x.view(length, batch, heads, dim).permute(1, 2, 0, 3) for x in (q, k, v)]
+    bias = torch.randn(bias_batch, heads, length, length, generator=g, dtype=dtype, requires_grad=True)
+    invalid = None
+    if masked:
+        invalid = torch.zeros(batch, 1, 1, length, dtype=torch.bool)
+        invalid[1, ..., 3:] = invalid[2] = True
+        invalid = invalid | torch.ones(length, length, dtype=torch.bool).triu(1)
+    return (q, k, v), heads_of, bias, softmax_masks(invalid, masked)
+
+
+def attended(inputs, dropout, explicit):
+    """fused_attention's output and the gradients of q, k, v and the bias: explicit (a bias that needs a gradient
+    on the CPU) or torch's math path (the masked bias given to its scaled_dot_product_attention)."""
+    leaves, (q, k, v), bias, masks = inputs
+    torch.manual_seed(3)
+    if explicit:
+        out = fused_attention.fused_attention(q, k, v, bias, masks, dropout)
+    else:
+        mask = fused_attention.MaskedBias.apply(bias, masks[0], q.dtype)
+        out = fused_attention.attend(q, k, v, mask, masks[1], dropout)
+    weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+    return out, torch.autograd.grad((out * weights).sum(), (*leaves, bias))
+
+
+@pytest.mark.parametrize("bias_batch", [1, 3])
+@pytest.mark.parametrize("masked", [False, True], ids=["plain", "masked"])
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_a_learned_bias_on_the_cpu_is_attended_as_torchs_math_path(monkeypatch, bias_batch, masked, dropout):
+    """The same outputs and gradients (fp64 to rounding, fp32 to its tolerance), with dropout the same draws."""
+    sdpa, calls = fused_attention.F.scaled_dot_product_attention, []
+    monkeypatch.setattr(fused_attention.F, "scaled_dot_product_attention",
+                        lambda *args, **kwargs: calls.append(1) or sdpa(*args, **kwargs))
+    for dtype in (torch.float64, torch.float32):
+        inputs = biased_inputs(dtype, bias_batch, masked)
+        out, grads = attended(inputs, dropout, explicit=True)
+        assert not calls  # not torch's kernel: the explicit products
+        expected, expected_grads = attended(inputs, dropout, explicit=False)
+        assert calls
+        calls.clear()
+        torch.testing.assert_close(out, expected)
+        if masked:  # the empty rows (the all-pad sentence's) are zero, and pass no gradient
+            assert out[2].abs().max() == 0 and (bias_batch == 1 or grads[3][2].abs().max() == 0)
+        for got, want in zip(grads, expected_grads):
+            assert want.abs().max() > 0
+            torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["plain", "masked"])
+def test_the_explicit_attentions_gradients_pass_gradcheck(masked):
+    leaves, _, bias, masks = biased_inputs(torch.float64, 1, masked)
+
+    def attention(q, k, v, bias):
+        heads = [x.view(5, 3, 2, 4).permute(1, 2, 0, 3) for x in (q, k, v)]
+        return fused_attention.fused_attention(*heads, bias, masks, 0.0)
+
+    assert torch.autograd.gradcheck(attention, (*leaves, bias))
+
+
+def test_a_bias_without_a_gradient_is_the_fused_kernels_mask():
+    _, (q, k, v), bias, masks = biased_inputs(torch.float32, 1, True)
+    explicit = fused_attention.fused_attention(q, k, v, bias, masks, 0.0)
+    fused = fused_attention.fused_attention(q, k, v, bias.detach(), masks, 0.0)
+    assert explicit.grad_fn is not None and "Baddbmm" not in type(fused.grad_fn).__name__
+    torch.testing.assert_close(fused, explicit)

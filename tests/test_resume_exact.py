@@ -105,3 +105,27 @@ def test_a_killed_and_resumed_training_ends_bit_equal_to_an_uninterrupted_one(da
     assert _differences(*optimizer) == {}
     assert ends[0]["optimizer_history"][-1]["lr_scheduler_state"] == ends[1]["optimizer_history"][-1][
         "lr_scheduler_state"]
+
+
+def test_a_tisa_run_saved_by_the_earlier_layout_resumes_with_its_optimizer_state(tmp_path):
+    """A TISA run's checkpoint_last.pt saved with Adam's state by the code before issue 48's TISA changes (three
+    kernel parameters a scorer; tests/fixtures/make_resume_fixture.py) resumes for one update: the optimizer
+    state loads (Adam's moments continue: every parameter's step is 2, not the 1 of a reset optimizer)."""
+    sys.path.insert(0, os.path.join(REPO, "tests", "fixtures"))
+    import make_resume_fixture as fixture
+
+    env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
+    env.pop("KILL_AT", None)
+    done = subprocess.run([sys.executable, "-c", RUN, *fixture.TRAIN_FLAGS, "--max-update", str(fixture.UPDATES + 1),
+                           "--save-dir", str(tmp_path), "--restore-file", fixture.CHECKPOINT],
+                          capture_output=True, text=True, env=env, timeout=600)
+    text = done.stdout + done.stderr
+    assert done.returncode == 0, text[-3000:]
+    assert f"Loaded checkpoint {fixture.CHECKPOINT} (epoch 1 @ {fixture.UPDATES} updates)" in text
+    saved, end = (torch.load(path, weights_only=False) for path in (fixture.CHECKPOINT,
+                                                                    tmp_path / "checkpoint_last.pt"))
+    assert end["optimizer_history"][-1]["num_updates"] == fixture.UPDATES + 1
+    assert list(end["model"]) == list(saved["model"])  # the same state-dict names, in the same order
+    states = end["last_optimizer_state"]["state"]
+    assert len(states) == len(saved["last_optimizer_state"]["state"])
+    assert {state["step"] for state in states.values()} == {fixture.UPDATES + 1}

@@ -10,7 +10,7 @@ from fairseq.modules import MultiheadAttention
 
 from fairseq_testing import build_model, decode_incrementally, random_batch, src_batch, step_mixer
 from posnet_fairseq.mixers.shaw import ShawRelativeAttention
-from posnet_fairseq.mixers.tisa import TisaAttention, TisaScorer, kernel_sums
+from posnet_fairseq.mixers.tisa import KernelSum, TisaAttention, TisaScorer, kernel_sums
 
 REGRESSION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "regression")
 TISA = ["--encoder-self-mixer", "tisa", "--decoder-self-mixer", "tisa"]
@@ -292,9 +292,9 @@ def tisa_training_step(model, batch):
 
 
 def test_the_layers_of_a_call_compute_their_scores_at_once_with_the_same_outputs_and_gradients(monkeypatch):
-    """Issue 48: a teacher-forced call evaluates every layer's kernel sum in one KernelSum per side (its
-    operators, each a kernel launch on a GPU, once per side, not per layer); outputs and every gradient are
-    those of each layer's own evaluation."""
+    """Issue 48: a teacher-forced call evaluates every layer's kernel sum in one KernelSum per side, and masks
+    every layer's bias in one MaskedBias (their operators, each a kernel launch on a GPU, once per side, not per
+    layer); outputs and every gradient are those of each layer's own evaluation."""
     from posnet_fairseq.mixers.distance_bias import DistanceBias
 
     torch.manual_seed(0)
@@ -306,8 +306,13 @@ def test_the_layers_of_a_call_compute_their_scores_at_once_with_the_same_outputs
         out, grads = tisa_training_step(model, batch)
     exps = [e for e in profiler.events() if e.name == "aten::exp"]
     assert len(exps) == 2, len(exps)  # one per side
+    maskings = [e for e in profiler.events() if e.name == "MaskedBias"]
+    assert len(maskings) == 2, len(maskings)  # one per side: every layer's mask at once
     monkeypatch.setattr(TisaScorer, "on_grid", DistanceBias.on_grid)  # each layer its own
-    each_out, each_grads = tisa_training_step(model, batch)
+    monkeypatch.setattr(TisaScorer, "masked_on_grid", DistanceBias.masked_on_grid)
+    with torch.profiler.profile() as profiler:
+        each_out, each_grads = tisa_training_step(model, batch)
+    assert len([e for e in profiler.events() if e.name == "MaskedBias"]) == 4  # one per layer
     torch.testing.assert_close(out, each_out)
     assert grads.keys() == each_grads.keys() and any("sharpness" in name for name in grads)
     for name, grad in grads.items():
@@ -331,3 +336,21 @@ def test_the_layers_parameters_are_stacked_inside_the_kernel_sum_and_their_gradi
         for p, h in zip(scorer.parameters(), half.parameters()):
             assert h.grad.dtype == torch.float16
             torch.testing.assert_close(h.grad, p.grad.half(), atol=0, rtol=0)
+
+
+def test_a_scorers_parameters_are_c_a_and_b_in_turn_as_a_runs_optimizer_state_holds_them():
+    """A run's optimizer state (checkpoint_last.pt) holds one entry per parameter, in the model's order: a
+    scorer's parameters are its offsets, amplitudes and sharpness, each H x S, as they always were (a run resumes:
+    tests/test_resume_exact.py)."""
+    scorer = TisaScorer(2, 3)
+    assert [(name, tuple(p.shape)) for name, p in scorer.named_parameters()] == [
+        ("offsets", (2, 3)), ("amplitudes", (2, 3)), ("sharpness", (2, 3))]
+
+
+def test_the_kernel_sums_gradient_passes_gradcheck():
+    """KernelSum's written-out gradient, for two layers at once, against finite differences in fp64."""
+    torch.manual_seed(0)
+    kernels = [p.detach().requires_grad_() for _ in range(2) for p in TisaScorer(2, 3).double().parameters()]
+    distances = torch.arange(-6, 7, dtype=torch.float64)
+    assert kernel_sums([TisaScorer(2, 3).double()], distances).dtype == torch.float64
+    assert torch.autograd.gradcheck(lambda *k: KernelSum.apply(distances, *k), kernels)

@@ -53,7 +53,7 @@ from .attention import masked_softmax, real_positions, softmax_masks
 from .base import Mixer
 from .derived_cache import DerivedCache
 from .distance_bias import DistanceBias, row_of
-from .fused_attention import fused_attention
+from .fused_attention import fused_attention, masked_attention, masked_bias
 from .state_reorder import COPY, SHARED
 
 PAD_KEY = "prev_key_padding_mask"
@@ -122,8 +122,7 @@ class ContentAttention(Mixer):
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
-        # attn_mask (fairseq's -inf future mask, given only when not
-        # incremental) is not used: causality comes from the positions.
+        # attn_mask (fairseq's -inf future mask, given only when not incremental) is unused: the positions mask.
         if before_softmax:
             raise ValueError(f"{type(self).__name__} does not return pre-softmax logits (before_softmax=True)")
         length, batch, _ = query.shape
@@ -156,10 +155,11 @@ class ContentAttention(Mixer):
             # Only a masked pad can leave a row without keys (a causal row sees itself).
             masks = self.shared(("softmax_masks", length, self.causal), lambda: softmax_masks(
                 self._teacher_forced_mask(pad, length, query.device), pad is not None), pad)
-            bias = None
-            if shift_invariant:
-                bias = self._distance_bias(length, query.device)
-            elif self.position_bias is not None:
+            if shift_invariant and not (need_weights or need_head_weights):  # the mask, made for all layers
+                mask = self._distance_mask(length, masks[0], q)
+                return self.merge_heads(masked_attention(q, k, v, mask, masks[1], self.dropout * self.training)), None
+            bias = self._distance_bias(length, query.device) if shift_invariant else None
+            if self.position_bias is not None and not shift_invariant:
                 bias = self.position_bias(query_pos, key_pos)
         else:
             k, v, pad = self.append_self_attention(incremental_state, buffer, pad,
@@ -275,7 +275,7 @@ class ContentAttention(Mixer):
         for all layers (``shared_bias``, T5)."""
         bias = self.position_bias
         if bias.ELEMENTWISE:
-            grid = self.shared(("distance_grid", length), lambda: bias.distance_grid(length, device))
+            grid = self._distance_grid(length, device)
             make = lambda: bias.on_grid(grid)  # noqa: E731
         else:
             distances, index = self.shared(("distance_index", length), lambda: bias.distance_index(length, device))
@@ -285,6 +285,25 @@ class ContentAttention(Mixer):
         if self.shared_bias:
             return self.shared(("shared_bias", id(bias), length), make)
         return make()
+
+    def _distance_grid(self, length: int, device) -> Tensor:
+        """The T x T distances of an ``ELEMENTWISE`` bias, made once per call for every layer."""
+        return self.shared(("distance_grid", length), lambda: self.position_bias.distance_grid(length, device))
+
+    def _distance_mask(self, length: int, invalid: Optional[Tensor], q: Tensor) -> Tensor:
+        """The teacher-forced distance bias as fused attention's mask for the queries ``q`` (``masked_bias``: the
+        ``invalid`` keys at -inf, in q's dtype), made once per call for every layer where the bias is one for all
+        of them (``FIXED``, ``shared_bias``), and for all layers at once where they share their work
+        (:meth:`DistanceBias.masked_on_grid`, TISA's): each masking is two launches a layer on a GPU, and its
+        gradient one (issue 48)."""
+        bias = self.position_bias
+        if bias.FIXED or self.shared_bias:
+            key = ("distance_mask", type(bias), bias.extra_repr(), self.shared_bias and id(bias), length, q.dtype,
+                   q.size(0))
+            return self.shared(key, lambda: masked_bias(self._distance_bias(length, q.device), invalid, q), invalid)
+        if bias.ELEMENTWISE:
+            return bias.masked_on_grid(self._distance_grid(length, q.device), invalid, q)
+        return masked_bias(self._distance_bias(length, q.device), invalid, q)
 
     def _pad_history(self, buffer, pad: Optional[Tensor], past: int) -> Optional[str]:
         """The buffer key of the cached key padding mask, or None while no step has had a pad key.

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from .derived_cache import DerivedCache
+from .fused_attention import masked_bias
 
 # First size of a DistanceBias's decoding table (as PosNet's folded tables, posnet.FOLD_START); it doubles.
 FOLD_START = 128
@@ -83,6 +84,11 @@ class DistanceBias(nn.Module):
     def on_grid(self, grid: Tensor) -> Tensor:
         """1 x H x T x S: the profile at every distance of ``grid`` (T x S)."""
         return self.profile(grid.flatten()).view(1, -1, *grid.shape)
+
+    def masked_on_grid(self, grid: Tensor, invalid, q: Tensor) -> Tensor:
+        """:meth:`on_grid` as fused attention's mask (``fused_attention.masked_bias``) of the queries ``q`` with
+        the ``invalid`` keys: the same in every layer of a call but for the profile's parameters."""
+        return masked_bias(self.on_grid(grid), invalid, q)
 
     def gather(self, distances: Tensor, index: Tensor) -> Tensor:
         """1 x H x T x S: the profile at ``distances``, gathered at ``index`` (T x S) into them."""

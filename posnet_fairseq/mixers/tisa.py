@@ -41,6 +41,7 @@ from torch import Tensor, nn
 from .. import families, flags
 from .attention import autocast_off
 from .content_attention import ContentAttention, DistanceBias
+from .fused_attention import masked_bias
 from .registry import register_mixer
 from .shaw import ShawRelativeAttention
 
@@ -60,22 +61,25 @@ FLAGS = flags.declare(
 
 class KernelSum(torch.autograd.Function):
     """f_h(k) = sum_s a_{h,s} exp(-|b_{h,s}| (k - c_{h,s})^2) at N distances k, for the heads of one or more
-    layers: (L H) x N, from ``parameters``, each layer's H x S c, a and b in turn (c_1, a_1, b_1, c_2, ...),
-    with its gradient written out: every operator is a kernel launch on a GPU, and autograd's backward of the
-    formula runs about twice the forward's; here the sums over distances are matrix products. The layers'
-    parameters are stacked (and cast to fp32) inside the function, their gradients split and cast back in its
-    backward: stacking them outside would record an autograd node for each stack and each cast, host time
-    of every training step (issue 48)."""
+    layers: (L H) x N (in fp32, or fp64 for fp64 parameters), from ``parameters``, each layer's H x S c, a and b
+    in turn (c_1, a_1, b_1, c_2, ...), with its gradient written out: every operator is a kernel launch on a GPU,
+    and autograd's backward of the formula runs about twice the forward's; here the sums over distances are
+    matrix products. The layers' parameters are stacked in one op (and cast to fp32) inside the function, their
+    gradients made in one tensor, unbound and cast back in its backward: stacking them outside would record an
+    autograd node for each stack and each cast, host time of every training step (issue 48)."""
 
     @staticmethod
     def forward(ctx, k: Tensor, *parameters: Tensor) -> Tensor:
-        c, a, b = (_stacked(parameters[i::3]) for i in range(3))
+        # c_1 .. c_L, a_1 .. a_L, b_1 .. b_L: the stack's rows as three L H x S blocks, each contiguous.
+        stacked = torch.stack(parameters[0::3] + parameters[1::3] + parameters[2::3])
+        stacked = stacked.to(torch.promote_types(stacked.dtype, torch.float32))  # fp32 at least
+        c, a, b = stacked.view(3, -1, stacked.size(-1))  # each L H x S
         offset = k - c.unsqueeze(-1)  # L H x S x N: k - c
         square = offset * offset
         width = b.abs()
         kernel = torch.exp(square * width.neg().unsqueeze(-1))
         ctx.save_for_backward(offset, square, kernel, a, b, width)
-        ctx.layouts = [(p.size(0), p.dtype) for p in parameters[::3]]
+        ctx.dtype = parameters[0].dtype
         with autocast_off(kernel):  # the sum over kernels in fp32 too, under --amp
             return torch.bmm(a.unsqueeze(1), kernel).squeeze(1)
 
@@ -83,36 +87,26 @@ class KernelSum(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor):
         with autocast_off(grad):
-            grad_c, grad_a, grad_b = KernelSum._gradients(ctx, grad)
-        heads = [rows for rows, _ in ctx.layouts]
-        split = [None if g is None else g.split(heads) for g in (grad_c, grad_a, grad_b)]
-        return None, *(None if parts is None else parts[layer].to(dtype) for layer, (_, dtype) in
-                       enumerate(ctx.layouts) for parts in split)
+            grads = KernelSum._gradients(ctx, grad)  # 3 L x H x S: c_1 .. c_L, a_1 .. a_L, b_1 .. b_L
+        if grads.dtype != ctx.dtype:
+            grads = grads.to(ctx.dtype)
+        grads, layers = grads.unbind(0), len(grads) // 3
+        in_turn = (grads[kind * layers + layer] for layer in range(layers) for kind in range(3))  # c_1, a_1, ..
+        return None, *(g if wanted else None for g, wanted in zip(in_turn, ctx.needs_input_grad[1:]))
 
     @staticmethod
-    def _gradients(ctx, grad: Tensor):
+    def _gradients(ctx, grad: Tensor) -> Tensor:
+        """The gradients of every layer's c, then a, then b: 3 L x H x S (one tensor: one unbind gives each)."""
         offset, square, kernel, a, b, width = ctx.saved_tensors
         heads, kernels, n = kernel.shape
-        wants_c, wants_a, wants_b = (any(ctx.needs_input_grad[1 + i::3]) for i in range(3))
-        grad_c = grad_a = grad_b = None
-        if wants_a:
-            grad_a = torch.bmm(kernel, grad.unsqueeze(-1)).squeeze(-1)
-        if wants_c or wants_b:
-            # The gradient at the exponent -|b| (k - c)^2, summed over distances against its derivatives:
-            # -(k - c)^2 for |b|, 2 |b| (k - c) for c.
-            exponent = (kernel * (a.unsqueeze(-1) * grad.unsqueeze(1))).view(heads * kernels, 1, n)
-            if wants_b:
-                along = torch.bmm(exponent, square.view(heads * kernels, n, 1)).view(heads, kernels)
-                grad_b = along * torch.sign(b).neg()
-            if wants_c:
-                along = torch.bmm(exponent, offset.view(heads * kernels, n, 1)).view(heads, kernels)
-                grad_c = along * width * 2
-        return grad_c, grad_a, grad_b
-
-
-def _stacked(tensors) -> Tensor:
-    """The layers' H x S parameters as one L H x S fp32 tensor."""
-    return (tensors[0] if len(tensors) == 1 else torch.cat(tensors)).float()
+        layers = (len(ctx.needs_input_grad) - 1) // 3
+        grad_a = torch.bmm(kernel, grad.unsqueeze(-1))
+        # The gradient at the exponent -|b| (k - c)^2, summed over distances against its derivatives:
+        # -(k - c)^2 for |b|, 2 |b| (k - c) for c.
+        exponent = (kernel * (a.unsqueeze(-1) * grad.unsqueeze(1))).view(heads * kernels, 1, n)
+        grad_b = torch.bmm(exponent, square.view(heads * kernels, n, 1)).view(heads, kernels) * torch.sign(b).neg()
+        grad_c = torch.bmm(exponent, offset.view(heads * kernels, n, 1)).view(heads, kernels) * width * 2
+        return torch.stack([g.view(heads, kernels) for g in (grad_c, grad_a, grad_b)]).view(3 * layers, -1, kernels)
 
 
 def kernel_sums(scorers, distances: Tensor) -> Tensor:
@@ -142,7 +136,8 @@ class TisaScorer(DistanceBias):
         if num_kernels < 1:
             raise ValueError(f"--tisa-kernels {num_kernels}: a scorer needs at least one kernel")
         self.num_heads, self.num_kernels = num_heads, num_kernels
-        # Layout H x S (the reference code uses S x H; see load_reference_parameters).
+        # Layout H x S (the reference code uses S x H; see load_reference_parameters). Three parameters, not one
+        # joined tensor: a run's optimizer state (checkpoint_last.pt) holds Adam's moments for each, in this order.
         self.offsets = nn.Parameter(torch.empty(num_heads, num_kernels))     # c
         self.amplitudes = nn.Parameter(torch.empty(num_heads, num_kernels))  # a
         self.sharpness = nn.Parameter(torch.empty(num_heads, num_kernels))   # b
@@ -180,12 +175,29 @@ class TisaScorer(DistanceBias):
         """1 x H x T x S: f_h at every distance of ``grid``. In a call of a side whose layers share their work
         (:meth:`share_with`), one KernelSum for every layer's heads, made at the first layer: each operator is
         a kernel launch on a GPU (issue 48), and the layers' biases differ in their parameters only."""
-        layers = self.layers
-        if len(layers) < 2 or not self.forward_context.in_call:
+        if not self._layers_share():
             return super().on_grid(grid)
-        every = self.forward_context.shared(("tisa_on_grid", grid.shape, grid.device), lambda: kernel_sums(
-            layers, grid).view(len(layers), 1, self.num_heads, *grid.shape).unbind(0))
-        return every[self.layer]
+        return self._every_layer(grid, ("tisa_on_grid",), lambda biases: biases)
+
+    def masked_on_grid(self, grid: Tensor, invalid, q: Tensor) -> Tensor:
+        """:meth:`on_grid` as fused attention's mask; where the layers share their work, every layer's masked at
+        once (one masking per side, not per layer, and one for its gradient)."""
+        if not self._layers_share():
+            return super().masked_on_grid(grid, invalid, q)
+        return self._every_layer(grid, ("tisa_masked_on_grid", q.dtype, q.size(0)),
+                                 lambda biases: masked_bias(biases, invalid, q), invalid)
+
+    def _layers_share(self) -> bool:
+        return len(self.layers) > 1 and self.forward_context.in_call
+
+    def _every_layer(self, grid: Tensor, key, make, anchor=None) -> Tensor:
+        """This layer's part of ``make`` (of every layer's bias, L x 1 x H x T x S), made once per call (``key``,
+        ``anchor``: ``ForwardContext.shared``) for all the side's layers."""
+        def every():
+            biases = kernel_sums(self.layers, grid).view(len(self.layers), 1, self.num_heads, *grid.shape)
+            return make(biases).unbind(0)
+
+        return self.forward_context.shared((*key, grid.shape, grid.device), every, anchor)[self.layer]
 
     def load_reference_parameters(self, kernel_offsets: Tensor, kernel_amplitudes: Tensor,
                                   kernel_sharpness: Tensor):
