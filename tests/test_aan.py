@@ -6,12 +6,14 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from fairseq_testing import build_model, launching_kernels, step_kernels_after_reorder, step_mixer
 from posnet_fairseq.mixers.aan import LEVEL, AverageAttention, weighted_prefix_average
 from posnet_fairseq.mixers.forward_context import ForwardContext
 from posnet_fairseq.mixers.registry import MIXERS, MixerContext
 from posnet_fairseq.sites import SITE
+from torch.overrides import TorchFunctionMode
 
 C = 16
 CONFIGS = {
@@ -298,20 +300,34 @@ def test_a_reorder_gives_every_layer_one_fresh_copy_of_the_means_that_they_write
                 assert torch.isfinite(after[0]).all() and not torch.equal(after[0], kept)  # stepped in place
 
 
+class LinearOutputs(TorchFunctionMode):
+    """The outputs of the ``F.linear`` calls made under it, in order (a list, on entering)."""
+
+    def __enter__(self):
+        super().__enter__()
+        self.outputs = []
+        return self.outputs
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is F.linear:
+            self.outputs.append(out)
+        return out
+
+
 def test_the_gate_writes_in_place_without_gradients_and_keeps_the_query_dtype_under_autocast():
     """Without gradients Eq. 5 is taken in the gate's output: the values of the out-of-place products, the gate's
     own output tensor returned; under autocast (a bf16 gate, an fp32 query) out of place, in fp32."""
     mixer = make_mixer(["avg"], seed=3)
     x = torch.randn(5, 3, C, generator=torch.Generator().manual_seed(4))
-    gate_outputs = []
-    mixer.gate.register_forward_hook(lambda module, args, out: gate_outputs.append(out))
-    with torch.no_grad():
+    with torch.no_grad(), LinearOutputs() as gate_outputs:  # (the gate is applied as F.linear: no module hook)
         y = mixer(x, x, x)[0]
+    with torch.no_grad():
         g = weighted_prefix_average(x.new_zeros(5, 3, 1), x)[0]  # AVG's average (Eqs. 7, 11)
         i, f = torch.sigmoid(mixer.gate(torch.cat([x, g], dim=-1))).chunk(2, dim=-1)
     assert torch.equal(y, torch.addcmul(i * x, f, g))
-    assert y.data_ptr() == gate_outputs[0].data_ptr()  # written into the gate's output
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+    assert len(gate_outputs) == 1 and y.data_ptr() == gate_outputs[0].data_ptr()  # written into the gate's output
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), LinearOutputs() as gate_outputs:
         z = mixer(x, x, x)[0]
     assert gate_outputs[-1].dtype == torch.bfloat16 and z.dtype == torch.float32
     assert torch.allclose(z, y, atol=0.05)

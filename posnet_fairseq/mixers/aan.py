@@ -71,6 +71,7 @@ from torch import Tensor, nn
 from .. import families, flags
 from .attention import autocast_off, real_positions
 from .base import Mixer
+from .functional_calls import linear
 from .registry import register_mixer
 from .state_reorder import COMPOSED, COPY, SHARED
 
@@ -297,7 +298,7 @@ class AverageAttention(Mixer):
 
         if self.ffn is not None:
             g = self.ffn(g)
-        gates = self.gate(torch.cat([query, g], dim=-1))
+        gates = linear(self.gate, torch.cat([query, g], dim=-1))
         # o = i * z + f * g (Eq. 5). Without gradients the second product is fused with the sum (one kernel
         # less: issue 48; addcmul's backward would cost two products more than the two multiplies'), and the
         # sigmoid and both products write into the gate's output, which nothing else reads: three tensors fewer

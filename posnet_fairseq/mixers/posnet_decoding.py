@@ -17,6 +17,7 @@ projection, dropout and decoding steps) and its :class:`RelativeEnergies`.
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from .attention import masked_softmax, real_positions
 from . import indexed_ring, prefix_decoding
@@ -40,7 +41,9 @@ def decode_step(mixer, buffer, incremental_state, value, pad, length, need_weigh
         if need_weights:
             raise ValueError(f"{mixer.NAME} decoder self-attention keeps the sum of the keys beyond K, "
                              "not their weights: it returns no weights while decoding incrementally")
-        out, probs = mixer.out_proj(decode_self(mixer, relative, buffer, value, pad, length)), None
+        out, probs = decode_self(mixer, relative, buffer, value, pad, length), None
+        # Gated, W_o is the wrapper's (as in Mixer.merge_heads): the identity is not called, a module call per step.
+        out = out if isinstance(mixer.out_proj, nn.Identity) else mixer.out_proj(out)
     if fresh:
         mixer._set_input_buffer(incremental_state, buffer)
     return out, probs
