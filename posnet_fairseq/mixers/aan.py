@@ -267,7 +267,7 @@ class AverageAttention(Mixer):
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
         T, B, C = query.shape
-        z = query.float()
+        z = query if query.dtype == torch.float32 else query.float()  # (fp32: no operator dispatched, issue 48)
         pad = None
         # Only NER and FAR weigh by position: avg and wet count no steps.
         positional = "ner" in self.patterns or "far" in self.patterns
@@ -292,7 +292,7 @@ class AverageAttention(Mixer):
             else:
                 averages.append(self._decoded_average(buf, name, z, k, pad))
         g = averages[0] if len(averages) == 1 else torch.stack(averages).mean(0)
-        g = g.to(query.dtype)
+        g = g if g.dtype == query.dtype else g.to(query.dtype)
         if buf is not None:
             self._set_input_buffer(incremental_state, buf)
 
