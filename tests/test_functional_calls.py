@@ -1,5 +1,7 @@
 """functional_calls.py: torch's Linear and LayerNorm applied as functions give the module call's output, bit for
-bit, with no module call; other modules are called."""
+bit, with no module call; other modules, and modules with hooks, are called."""
+from unittest import mock
+
 import torch
 from torch import nn
 
@@ -11,18 +13,30 @@ def _inputs():
     return torch.randn(3, 2, 16, generator=torch.Generator().manual_seed(0))
 
 
-def test_torch_modules_are_applied_as_their_functions_bit_for_bit_without_a_module_call():
+def _modules():
     torch.manual_seed(1)
     proj, norm = nn.Linear(16, 24), nn.LayerNorm(16)
     with torch.no_grad():
         norm.weight.uniform_(0.5, 1.5), norm.bias.uniform_(-1, 1)
+    return proj, norm
+
+
+def test_torch_modules_are_applied_as_their_functions_bit_for_bit_without_a_module_call():
+    proj, norm = _modules()
     x = _inputs()
-    calls = []
-    for module in (proj, norm):
-        module.register_forward_pre_hook(lambda module, args: calls.append(module))
-    assert torch.equal(linear(proj, x), proj.forward(x))
-    assert torch.equal(normalize(norm, x), norm.forward(x))
-    assert calls == []  # (a module call would run the hooks)
+    expected = proj(x), norm(x)
+    with mock.patch.object(nn.Module, "__call__", side_effect=AssertionError("a module call")):
+        assert torch.equal(linear(proj, x), expected[0])
+        assert torch.equal(normalize(norm, x), expected[1])
+
+
+def test_modules_with_hooks_are_called():
+    proj, norm = _modules()
+    x = _inputs()
+    proj.register_forward_pre_hook(lambda module, args: (2 * args[0],))
+    norm.register_forward_hook(lambda module, args, out: out + 1)
+    assert torch.equal(linear(proj, x), proj.forward(2 * x))
+    assert torch.equal(normalize(norm, x), norm.forward(x) + 1)
 
 
 def test_other_modules_are_called():
