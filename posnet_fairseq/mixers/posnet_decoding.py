@@ -43,7 +43,7 @@ def decode_step(mixer, buffer, incremental_state, value, pad, length, need_weigh
             raise ValueError(f"{mixer.NAME} decoder self-attention keeps the sum of the keys beyond K, "
                              "not their weights: it returns no weights while decoding incrementally")
         out, probs = decode_self(mixer, relative, buffer, value, pad, length), None
-        # Gated, W_o is the wrapper's (as in Mixer.merge_heads): the identity is not called, a module call per step.
+        # Gated, W_o is the wrapper's (as in Mixer.merge_heads): the identity is not called (a module call a step).
         out = out if isinstance(mixer.out_proj, nn.Identity) else linear(mixer.out_proj, out)
     if fresh:
         mixer._set_input_buffer(incremental_state, buffer)
