@@ -6,6 +6,8 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from fairseq_testing import build_model, launching_kernels, step_kernels_after_reorder, step_mixer
 from posnet_fairseq.mixers.aan import LEVEL, AverageAttention, weighted_prefix_average
@@ -298,20 +300,55 @@ def test_a_reorder_gives_every_layer_one_fresh_copy_of_the_means_that_they_write
                 assert torch.isfinite(after[0]).all() and not torch.equal(after[0], kept)  # stepped in place
 
 
+class Calls(TorchFunctionMode):
+    """The outputs of the calls of ``func`` (a torch function or Tensor method) made under it, in order (a list, on
+    entering)."""
+
+    def __init__(self, *funcs):
+        super().__init__()
+        self.funcs = funcs
+
+    def __enter__(self):
+        super().__enter__()
+        self.outputs = []
+        return self.outputs
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in self.funcs:
+            self.outputs.append(out)
+        return out
+
+
+def test_an_fp32_decoding_step_converts_no_dtype():
+    """An fp32 query is averaged as it is and the average is not converted back (no operator dispatched per layer
+    and step, issue 48); a bf16 query is averaged in fp32 and its output is bf16."""
+    mixer = make_mixer(["avg"], seed=3)
+    z = torch.randn(3, 2, C, generator=torch.Generator().manual_seed(4))
+    state = {}
+    with torch.no_grad():
+        for t in range(3):
+            with Calls(torch.Tensor.float, torch.Tensor.to) as conversions:
+                out = mixer(z[t: t + 1], z[t: t + 1], z[t: t + 1], incremental_state=state)[0]
+            assert conversions == [] and out.dtype == torch.float32
+        with Calls(torch.Tensor.float, torch.Tensor.to) as conversions:
+            half = mixer.to(torch.bfloat16)(z[:1].bfloat16(), None, None)[0]
+    assert len(conversions) >= 2 and half.dtype == torch.bfloat16
+
+
 def test_the_gate_writes_in_place_without_gradients_and_keeps_the_query_dtype_under_autocast():
     """Without gradients Eq. 5 is taken in the gate's output: the values of the out-of-place products, the gate's
     own output tensor returned; under autocast (a bf16 gate, an fp32 query) out of place, in fp32."""
     mixer = make_mixer(["avg"], seed=3)
     x = torch.randn(5, 3, C, generator=torch.Generator().manual_seed(4))
-    gate_outputs = []
-    mixer.gate.register_forward_hook(lambda module, args, out: gate_outputs.append(out))
-    with torch.no_grad():
+    with torch.no_grad(), Calls(F.linear) as gate_outputs:  # (a hook would make the gate a module call)
         y = mixer(x, x, x)[0]
+    with torch.no_grad():
         g = weighted_prefix_average(x.new_zeros(5, 3, 1), x)[0]  # AVG's average (Eqs. 7, 11)
         i, f = torch.sigmoid(mixer.gate(torch.cat([x, g], dim=-1))).chunk(2, dim=-1)
     assert torch.equal(y, torch.addcmul(i * x, f, g))
-    assert y.data_ptr() == gate_outputs[0].data_ptr()  # written into the gate's output
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+    assert len(gate_outputs) == 1 and y.data_ptr() == gate_outputs[0].data_ptr()  # written into the gate's output
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16), Calls(F.linear) as gate_outputs:
         z = mixer(x, x, x)[0]
     assert gate_outputs[-1].dtype == torch.bfloat16 and z.dtype == torch.float32
     assert torch.allclose(z, y, atol=0.05)

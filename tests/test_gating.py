@@ -11,7 +11,7 @@ from torch import nn
 
 import test_mixer_contract as contract
 from fairseq_testing import build_model, random_batch
-from posnet_fairseq.mixers.gating import GatedMixer, gate_module
+from posnet_fairseq.mixers.gating import GatedMixer, ValueActivation, gate_module
 
 ALL_SITES_GATED = ["--encoder-self-gating", "on", "--decoder-self-gating", "on", "--cross-gating", "on"]
 GATED_MODELS = {
@@ -143,6 +143,27 @@ def test_self_attention_values_and_gate_are_one_product_equal_to_the_two():
         heads = gated.mixer(x, x, F.gelu(F.linear(x, W[:D], b[:D])))[0]
         expected = gated.out_proj(heads * F.gelu(F.linear(x, W[D:], b[D:])))
     assert (out - expected).abs().max() <= 1e-6
+
+
+def test_a_gated_rposnet_decoding_step_calls_three_modules():
+    """Issue 48 (host time per layer and step): a decoding step of gated rPosNet decoder self-attention calls the
+    wrapper, the mixer and its values' activation as modules; its Linear layers and LayerNorm are applied as their
+    functions (functional_calls.py), and the mixer's identity ``out_proj`` not at all."""
+    model, _ = build_model(GATED_MODELS["rposnet"])
+    gated = model.eval().decoder.layers[0].self_attn
+    x = torch.randn(3, 2, gated.embed_dim, generator=torch.Generator().manual_seed(0))
+    called, state, outs = [], {}, []
+    handle = nn.modules.module.register_module_forward_pre_hook(lambda module, args: called.append(type(module)))
+    try:
+        with torch.no_grad():
+            for t in range(3):
+                called.clear()
+                outs.append(gated(x[t: t + 1], x[t: t + 1], x[t: t + 1], incremental_state=state)[0])
+                assert called == [GatedMixer, type(gated.mixer), ValueActivation]
+    finally:
+        handle.remove()
+    with torch.no_grad():  # (as teacher-forced: the contract's test, here on the path these calls take)
+        assert (torch.cat(outs) - gated(x, x, x)[0]).abs().max() <= 1e-6
 
 
 def test_a_checkpoint_from_before_the_fusion_loads_and_computes_the_same():

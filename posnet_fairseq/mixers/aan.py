@@ -71,6 +71,7 @@ from torch import Tensor, nn
 from .. import families, flags
 from .attention import autocast_off, real_positions
 from .base import Mixer
+from .functional_calls import linear
 from .registry import register_mixer
 from .state_reorder import COMPOSED, COPY, SHARED
 
@@ -266,7 +267,7 @@ class AverageAttention(Mixer):
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
         T, B, C = query.shape
-        z = query.float()
+        z = query if query.dtype == torch.float32 else query.float()  # (fp32: no operator dispatched, issue 48)
         pad = None
         # Only NER and FAR weigh by position: avg and wet count no steps.
         positional = "ner" in self.patterns or "far" in self.patterns
@@ -291,13 +292,13 @@ class AverageAttention(Mixer):
             else:
                 averages.append(self._decoded_average(buf, name, z, k, pad))
         g = averages[0] if len(averages) == 1 else torch.stack(averages).mean(0)
-        g = g.to(query.dtype)
+        g = g if g.dtype == query.dtype else g.to(query.dtype)
         if buf is not None:
             self._set_input_buffer(incremental_state, buf)
 
         if self.ffn is not None:
             g = self.ffn(g)
-        gates = self.gate(torch.cat([query, g], dim=-1))
+        gates = linear(self.gate, torch.cat([query, g], dim=-1))
         # o = i * z + f * g (Eq. 5). Without gradients the second product is fused with the sum (one kernel
         # less: issue 48; addcmul's backward would cost two products more than the two multiplies'), and the
         # sigmoid and both products write into the gate's output, which nothing else reads: three tensors fewer

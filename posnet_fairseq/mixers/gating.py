@@ -64,6 +64,7 @@ from torch import nn
 from .. import flags
 from ..sites import SITE_LIST, dest, per_layer, spec_items
 from .base import Mixer
+from .functional_calls import linear, normalize
 from .norms import LAYER_NORMS, layer_norm
 from .registry import MIXERS, register_site_wrapper
 from .none import NoMixer
@@ -118,7 +119,7 @@ class ValueActivation(nn.Module):
         self.act, self.norm = act, norm
 
     def forward(self, u):
-        return self.norm(u if self.act is None else self.act(u))
+        return normalize(self.norm, u if self.act is None else self.act(u))
 
 
 class GatedValue(ValueActivation):
@@ -129,7 +130,7 @@ class GatedValue(ValueActivation):
         self.proj = proj
 
     def forward(self, x):
-        return super().forward(self.proj(x))
+        return super().forward(linear(self.proj, x))
 
 
 class GatedMixer(nn.Module):
@@ -155,13 +156,14 @@ class GatedMixer(nn.Module):
 
     def forward(self, query, key, value, *args, **kwargs):
         if self.value_gate_split is not None:  # self-attention: value is query
-            both = self.value_gate_proj(query)
+            both = linear(self.value_gate_proj, query)
             value, gate = (self.gate_act(both) if self.act_both else both).split_with_sizes(self.value_gate_split, -1)
         else:
-            gate = self.gate_proj(query)
+            gate = linear(self.gate_proj, query)
         heads, weights = self.mixer(query, key, value, *args, **kwargs)
         gate = gate if self.act_both else self.gate_act(gate)
-        return self.out_proj(heads * (gate if self.gate_norm is None else self.gate_norm(gate))), weights
+        return linear(self.out_proj, heads * (gate if self.gate_norm is None else normalize(self.gate_norm, gate))), \
+            weights
 
     def _get_input_buffer(self, incremental_state):
         return self.mixer._get_input_buffer(incremental_state)

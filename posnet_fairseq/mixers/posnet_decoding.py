@@ -17,10 +17,12 @@ projection, dropout and decoding steps) and its :class:`RelativeEnergies`.
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from .attention import masked_softmax, real_positions
 from . import indexed_ring, prefix_decoding
 from .clipped_decoding import clipped_decoding_step, slot_order
+from .functional_calls import linear
 from .state_reorder import PER_SENTENCE, SHARED
 
 
@@ -40,7 +42,9 @@ def decode_step(mixer, buffer, incremental_state, value, pad, length, need_weigh
         if need_weights:
             raise ValueError(f"{mixer.NAME} decoder self-attention keeps the sum of the keys beyond K, "
                              "not their weights: it returns no weights while decoding incrementally")
-        out, probs = mixer.out_proj(decode_self(mixer, relative, buffer, value, pad, length)), None
+        out, probs = decode_self(mixer, relative, buffer, value, pad, length), None
+        # Gated, W_o is the wrapper's (as in Mixer.merge_heads): the identity is not called (a module call a step).
+        out = out if isinstance(mixer.out_proj, nn.Identity) else linear(mixer.out_proj, out)
     if fresh:
         mixer._set_input_buffer(incremental_state, buffer)
     return out, probs
@@ -97,7 +101,7 @@ def decode_self(mixer, relative, buffer, value, pad, length):
     Eq. 10, so the last K values, the sum of the older ones and their count replace the cache. While
     no row has had a pad (beam search), a step from a table attends with its precomputed weights
     (``indexed_ring.py``). Returns the T x B x E output before ``out_proj`` (heads side by side)."""
-    values = mixer.v_proj(value)  # T x B x E
+    values = linear(mixer.v_proj, value)  # T x B x E (gated: the wrapper's ValueActivation, called)
     # Every row is at the same step: one count for the batch, a Python int (no tensor to make or read).
     first = buffer.get("step_count", 0)
     mixer.keep_state(buffer, "step_count", first + length, SHARED)
