@@ -37,9 +37,13 @@ class DecodingStep:
 
     @torch.inference_mode()
     def prepare(self):
-        """Fresh states holding the steps before ``step``."""
+        """Fresh states holding the steps before ``step``, each step after the first reordered first, as
+        SequenceGenerator reorders them: what a search does once (the decoder lists its reordering modules at its
+        first reorder, ``reorder_incremental_state_scripting``) is then done here, not in the timed step."""
         self.states = [{}]
         for position in range(1, self.step + 1):
+            if position > 1:
+                self.model.reorder_incremental_state(self.states, self.order)
             self.model.forward_decoder(self.tokens[:, :position], self.encoder_outs, self.states)
 
     @torch.inference_mode()
