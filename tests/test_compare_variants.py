@@ -51,6 +51,19 @@ def test_a_bad_name_or_flag_names_the_model(tmp_path, capsys, archs, flags, mess
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flags", ["--cross-mixer rposnet",
+                                   "--encoder-position-augmentation randomized --decoder-position-augmentation "
+                                   "randomized --randomized-test-positions spread"])
+def test_flags_whose_model_needs_the_length_ratio_are_checked_before_any_data(tmp_path, flags):
+    """fairseq-train computes their length ratio from the training set; the check, made before the data, was
+    refused with 'cannot compute the length ratio'. A bad flag beside them is still told."""
+    model = "posnet_transformer_tiny+gamma"
+    args = parse(["--archs", model, "--arch-flags", f"{model}={flags}"], tmp_path)
+    assert args.flags == {model: shlex.split(flags)}
+    errors, _ = model_flags.check({model: [*shlex.split(flags), "--shape-max-offset", "0"]})
+    assert "--shape-max-offset" in errors[model]
+
+
 def test_a_micro_run_trains_and_reports_both_under_their_names(tmp_path):
     import torch
 

@@ -103,15 +103,15 @@ def test_the_study_is_the_grid_on_both_corpora_and_every_model_builds(tmp_path):
                                                       "--decoder-position-augmentation", "shape"]
     assert flags["rope_transformer_tiny+randomized"][-1] == "randomized"
     assert flags["rope_transformer_tiny+concat"] == flags["aposnet_transformer_tiny+concat"] == CONCAT
-    assert flags["rope_transformer_tiny+randconcat"] == flags["rope_transformer_tiny+randomized"] + CONCAT
+    # translated with spread test positions, trained with them too, so that validation measures them
+    assert flags["rope_transformer_tiny+randconcat"] == (flags["rope_transformer_tiny+randomized"]
+                                                         + ["--randomized-test-positions", "spread"] + CONCAT)
     # RoPE's own training, translated with YaRN, scaled per sentence beyond the longest training source (EOS
     # included)
     assert "rope_transformer_tiny+yarn" not in flags
     assert generate_flags(synthetic) == {
         "rope_transformer_tiny+yarn": [
-            "--model-overrides", "{'rope_scaling': 'yarn', 'rope_scaling_factor': 'auto', 'rope_scaling_train_length': 21}"],
-        # trained with randomized positions and concatenated examples, translated with spread test positions
-        "rope_transformer_tiny+randconcat": ["--model-overrides", "{'randomized_test_positions': 'spread'}"]}
+            "--model-overrides", "{'rope_scaling': 'yarn', 'rope_scaling_factor': 'auto', 'rope_scaling_train_length': 21}"]}
     # posnet-compare's own checks: every name and architecture exists, every model builds with its flags
     synthetic.out = str(tmp_path / "o")
     checked = options.check_args(parser, synthetic)

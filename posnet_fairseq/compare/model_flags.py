@@ -61,11 +61,24 @@ def _overridden(generate_flags):
             for a in (declared[key], str(value))]
 
 
+def _build(argv, vocab):
+    """The model fairseq-train builds from ``argv``, on ``vocab`` and without data."""
+    from ..benchmark.training_step import build_model
+    from ..data.length_ratio import NoTrainingData
+
+    try:
+        return build_model(argv, vocab, seed=1)[0]
+    except NoTrainingData:
+        # fairseq-train computes the length ratio from the training set, which a check runs before: any ratio
+        # builds the model (a cross-attention mixer's, or a decoder's spread test positions)
+        return build_model([*argv, "--length-ratio", "1"], vocab, seed=1)[0]
+
+
 def check(flags, generate_flags=None):
     """({arch: why its flags are refused}, {arch: (source, target) positions its model takes}) for
     ``flags`` ({model: its fairseq flags}; a model's name, see :func:`architecture`), each model built with
     its ``generate_flags``' --model-overrides too."""
-    from ..benchmark.training_step import build_model, dictionary
+    from ..benchmark.training_step import dictionary
 
     vocab = dictionary(_SYMBOLS)
     errors, limits = {}, {}
@@ -74,7 +87,7 @@ def check(flags, generate_flags=None):
         try:
             overridden = _overridden((generate_flags or {}).get(arch, []))
             with contextlib.redirect_stderr(printed), contextlib.redirect_stdout(printed):
-                model, _ = build_model(["--arch", architecture(arch), *argv, *overridden], vocab, seed=1)
+                model = _build(["--arch", architecture(arch), *argv, *overridden], vocab)
         except SystemExit as err:  # argparse: an unknown flag or a bad value
             errors[arch] = _argparse_error(printed.getvalue(), err.code)
         except (ValueError, TypeError, AssertionError) as err:  # the plugin's and fairseq's own checks

@@ -10,6 +10,10 @@ import os
 from fairseq.data import data_utils
 
 
+class NoTrainingData(ValueError):
+    """gamma is asked of a model built without its training set's location (a flag check, a test)."""
+
+
 def _split_sizes(prefix):
     dataset = data_utils.load_indexed_dataset(prefix, None)
     if dataset is None:
@@ -33,8 +37,9 @@ def length_ratio(data_dir, src, tgt, split="train"):
 def length_ratio_from_task(task):
     data = getattr(task.cfg, "data", None)
     if not data:
-        raise ValueError("cannot compute the length ratio without a data directory: pass --length-ratio GAMMA")
+        raise NoTrainingData("cannot compute the length ratio without a data directory: pass --length-ratio GAMMA")
     src, tgt = task.cfg.source_lang, task.cfg.target_lang
     if not src or not tgt:
-        raise ValueError("cannot compute the length ratio without --source-lang/--target-lang: pass --length-ratio GAMMA")
+        raise NoTrainingData(
+            "cannot compute the length ratio without --source-lang/--target-lang: pass --length-ratio GAMMA")
     return length_ratio(data.split(os.pathsep)[0], src, tgt)

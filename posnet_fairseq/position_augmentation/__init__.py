@@ -36,7 +36,8 @@ FLAGS = flags.declare(
     flags.Flag("--randomized-test-positions", "plain", "randomized: the positions at test time, the plain 0..n-1 "
                "or spread, the expected positions of a draw for n tokens (the decoder's n: the target length its "
                "source leads to expect, by --length-ratio); "
-               "a generation-time choice (--model-overrides)", choices=TEST_POSITIONS),
+               "set it in training too, so that validation (--patience, the best checkpoints) measures the positions the "
+               "model is translated with; or at generation (--model-overrides)", choices=TEST_POSITIONS),
 )
 
 

@@ -33,7 +33,8 @@
 # longest training source, EOS included (--train-max-len + 1): only sources longer than any in training scale.
 # rope_transformer_tiny+randconcat is RoPE trained with both remedies (randomized positions on both sides and
 # concatenated examples) and translated with spread test positions: the pick for RoPE of
-# docs/length-generalisation.md.
+# docs/length-generalisation.md. Its spread test positions are a training flag, so that fairseq's validation
+# (the convergence rule, the best checkpoints averaged) measures the positions it is translated with.
 source "$(dirname "$0")/../lib/common.sh"
 if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0
@@ -46,7 +47,6 @@ CONCAT="--task translation_concat --concat-max-pairs 3 --concat-rate 0.5"
 grid() {
   local limit="$1"
   local yarn="--model-overrides \"{'rope_scaling': 'yarn', 'rope_scaling_factor': 'auto', 'rope_scaling_train_length': $((limit + 1))}\""
-  local spread="--model-overrides \"{'randomized_test_positions': 'spread'}\""
   printf '%s|%s|%s\n' \
     posnet_transformer_tiny "" "" \
     posnet_transformer_tiny+shape "$(BOTH_SIDES shape)" "" \
@@ -56,7 +56,7 @@ grid() {
     rope_transformer_tiny+randomized "$(BOTH_SIDES randomized)" "" \
     rope_transformer_tiny+yarn "" "$yarn" \
     rope_transformer_tiny+concat "$CONCAT" "" \
-    rope_transformer_tiny+randconcat "$(BOTH_SIDES randomized) $CONCAT" "$spread" \
+    rope_transformer_tiny+randconcat "$(BOTH_SIDES randomized) --randomized-test-positions spread $CONCAT" "" \
     alibi_transformer_tiny "" "" \
     alibi_seq2seq_transformer_tiny "" "" \
     kerple_transformer_tiny "" "" \
