@@ -16,9 +16,10 @@ of its results.json, or of its results.csv where it has no results.json), FORMAT
   one of verdict, effect, low, high, adjusted_p, ...: from the run's quality.json (beside results.csv or
   in its run.tar.xz), or for a run shipped without one, from its results.md's Verdict line (verdict,
   effect, low, high, as printed there);
-* kept:BUCKET:FIELD and against:BUCKET:FIELD: the model's BLEU kept on BUCKET (e.g. 49-96) and its
-  difference from the baseline's, from quality.json's kept (FIELD as for a verdict; sentences and within
-  are the bucket's and the reference bucket's n).
+* kept:BUCKET:FIELD and against:BUCKET:FIELD: the model's BLEU kept on BUCKET (e.g. 49-96, or a joined
+  bucket by its name in results.csv, concat4_97_128) and its difference from the baseline's, from
+  quality.json's kept (FIELD as for a verdict; sentences and within are the bucket's and the reference
+  bucket's n).
 
     python docs/figures.py [--write] PAGE.md ...
 
@@ -97,6 +98,13 @@ def _ratio(row, column):
     return statistics.stdev(ratios) if stat == "sd" else statistics.mean(ratios)
 
 
+def _kept_label(bucket):
+    """quality.json's kept label of a marker's BUCKET: a label (49-96), or a joined bucket's name as results.csv
+    has it (concat4_97_128 for the label "\u22954 97-128", which a marker cannot hold: it has a space)."""
+    joined = re.fullmatch(r"concat(\d+)_(\d+)_(\d+)", bucket)
+    return f"\u2295{joined[1]} {joined[2]}-{joined[3]}" if joined else bucket
+
+
 def _judged(root, run, arch, what):
     """A verdict:, kept: or against: figure."""
     kind, key, field = what.split(":")
@@ -105,7 +113,7 @@ def _judged(root, run, arch, what):
         verdicts = quality["verdict"] if quality else _report_verdicts(root, run)
         entry = verdicts.get(arch, {}).get(SIDES.get(key)) or {}
     else:
-        bucket = (quality or {}).get("kept", {}).get(arch, {}).get(key) or {}
+        bucket = (quality or {}).get("kept", {}).get(arch, {}).get(_kept_label(key)) or {}
         entry = bucket if field in ("sentences", "within") else bucket.get(kind) or {}
     if field not in entry:
         raise ValueError(f"figure of run {run}: no {what!r} for {arch!r} in its quality.json or results.md")

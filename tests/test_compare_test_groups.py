@@ -150,6 +150,14 @@ def test_micro_run_balances_every_kept_figure(tmp_path):
         assert float(row[f"bleu_kept_{b['lo']}_{b['hi']}"]) == pytest.approx(expected, rel=1e-5)
     kept_tests = quality["kept"]["posnet_transformer_tiny"]
     assert kept_tests and all(entry["balanced"] for entry in kept_tests.values())
+    # the joined buckets are tested too, over the same balanced reference: the table's kept % is the test's
+    # (where the table has one: not where the model's translations were cut by its limit)
+    joined_kept = {name: b for name, b in summary["buckets"].items() if name.startswith("concat3_") and b["kept"]}
+    assert joined_kept
+    for name, b in joined_kept.items():
+        entry = kept_tests[b["label"]]
+        assert entry["sentences"] == sum(b["mix"].values()) and entry["balanced"]
+        assert float(row[f"bleu_kept_{name}"]) == pytest.approx(entry["kept"]["effect"], rel=1e-5)
     text = (out / "results.md").read_text()
     assert "Balanced by the groups of `groups.txt` (--test-groups)" in text
     assert f"Group mix: {reference['lo']}-{reference['hi']} (reference, n={len(within)}): " in text

@@ -145,6 +145,37 @@ def test_kept_share_and_its_tests():
     assert f"- `m` 13-24 (n={len(beyond)}, of {len(within)} within): " in text and "against `b` worse (" in text
 
 
+def test_joined_buckets_are_kept_against_the_natural_reference():
+    """--concat-test's joined examples: their buckets' kept % and its test over the natural reference bucket;
+    the model halves every joined hypothesis, so it keeps less there and as much on the natural sentences."""
+    refs = _refs(200)
+    lengths = [len(r.split()) for r in refs]
+    within, beyond = [i for i, n in enumerate(lengths) if n <= 12], [i for i, n in enumerate(lengths) if n > 12]
+    joined_refs = [refs[i] + " " + refs[i + 1] for i in range(0, 200, 2)]
+    metric, name = BLEU(force=True), lambda a, s: seeds.key(a, s, 1)  # noqa: E731
+    hyps, joined = {}, {}
+    for s in (1, 2, 3):
+        for a in ("b", "m"):
+            hyps[name(a, s)] = _system(refs, 0.5, 10 * s + (a == "m"))
+            whole = [hyps[name(a, s)][i] + " " + hyps[name(a, s)][i + 1] for i in range(0, 200, 2)]
+            joined[name(a, s)] = [h if a == "b" else " ".join(h.split()[:len(h.split()) // 2]) for h in whole]
+    buckets = [{"lo": 20, "hi": 60, "concatenated": 2, "too_small": False},
+               {"lo": 61, "hi": 99, "concatenated": 2, "too_small": True}]
+    subsets = verdict.joined_kept_subsets(buckets, [len(r.split()) for r in joined_refs])
+    assert list(subsets) == ["\u22952 20-60"] and subsets["\u22952 20-60"]
+    tests = verdict.kept(metric, ["b", "m"], [1, 2, 3], hyps, name, refs, within, {"13-24": beyond},
+                         joined=(joined, joined_refs, subsets))
+    entry, ids = tests["m"]["\u22952 20-60"], subsets["\u22952 20-60"]
+    assert entry["sentences"] == len(ids) and entry["kept"]["sentences"] == len(within) + len(ids)
+    assert entry["against"]["verdict"] == "worse" and tests["m"]["13-24"]["against"]["verdict"] != "worse"
+    per_seed = [100 * metric.corpus_score([joined[name("m", s)][i] for i in ids], [[joined_refs[i] for i in ids]]).score
+                / metric.corpus_score([hyps[name("m", s)][i] for i in within], [[refs[i] for i in within]]).score
+                for s in (1, 2, 3)]
+    assert entry["kept"]["effect"] == pytest.approx(np.mean(per_seed), rel=1e-9)
+    found, kept = verdict.corrected({"m": {"in range": None, "beyond": None}}, tests)
+    assert kept["m"]["\u22952 20-60"]["against"]["family"] == 2  # both kept verdicts against the baseline
+
+
 def test_verdicts_split_in_range_from_beyond():
     """The model copies the references of short sentences and drops every word of long ones: better in range,
     worse beyond; no sentence beyond the limit gives no verdict there."""

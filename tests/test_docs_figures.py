@@ -51,6 +51,21 @@ def test_a_figure_that_differs_from_its_file_is_rendered_and_a_missing_one_named
         figures.render(verdict + "0<!-- /figure -->")  # the baseline has no verdict against itself
 
 
+def test_a_joined_buckets_kept_figure_is_named_as_in_results_csv(tmp_path):
+    """quality.json keys a joined bucket's kept tests by its label, which has a space a marker cannot hold."""
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / "results.csv").write_text("arch,bleu\nm,1.0\n")
+    entry = {"kept": {"effect": 81.25}, "against": {"verdict": "better"}, "sentences": 169, "within": 796}
+    (run / "quality.json").write_text(json.dumps({"kept": {"m": {"\u22954 97-128": entry}}}))
+    figures = _figures()
+    assert figures.value("r", "m", "kept:concat4_97_128:effect", ".1f", root=str(tmp_path)) == "81.2"
+    assert figures.value("r", "m", "against:concat4_97_128:verdict", "s", root=str(tmp_path)) == "better"
+    assert figures.value("r", "m", "kept:concat4_97_128:sentences", ".0f", root=str(tmp_path)) == "169"
+    with pytest.raises(ValueError, match="no 'kept:concat4_129_218:effect'"):
+        figures.value("r", "m", "kept:concat4_129_218:effect", ".1f", root=str(tmp_path))
+
+
 def _copy_runs(page, root):
     """The results files of every run ``page`` quotes, copied under ``root`` (a run's archive as it is)."""
     for run in {m.group(1) for m in _figures().FIGURE.finditer(_read(page))}:

@@ -267,15 +267,19 @@ def _quality(args, steps, info, translated, limits, failed, complete, name, log,
     bleu = quality.metrics(force)[0]  # the verdicts' and the stopping table's sentence-level BLEU
     judged = _verdicts(args, info, bleu, complete, outputs, refs, joined, name, log)
     within, beyond = verdict.kept_subsets(buckets, info.test_lengths, train_limit)
+    hyps = lambda part: {m: o[0] for m, o in part.items()}  # noqa: E731
+    longer = info.concatenated and verdict.joined_kept_subsets(rows, info.concatenated["lengths"])
     weights, groups_summary = None, None
     if groups:
         beyond, weights = test_groups.balance(groups[0], within, beyond)
-        hyps = lambda part: {m: o[0] for m, o in part.items()}  # noqa: E731
+        if longer:
+            longer, joined_weights = test_groups.balance(groups[0], within, longer, groups[1])
+            weights.update(joined_weights)
         natural = hyps(outputs), refs, info.test_lengths, groups[0]
-        longer = info.concatenated and (hyps(joined[0]), joined[1], info.concatenated["lengths"], groups[1])
-        groups_summary = test_groups.summary(bleu, args.test_groups, within, natural, longer, rows)
-    kept = verdict.kept(bleu, complete, args.seed_list, {m: outputs[m][0] for m in outputs}, name, refs, within,
-                        beyond, weights)
+        parts = info.concatenated and (hyps(joined[0]), joined[1], info.concatenated["lengths"], groups[1])
+        groups_summary = test_groups.summary(bleu, args.test_groups, within, natural, parts, rows)
+    kept = verdict.kept(bleu, complete, args.seed_list, hyps(outputs), name, refs, within, beyond, weights,
+                        joined=longer and (hyps(joined[0]), joined[1], longer))
     judged, kept = verdict.corrected(judged, kept)
     result = dataclasses.replace(scored, min_bucket_sentences=args.min_bucket_sentences, length_unit=info.length_unit,
                                  failed=records.frozen(failed), seeds=tuple(args.seed_list),

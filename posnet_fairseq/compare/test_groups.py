@@ -75,13 +75,15 @@ def weights(within_groups, beyond_groups):
     return [share[g] * len(within_groups) / within[g] for g in within_groups], kept, left_out
 
 
-def balance(groups, within, beyond):
+def balance(groups, within, beyond, beyond_groups=None):
     """(``beyond`` less the sentences of groups absent ``within``, {bucket label: each reference sentence's
-    weight}) for the subsets of :func:`posnet_fairseq.compare.verdict.kept_subsets`; a bucket with no group
-    within is dropped."""
+    weight}) for the subsets of :func:`posnet_fairseq.compare.verdict.kept_subsets` (``groups``: of the natural
+    sentences), or of :func:`~posnet_fairseq.compare.verdict.joined_kept_subsets` with ``beyond_groups``, the
+    joined examples' groups; a bucket with no group within is dropped."""
     kept_ids, weight_of = {}, {}
+    beyond_groups = groups if beyond_groups is None else beyond_groups
     for label, ids in beyond.items():
-        w, kept, _ = weights([groups[i] for i in within], [groups[i] for i in ids])
+        w, kept, _ = weights([groups[i] for i in within], [beyond_groups[i] for i in ids])
         if w is not None:
             kept_ids[label], weight_of[label] = [ids[i] for i in kept], w
     return kept_ids, weight_of

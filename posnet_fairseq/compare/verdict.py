@@ -13,8 +13,9 @@ effect, each the mean over the seed pairs:
 
 * BLEU: corpus BLEU(model) - corpus BLEU(baseline) on a subset of the test sentences (in range, beyond,
   the joined examples of --concat-test);
-* kept: 100 x BLEU on a bucket beyond the training lengths / BLEU on the longest bucket within them
-  (:func:`kept`), its interval for each model and its difference from the baseline's.
+* kept: 100 x BLEU on a bucket beyond the training lengths (of natural sentences, or of the joined examples of
+  --concat-test) / BLEU on the longest bucket of natural sentences within them (:func:`kept`), its interval for
+  each model and its difference from the baseline's.
 
 A report asks many questions at once, so its verdicts are corrected together (:func:`corrected`): the family
 is every BLEU verdict and every kept-against-the-baseline verdict of the report, and Holm's procedure keeps
@@ -169,28 +170,44 @@ def kept_subsets(buckets, lengths, train_limit):
     return ids(*within[-1]), {bucket_label(lo, hi): ids(lo, hi) for lo, hi in scored if lo > train_limit}
 
 
-def kept(metric, archs, seeds, hypotheses, name, refs, within, beyond, weights=None):
+def joined_kept_subsets(rows, lengths):
+    """{bucket label: ids} of the joined examples (``lengths``: their source lengths) in each scored bucket of
+    ``rows`` (quality.json's buckets) that holds them, all beyond the training lengths."""
+    return {bucket_label(row["lo"], row["hi"], row["concatenated"]):
+            [i for i, n in enumerate(lengths) if row["lo"] <= n <= row["hi"]]
+            for row in rows if row.get("concatenated") and not row["too_small"]}
+
+
+def kept(metric, archs, seeds, hypotheses, name, refs, within, beyond, weights=None, joined=None):
     """{arch: {bucket label: {"kept": Test.as_json() of the arch's kept %, "against": of its difference from
     the baseline's (None for the baseline), "sentences": the bucket's, "within": the reference bucket's}}}
     for ``within`` and ``beyond`` of :func:`kept_subsets`; a bucket where a model has no BLEU within the
     training lengths is left out. ``weights``: {bucket label: the weight of each sentence of ``within``}, a
     reference balanced to that bucket's groups (:func:`posnet_fairseq.compare.test_groups.balance`; its
-    entries then say so: "balanced"); None: unweighted."""
-    stats = _stats_of(metric, seeds, hypotheses, name, refs)
+    entries then say so: "balanced"); None: unweighted. ``joined``: (hypotheses, references, {bucket label:
+    ids}) of the joined examples (:func:`joined_kept_subsets`), their buckets kept against the same natural
+    reference bucket. A joined example is made of test pairs, some of them in that bucket: the test takes the
+    two as independent sentences, leaving out their covariance, which is positive where a pair translated
+    better alone is translated better joined too; the interval is then wider than it need be."""
+    natural = _stats_of(metric, seeds, hypotheses, name, refs)
+    parts = [(natural, beyond)]
+    if joined:
+        parts.append((_stats_of(metric, seeds, joined[0], name, joined[1]), joined[2]))
+    sizes = {bucket: len(ids) for _, buckets in parts for bucket, ids in buckets.items()}
     weight = (weights or {}).get
-    shares = {arch: {bucket: kept_share(stats(arch, within), stats(arch, ids), weight(bucket))
-                     for bucket, ids in beyond.items()} for arch in archs}
+    shares = {arch: {bucket: kept_share(natural(arch, within), stats(arch, ids), weight(bucket))
+                     for stats, buckets in parts for bucket, ids in buckets.items()} for arch in archs}
     out = {arch: {} for arch in archs}
     for arch in archs:
         for bucket, (share, influence) in shares[arch].items():
             base_share, base_influence = shares[archs[0]][bucket]
             if not (np.isfinite(share).all() and np.isfinite(base_share).all()):
                 continue
-            n = len(within) + len(beyond[bucket])
+            n = len(within) + sizes[bucket]
             against = (None if arch == archs[0] else
                        Test.of(crossed.t_test(share - base_share, influence - base_influence), len(seeds), n).as_json())
             out[arch][bucket] = {"kept": Test.of(crossed.t_test(share, influence), len(seeds), n).as_json(),
-                                 "against": against, "sentences": len(beyond[bucket]), "within": len(within)}
+                                 "against": against, "sentences": sizes[bucket], "within": len(within)}
             if weights:
                 out[arch][bucket]["balanced"] = True
     return out
