@@ -24,7 +24,7 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from .. import compat
-from ..evaluation import bootstrap
+from ..evaluation import bootstrap, generate_output
 from ..plugin import PLUGIN_DIR, subprocess_env
 from ..process_pool import python_command
 from . import concatenated, data
@@ -217,6 +217,21 @@ def references(info, outputs_refs):
         with open(info.references, encoding="utf-8") as f:
             return [line.rstrip("\n") for line in f]
     return outputs_refs
+
+
+def read_outputs(out, info, translated):
+    """(outputs {model: (hypotheses, skipped ids)}, references, source tokens, target tokens) of the natural
+    test sentences and of the joined ones (--concat-test), and {model: its parsed translation file}, for the
+    run in ``out``."""
+    src_tokens, tgt_tokens = token_lengths(info)
+    parsed, outputs, t_lines, n = {}, {}, {}, len(src_tokens)
+    for model in translated:
+        parsed[model] = output = generate_output.read(os.path.join(out, "gen", f"{model}.out"))
+        outputs[model] = (output.ordered("hypotheses", n), output.missing(n))
+        t_lines = {**output.references, **t_lines}
+    refs = references(info, [t_lines.get(i, "") for i in range(n)])
+    natural, joined = concatenated.split_outputs(outputs, refs, src_tokens, tgt_tokens, info.test_sentences)
+    return natural, joined, parsed
 
 
 def token_lengths(info):

@@ -9,8 +9,7 @@ import shlex
 import sys
 
 from .. import fairseq_log, translation_invariance
-from ..evaluation import generate_output
-from . import concatenated, cost, data, mixing, paths, plots, quality, recipe as recipes, records, report, run_lock, \
+from . import cost, data, mixing, paths, plots, quality, recipe as recipes, records, report, run_lock, \
     seeds, stopping, test_groups, training, verdict
 from .exit_status import of_run
 from .steps import CheckpointsDeleted, Steps, load_json, require_checkpoints, save_json
@@ -231,25 +230,11 @@ def _failed_baseline(args, models, outcomes, failed, translated, logs, name, log
     return 1
 
 
-def _outputs(args, info, translated):
-    """(outputs {model: (hypotheses, skipped ids)}, references, source tokens, target tokens) of the natural
-    test sentences and of the joined ones (--concat-test), and {model: its parsed translation file}."""
-    src_tokens, tgt_tokens = quality.token_lengths(info)
-    parsed, outputs, t_lines, n = {}, {}, {}, len(src_tokens)
-    for model in translated:
-        parsed[model] = output = generate_output.read(os.path.join(args.out, "gen", f"{model}.out"))
-        outputs[model] = (output.ordered("hypotheses", n), output.missing(n))
-        t_lines = {**output.references, **t_lines}
-    refs = quality.references(info, [t_lines.get(i, "") for i in range(n)])
-    natural, joined = concatenated.split_outputs(outputs, refs, src_tokens, tgt_tokens, info.test_sentences)
-    return natural, joined, parsed
-
-
 def _quality(args, steps, info, translated, limits, failed, complete, name, log, groups=None):
     """The scoring step's record (:class:`~posnet_fairseq.compare.records.Quality`, saved as OUT/quality.json:
     each seed's models against the baseline of the same seed, and the verdict) and where each model's hypotheses
     ended, per bucket; ``groups``: :func:`_groups`."""
-    (outputs, refs, src_tokens, tgt_tokens), joined, parsed = _outputs(args, info, translated)
+    (outputs, refs, src_tokens, tgt_tokens), joined, parsed = quality.read_outputs(args.out, info, translated)
     train_limit, force = info.train_limit, args.mode == "synthetic"
     buckets = data.merge_small_buckets(info.buckets, info.test_lengths, args.min_bucket_sentences, train_limit)
     log(f"quality: sacreBLEU with {args.bootstrap_samples} bootstrap resamples; length buckets "
