@@ -251,8 +251,8 @@ class PositionAttention(Mixer):
 
     def int8_(self):
         """Called by ``models/int8.py`` once the model's linear layers are int8: rPosNet's decoding ring is then kept
-        in fp16, half the bytes that every step reads (docs/constant-cost-decoding.md, "What int8 does not
-        shrink"); an fp32 model's stays fp32."""
+        in fp16, half the bytes that every step reads (docs/constant-cost-decoding.md, "What int8 narrows");
+        an fp32 model's stays fp32."""
         self.ring_dtype = torch.float16
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
