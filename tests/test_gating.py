@@ -190,3 +190,20 @@ def test_a_checkpoint_from_before_the_fusion_loads_and_computes_the_same():
     tokens, lengths, prev = random_batch(task.source_dictionary, [6, 3], [5, 2])
     with torch.no_grad():
         assert torch.equal(fresh(tokens, lengths, prev)[0], model(tokens, lengths, prev)[0])
+
+
+@pytest.mark.parametrize("act", ["gelu", "sigmoid"])
+def test_without_gradients_the_stacked_product_is_activated_in_place_with_the_same_output(act):
+    """Issue 48: with no gradient to keep, the wrapper applies the activation of the stacked values and gate in
+    place (its in-place operator, the same kernel): the output is the out-of-place call's, bit for bit."""
+    flags = GATED_MODELS["rposnet"] + ["--gating-value-act", act, "--gating-gate-act", act]
+    model, _ = build_model(flags)
+    gated = model.eval().decoder.layers[0].self_attn
+    assert gated.act_both
+    x = torch.randn(4, 3, gated.embed_dim, generator=torch.Generator().manual_seed(0))
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        with torch.no_grad():
+            in_place = gated(x, x, x)[0]
+    names = [e.name for e in profiler.events()]
+    assert f"aten::{act}_" in names and f"aten::{act}" not in names, names
+    torch.testing.assert_close(in_place, gated(x, x, x)[0], atol=0, rtol=0)  # (with gradients: out of place)

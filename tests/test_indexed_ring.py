@@ -1,11 +1,15 @@
 """mixers/indexed_ring.py: rPosNet's decoding ring read through composed beam indices. A beam reorder copies no
 ring and composes one index for every layer; the translations are covered by test_constant_state_decoding.py's
 beam tests (rposnet_folded) and tests/test_posnet.py's pad after steps without pads."""
+import copy
+
 import torch
 from fairseq_testing import build_model, dummy_dictionary, random_batch
 
 from posnet_fairseq import precompute
 from posnet_fairseq.mixers import indexed_ring, posnet_decoding, state_reorder
+from posnet_fairseq.models import int8
+from test_mixer_contract import INT8_ATOL
 from test_precompute import N, build, precompute_and_reload
 
 
@@ -137,3 +141,27 @@ def test_a_model_precomputed_in_place_after_decoding_groups_its_new_layers_alone
     listed = [id(m) for side in (model.encoder, model.decoder) for members in side.forward_context._members.values()
               for m in members]
     assert not set(listed) & {id(m) for m in old}
+
+
+def test_an_int8_models_ring_is_fp16_and_decodes_as_with_an_fp32_ring():
+    """models/int8.py tells rPosNet that its model is int8 (``int8_``): its decoding ring and the weights it is
+    read with are fp16, half the bytes a step reads; the fp32 model's stay fp32. The int8 search's outputs are
+    those of the same int8 model with an fp32 ring and those of teacher forcing, within the contract's int8
+    tolerance (tests/test_mixer_contract.py: the next layer's input quantised per call turns fp16's rounding into
+    int8 steps; an error in the state shows as differences of order 1). The ring alone, without int8 layers after
+    it, is within fp16's rounding: tests/test_posnet.py's pad after steps without pads."""
+    model, _ = build_model(["--decoder-layers", "2", "--posnet-max-relative", "3"], arch="rposnet_transformer_tiny")
+    model.eval().make_generation_fast_()
+    quantized = int8.quantize_(copy.deepcopy(model), "all")
+    src, src_lengths, prev = random_batch(dummy_dictionary(), [5, 7], [9, 9])[:3]
+    fp32_state = _decode(model, src, src_lengths, prev)[2]
+    assert _decoder_states(model, fp32_state)[0]["ring"].dtype == torch.float32
+    stepped, forced, state = _decode(quantized, src, src_lengths, prev)
+    assert all(s["ring"].dtype == torch.float16 for s in _decoder_states(quantized, state))
+    assert _decoder_states(quantized, state)[0]["ring_weights"].dtype == torch.float16
+    for layer in quantized.decoder.layers:
+        layer.self_attn.mixer.ring_dtype = None  # as before int8_: fp32
+    wide, _, wide_state = _decode(quantized, src, src_lengths, prev)
+    assert _decoder_states(quantized, wide_state)[0]["ring"].dtype == torch.float32
+    torch.testing.assert_close(stepped, wide, atol=INT8_ATOL, rtol=0)
+    torch.testing.assert_close(stepped, forced, atol=INT8_ATOL, rtol=0)

@@ -342,14 +342,19 @@ def test_the_layers_of_a_training_call_take_one_softmax_and_one_dropout_for_all(
     assert not torch.equal(kept[0], kept[1]) and not torch.equal(kept[0][0], kept[0][1])
 
 
-@pytest.mark.parametrize("max_relative,dtype,atol", [(0, torch.float32, 1e-5), (2, torch.float32, 1e-5),
-                                                     (2, torch.bfloat16, 1e-2)])
-def test_folded_rposnet_decoding_takes_a_pad_after_steps_without_pads(max_relative, dtype, atol):
+@pytest.mark.parametrize("max_relative,dtype,int8,atol", [(0, torch.float32, False, 1e-5),
+                                                          (2, torch.float32, False, 1e-5),
+                                                          (2, torch.bfloat16, False, 1e-2),
+                                                          (2, torch.float32, True, 1e-2)])
+def test_folded_rposnet_decoding_takes_a_pad_after_steps_without_pads(max_relative, dtype, int8, atol):
     """Steps without pads attend with the table's precomputed weights, their state one ring and no counts; a
     later step with a pad continues from the ring taken apart and counts made from the step, as a mixer that
-    decoded every step with its counts does."""
+    decoded every step with its counts does. ``int8``: the mixer told that its model is int8 (its ring fp16, the
+    tail's sum fp32 again once taken apart; atol as bf16's: fp16 rounds the values to 2^-11 of their size)."""
     mixer, _, _ = make_mixer("rposnet", "decoder_self", max_relative=max_relative)
     mixer.to(dtype)  # (bf16: the ring is fp32, the general path's window bf16)
+    if int8:
+        mixer.int8_()
     x = torch.randn(9, 3, DIM, generator=torch.Generator().manual_seed(1)).to(dtype)
     pads = torch.zeros(3, 9, dtype=torch.bool)
     pads[1, 6:] = True  # the second row ends at 6
@@ -366,6 +371,10 @@ def test_folded_rposnet_decoding_takes_a_pad_after_steps_without_pads(max_relati
                                 incremental_state=state)[0])
             buffer = mixer._get_input_buffer(state)
             assert ("counts" in buffer) == (t >= 6) and ("ring" in buffer) == (t < 6)
+            if t < 6:
+                assert buffer["ring"].dtype == (torch.float16 if int8 else torch.float32)
+            else:
+                assert buffer["tail"].dtype == torch.float32
     torch.testing.assert_close(torch.cat(folded), torch.cat(general), atol=atol, rtol=0)
 
 

@@ -108,6 +108,9 @@ def layer_gating(ctx):
 # Functions, not modules: they hold no parameters, and a module would cost a call and a place in fairseq's walk
 # over the decoder's modules at every decoding step (issue 48). None: the identity.
 ACTIVATIONS = {"none": None, "gelu": F.gelu, "sigmoid": torch.sigmoid, "glu": functools.partial(F.glu, dim=-1)}
+# Their in-place forms (the same kernels), for an output that nothing else reads, without gradients: one tensor
+# fewer allocated per layer and step (issue 48). (torch's functional GeLU has no in-place flag; its operator has.)
+IN_PLACE = {F.gelu: torch._C._nn.gelu_, torch.sigmoid: torch.sigmoid_}
 
 
 class ValueActivation(nn.Module):
@@ -157,7 +160,10 @@ class GatedMixer(nn.Module):
     def forward(self, query, key, value, *args, **kwargs):
         if self.value_gate_split is not None:  # self-attention: value is query
             both = linear(self.value_gate_proj, query)
-            value, gate = (self.gate_act(both) if self.act_both else both).split_with_sizes(self.value_gate_split, -1)
+            if self.act_both:  # (the product is this call's own: applied in place where no gradient needs it)
+                act = self.gate_act if torch.is_grad_enabled() else IN_PLACE.get(self.gate_act, self.gate_act)
+                both = act(both)
+            value, gate = both.split_with_sizes(self.value_gate_split, -1)
         else:
             gate = linear(self.gate_proj, query)
         heads, weights = self.mixer(query, key, value, *args, **kwargs)

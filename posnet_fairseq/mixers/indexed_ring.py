@@ -6,7 +6,8 @@ which depend on n only and are made once per table of energies (:func:`bag_weigh
 d < K with its own energy, the keys at distance >= K (the tail) each with the tail's weight over their count.
 The state of a layer:
 
-* ``ring``, (K+3) x A x H x 1 x D_h (A rows allocated), fp32 whatever the model's dtype: slot j <= K holds
+* ``ring``, (K+3) x A x H x 1 x D_h (A rows allocated), of :func:`ring_dtype` (fp32 whatever the model's dtype;
+  fp16 in an int8 model, ``models/int8.py``: half the bytes every step reads): slot j <= K holds
   the value of the last position m <= n with m = j mod (K+1) (zeros before the start); slots K+1 and K+2 hold
   the tail's sum, written to each in turn (step n reads slot K+1 + n mod 2 and writes the other);
 * ``ring_index``, B x H x (K+3) int64: for hypothesis b, head h and slot j, the row ``(j * A + b') * H + h`` of
@@ -51,6 +52,12 @@ def bag_weights(energy: Tensor) -> Tensor:
     return torch.cat([weights.reshape(steps, -1), torch.ones(steps, 1, device=device)], dim=1)
 
 
+def ring_dtype(mixer, dtype: torch.dtype) -> torch.dtype:
+    """The type of the ring, and of the weights a step reads it with, for values of ``dtype``: the mixer's
+    ``ring_dtype`` where its model is int8 (fp16), else fp32 or ``dtype`` if wider."""
+    return mixer.ring_dtype or torch.promote_types(dtype, torch.float32)
+
+
 def step(mixer, buffer: Dict[str, Tensor], n: int, value: Tensor, weights: Tensor) -> Tensor:
     """Step ``n`` of rows without pads: ``value`` the step's 1 x B x E values (heads side by side), ``weights``
     the weight of every ring row the step reads (the layer's :func:`row_weights`); returns the 1 x B x E output
@@ -77,14 +84,14 @@ def step(mixer, buffer: Dict[str, Tensor], n: int, value: Tensor, weights: Tenso
 
 
 def _new_ring(mixer, buffer: Dict[str, Tensor], value: Tensor, weights: Tensor):
-    """A search's ring of :func:`step` for ``value``'s rows, fp32 whatever the model's dtype, with the views a step
+    """A search's ring of :func:`step` for ``value``'s rows, of :func:`ring_dtype`, with the views a step
     writes and reads through (made once, not per step: issue 48, host time per layer and step): the slots, each
     1 x A x E as a step's values, and the ring as rows of D_h numbers (``embedding_bag``'s table); returns the
     slots."""
     batch, heads = value.size(1), mixer.num_heads
     k, head_dim = weights.numel() // (batch * heads) - 4, value.size(-1) // heads
-    acc = torch.promote_types(value.dtype, torch.float32)
-    ring = mixer.keep_state(buffer, "ring", value.new_zeros(k + 3, batch, heads, 1, head_dim, dtype=acc), INDEXED)
+    ring = mixer.keep_state(buffer, "ring", value.new_zeros(k + 3, batch, heads, 1, head_dim,
+                                                            dtype=ring_dtype(mixer, value.dtype)), INDEXED)
     mixer.keep_state(buffer, "ring_rows", ring.view(-1, head_dim), INDEXED)
     start = mixer.shared(("ring_index", batch, k), lambda: identity(batch, batch, heads, k + 3, value.device))
     mixer.keep_state(buffer, "ring_index", start, COMPOSED)
@@ -171,9 +178,10 @@ def unfold(mixer, buffer: Dict[str, Tensor], n: int, dtype: torch.dtype):
         mixer.keep_state(buffer, "window", window.to(dtype), REUSE)
     else:
         mixer.keep_state(buffer, "window", ring.new_zeros(batch, heads, 0, head_dim, dtype=dtype), REUSE)
+    acc = torch.promote_types(dtype, torch.float32)  # (the state's sums: fp32 also where the ring was narrower)
     tail = flat.index_select(0, index[:, :, k + 1 + n % 2].reshape(-1)).view(batch, heads, 1, head_dim)
-    mixer.keep_state(buffer, "tail", tail, COPY)
-    mixer.keep_state(buffer, "counts", uniform_counts(k, n).to(ring.device, ring.dtype).repeat(batch, 1), COPY)
+    mixer.keep_state(buffer, "tail", tail.to(acc), COPY)
+    mixer.keep_state(buffer, "counts", uniform_counts(k, n).to(ring.device, acc).repeat(batch, 1), COPY)
 
 
 # The shared reader of the rings read through an index of rows per hypothesis (this module's and HC-SA's,

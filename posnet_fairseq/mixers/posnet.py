@@ -57,7 +57,7 @@ from torch import nn
 from .. import families, flags
 from ..sites import SITES
 from . import posnet_decoding, posnet_layers
-from .attention import invalid_keys, masked_softmax, real_positions, softmax_masks
+from .attention import invalid_keys, masked_softmax, softmax_masks
 from .base import Mixer
 from .derived_cache import DerivedCache
 from .fused_attention import MaskedBias, attention_dtype, position_only_attention
@@ -65,7 +65,6 @@ from .gating import gated_where_mixer_of
 from .norms import LAYER_NORMS, layer_norm
 from .position_energies import AbsoluteEnergies, ModelPositions, RelativeEnergies, rename_old_keys
 from .registry import register_mixer
-from .state_reorder import PER_SENTENCE
 
 POSITION_NORM_KEY = "posnet_position_norm"
 # First size of the in-memory tables made by make_generation_fast_ (the
@@ -122,6 +121,7 @@ class PositionAttention(Mixer):
         self.precomputed = self.terms[0].precomputed
         self.folded = False  # True after make_generation_fast_: the tables are a cache that may grow
         self.decoding_weights = DerivedCache()  # aPosNet/arPosNet decoder self-attention's (prefix_decoding.py)
+        self.ring_dtype = None  # rPosNet's decoding ring's type (indexed_ring.py); None: fp32, int8_ narrows it
         self.side_group, self.side_layers, self.layer = None, (), 0  # its group's layers (posnet_layers.py)
 
     def reset_parameters(self):
@@ -249,20 +249,11 @@ class PositionAttention(Mixer):
             self.folded = True
             self.fold_positions(FOLD_START)
 
-    def cross_values(self, value, key_padding_mask, buffer, batch, device):
-        """Cross-attention's values, key positions and padding mask: from the buffer once decoding has kept them
-        (the encoder side is computed once per sentence), else from the encoder output."""
-        if buffer is not None and "value" in buffer:
-            return buffer["value"], buffer["key_positions"], buffer.get("key_padding_mask")
-        v = self.split_heads(self.v_proj(value))
-        key_pos = real_positions(key_padding_mask, batch, value.size(0), device)
-        if buffer is not None:
-            # alike in a sentence's hypotheses (the encoder output's), copied only when sentences are dropped
-            self.keep_state(buffer, "value", v, PER_SENTENCE)
-            self.keep_state(buffer, "key_positions", key_pos, PER_SENTENCE)
-            if key_padding_mask is not None:  # (the caller's tensor: a copy is fresh memory)
-                self.keep_state(buffer, "key_padding_mask", key_padding_mask, PER_SENTENCE)
-        return v, key_pos, key_padding_mask
+    def int8_(self):
+        """Called by ``models/int8.py`` once the model's linear layers are int8: rPosNet's decoding ring is then kept
+        in fp16, half the bytes that every step reads (docs/constant-cost-decoding.md, "What int8 narrows");
+        an fp32 model's stays fp32."""
+        self.ring_dtype = torch.float16
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=False,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
@@ -283,7 +274,7 @@ class PositionAttention(Mixer):
             posnet_decoding.cross_steps(self, buffer, batch, length, device) if self.site.cross else \
             (self.decoding_steps(buffer, batch, length, device), None)
         if self.site.cross:
-            v, key_pos, pad = self.cross_values(value, key_padding_mask, buffer, batch, device)
+            v, key_pos, pad = posnet_decoding.cross_values(self, value, key_padding_mask, buffer, batch, device)
             if buffer is not None:
                 self._set_input_buffer(incremental_state, buffer)
             # Targets are right-padded: the column index is the target position.

@@ -153,7 +153,8 @@ def _every_layer(mixer, buffer, layers, step, batch):
         if any(rows is None for rows in made):
             return None
         steps = min(rows[1].size(0) for rows in made)  # (the steps that every layer's table covers)
-        stacked = mixer.keep_state(buffer, "ring_weights", torch.stack([rows[1][:steps] for rows in made]), SHARED)
+        stacked = torch.stack([rows[1][:steps] for rows in made]).to(indexed_ring.ring_dtype(mixer, torch.float32))
+        stacked = mixer.keep_state(buffer, "ring_weights", stacked, SHARED)
     return indexed_ring.row_weights(stacked[:, step], batch, mixer.num_heads).unbind(0)
 
 
@@ -188,6 +189,23 @@ def cross_steps(mixer, buffer, batch, length, device):
     positions = mixer.shared(("posnet cross steps", first, batch, length),
                              lambda: torch.arange(first, first + length, device=device).expand(batch, length))
     return positions, first
+
+
+def cross_values(mixer, value, key_padding_mask, buffer, batch, device):
+    """aPosNet's and arPosNet's cross-attention values (B x H x S x D_h), key positions and padding mask: from the
+    buffer once decoding has kept them (the encoder side is computed once per sentence), else from the encoder
+    output (teacher-forced, or the first step)."""
+    if buffer is not None and "value" in buffer:
+        return buffer["value"], buffer["key_positions"], buffer.get("key_padding_mask")
+    v = mixer.split_heads(mixer.v_proj(value))
+    key_pos = real_positions(key_padding_mask, batch, value.size(0), device)
+    if buffer is not None:
+        # alike in a sentence's hypotheses (the encoder output's), copied only when sentences are dropped
+        mixer.keep_state(buffer, "value", v, PER_SENTENCE)
+        mixer.keep_state(buffer, "key_positions", key_pos, PER_SENTENCE)
+        if key_padding_mask is not None:  # (the caller's tensor: a copy is fresh memory)
+            mixer.keep_state(buffer, "key_padding_mask", key_padding_mask, PER_SENTENCE)
+    return v, key_pos, key_padding_mask
 
 
 def cache_source(mixer, buffer, value, pad):

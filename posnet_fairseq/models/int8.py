@@ -5,11 +5,18 @@ layers, the output projection unless it is kept in fp32) gets int8 weights
 with a scale per output row (:data:`QCONFIG`); its input is quantised per
 call from its observed range, the product runs in int8 and the result is fp32
 again. Embeddings,
-LayerNorms, the mechanisms' own tables and running sums stay fp32, and so do
+LayerNorms, the mechanisms' own tables and running sums stay fp32 (but
+rPosNet's decoding ring, below), and so do
 the linear layers a module names in its ``FP32_LINEARS`` (children that it
 runs in fp32 from their weights: the PosNet energy terms' position
 projections, which build tables once rather than per step, AAN+ WET's
 pattern projection and FIRE's position MLP).
+A module with an ``int8_`` method is told that its model is now int8: rPosNet
+keeps its decoding ring (its last values and their tail's sum) in fp16 then
+(``mixers/indexed_ring.py``), the one state stored narrower than fp32 under
+int8, since reading it is the largest of its own costs per step; the int8
+model already differs from fp32, and docs/constant-cost-decoding.md gives
+what the narrower ring costs in BLEU.
 
 ``posnet-quantize`` (:mod:`posnet_fairseq.cli.quantize`) writes such a model:
 the int8 weights in the state dict and ``--int8-linear all`` (or
@@ -63,6 +70,8 @@ def quantize_(model, mode):
     for module in model.modules():
         if isinstance(module, MultiheadAttention) and not isinstance(module.q_proj, nn.Linear):
             module._set_skip_embed_dim_check()
+        if hasattr(module, "int8_"):  # a mechanism's own int8 decoding (rPosNet's ring in fp16: mixers/posnet.py)
+            module.int8_()
     return model
 
 
