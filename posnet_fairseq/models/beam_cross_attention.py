@@ -14,7 +14,7 @@ at every step. Here:
   with no copy, the keys in the order in which the score product reads them. The first hypothesis's rows of the
   encoder output are gathered into one contiguous S x B x C tensor once for every layer (kept in the search's
   incremental state under :data:`SOURCE`): a projection of the strided rows would gather them itself, twice per
-  layer (at base, 32 sentences of 28 tokens, int8: about 1.5 ms a layer more, issue 48 point 4);
+  layer (issue 48, point 4: a search's once-only work weighs most on short sentences);
 * every step projects the query (fairseq's ``q_proj``), lays its rows out as one B*H x beam x D_h batch (one
   copy), and runs one ``torch.baddbmm`` (M plus the scaled scores), the softmax and one ``torch.bmm`` (the weighted
   values), then fairseq's ``out_proj``. (``torch.nn.functional.scaled_dot_product_attention`` would fuse the three
@@ -74,11 +74,11 @@ class BeamCrossAttention(MultiheadAttention):
             key_padding_mask = key_padding_mask.view(sentences, -1, source)[:, 0]
 
         heads, width = self.num_heads, self.head_dim
-        # S x B x C -> B x H x D_h x S: the transpose of the S x (B C) matrix, which torch copies in blocks (at
-        # base, 28 x 32 x 512 on the CPU, in 0.4 of the time that the 4-d permute's copy takes)
+        # S x B x C -> B x H x D_h x S: the transpose of the S x (B C) matrix, which torch copies in blocks, where
+        # the 4-d permute's copy reads the projection with a stride of B C numbers
         keys = self.k_proj(key).reshape(source, -1).t().contiguous().view(sentences, heads, width, source)
         values = self.v_proj(key).view(source, sentences, heads, width).permute(1, 2, 0, 3).contiguous()
-        mask = values.new_zeros(sentences, self.num_heads, 1, source)
+        mask = values.new_zeros(sentences, heads, 1, source)
         if key_padding_mask is not None:
             mask.masked_fill_(key_padding_mask.view(sentences, 1, 1, source).to(torch.bool), float("-inf"))
         return {KEYS: keys, VALUES: values, MASK: mask}
