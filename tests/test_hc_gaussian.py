@@ -190,13 +190,15 @@ def test_a_decoding_step_of_six_layers_with_its_beam_reorder_launches_three_kern
     its ring slot (mm), one weighted embedding_bag (a copy_ on the CPU) and its output projection:
     6 x 3 + 2 = 20 (on b7b2892: 30, each layer's reorder copying its ring, the projection copied into it, a
     bmm). The step count is a Python int: no scalar read (on 80a7eae: one per layer). The step is one once the
-    ring is full (window 16), as every step is on a GPU (a CPU step before reads fewer rows: the next test)."""
+    ring is full (window 16), as every step is on a GPU; a CPU step before reads the filled slots only (the next
+    test) and launches one copy more, the index cut for every layer."""
     context, layers = _decoder_layers(6)
     x = torch.randn(18, 4, 64)
     order = torch.tensor([1, 0, 3, 2])
     names = step_kernels_after_reorder(context, layers, x, order)
     assert len(names) == 20 and "aten::_local_scalar_dense" not in names, names
     assert names.count("aten::index_select") == names.count("aten::where") == 1
+    assert len(step_kernels_after_reorder(context, layers, x[:6], order)) == 21
 
 
 @pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
@@ -246,6 +248,8 @@ def test_steps_before_the_ring_is_full_read_the_filled_slots_only_and_sum_as_the
                 with context.call():
                     outputs[how] = [layer(x, x, x, incremental_state=state)[0] for layer in layers]
             assert all(torch.equal(a, b) for a, b in zip(outputs["cpu"], outputs["whole ring"])), t
+            # the weights cut for the steps before the ring is full are kept until the last of them
+            assert all(("filled_weights" in layer._get_input_buffer(states["cpu"])) == (t < 14) for layer in layers)
     per_step = [bags[i: i + 6] for i in range(0, len(bags), 6)]  # 3 layers reading the filled slots, 3 the ring
     assert [sizes[:3] for sizes in per_step] == [[min(t + 1, 16)] * 3 for t in range(20)]
     assert all(sizes[3:] == [16] * 3 for sizes in per_step)
