@@ -27,10 +27,10 @@ Until the ring is full (steps 0 .. window - 2) only slots 0 .. n hold values, an
 nothing to a bag but are read all the same: on the CPU (``PREFIX_DEVICES``) such a step reads the filled slots
 only, a bag of n + 1 rows, with the first n + 1 of its weights (cut for every such step at once, with the rows'
 weights: one gather per layer at a search's first step) and the index's first n + 1 slots (one copy per step for
-every layer). The sums are the same: the rows read are summed in the same order, and a zero row adds exactly 0. A layer's rows are 4 MB at base (16 slots, 128 hypotheses) and a step
-on the CPU reads them from memory, so at 30 tokens this reads about a quarter less of them over a search
-(issue 48, point 4); on a GPU the read is no cost beside a kernel launch, so there every step reads the whole
-ring and launches no copy.
+every layer). The sums are the same: the rows read are summed in the same order, and a zero row adds exactly 0.
+A layer's ring is 4 MB at base (16 slots, 128 hypotheses) and a CPU step reads it from memory, so at 30 tokens
+this reads about a quarter less of it over a search (issue 48, point 4); on a GPU the read costs next to nothing
+beside a kernel launch, so there every step reads the whole ring and launches no copy.
 """
 from typing import Callable, Tuple
 
@@ -88,9 +88,9 @@ def decode_window(mixer, buffer, v: Tensor, weights: Callable[[], Tensor], proje
     mixer.keep_state(buffer, "step_count", first + length, SHARED)
     ring, index = _ring(mixer, buffer, batch, v)
     dropout = mixer.weight_dropout and mixer.training  # (fairseq never decodes in training mode)
-    prefix = not dropout and window <= head_dim and v.device.type in PREFIX_DEVICES
-    rows = None if dropout or window > head_dim else _row_weights(mixer, buffer, weights, batch,
-                                                                  prefix and first + 1 < window)
+    repeated = not dropout and window <= head_dim  # the weights repeated for the rows (the module doc)
+    prefix = repeated and v.device.type in PREFIX_DEVICES
+    rows = _row_weights(mixer, buffer, weights, batch, prefix and first + 1 < window) if repeated else None
     table = weights() if rows is None else None
     outs = []
     for t in range(length):
@@ -173,17 +173,17 @@ def _offsets(batch: int, heads: int, window: int, device) -> Tensor:
                                lambda: torch.arange(0, batch * heads * window, window, device=device))
 
 
-def _row_weights(mixer, buffer, weights: Callable[[], Tensor], batch: int, filled: bool) -> Tensor:
+def _row_weights(mixer, buffer, weights: Callable[[], Tensor], batch: int, cut: bool) -> Tensor:
     """``weights()`` (:func:`rotated_weights`) repeated for at least ``batch`` rows, window x rows x H x 1 x window
     contiguous: made at a search's first step (or for more rows than before: a reorder may repeat rows) and kept in
-    ``buffer``; with ``filled``, their cut for the steps before the ring is full too (:func:`_filled_weights`)."""
+    ``buffer``; with ``cut``, their cut for the steps before the ring is full too (:func:`_filled_weights`)."""
     rows = buffer.get("row_weights")
     if rows is None or rows.size(1) < batch:
         table = weights()
         window, _, heads, _, _ = table.shape
         rows = mixer.keep_state(buffer, "row_weights", table.expand(window, batch, heads, 1, window).contiguous(),
                                 SHARED)
-        if filled:
+        if cut:
             mixer.keep_state(buffer, "filled_weights", _filled_weights(rows), SHARED)
     return rows
 
