@@ -96,6 +96,26 @@ def test_the_cache_is_one_row_per_sentence_and_made_once():
     assert not {"aten::einsum", "aten::masked_fill", "aten::masked_fill_", "aten::_to_copy"} & set(names)
 
 
+def test_the_first_step_gathers_the_sentences_rows_once_for_every_layer():
+    """The key and value projections of every layer read one contiguous tensor of the first hypothesis's rows of
+    the encoder output, made at the search's first step and kept in its incremental state, not each the strided
+    rows (which a projection would gather itself)."""
+    plain, shared = _attentions()
+    layers, seen = (shared, copy.deepcopy(shared)), []
+    layers[1].init_incremental_state()  # a state of its own, as another layer's
+    for layer in layers:
+        for projection in (layer.k_proj, layer.v_proj):
+            projection.register_forward_pre_hook(lambda module, args: seen.append(args[0]))
+    encoder_out, pad = _source()
+    state = {}
+    with torch.no_grad():
+        for layer in layers:
+            layer(torch.randn(1, pad.size(0), DIM), encoder_out, encoder_out, key_padding_mask=pad,
+                  incremental_state=state, static_kv=True)
+    assert len(seen) == 4 and all(rows is seen[0] for rows in seen) and seen[0].is_contiguous()
+    assert torch.equal(seen[0], encoder_out[:, ::BEAM])
+
+
 def _launches(attention, beam):
     """The operators of a later step of ``attention`` in beam mode ``beam`` that would launch a GPU kernel."""
     attention.set_beam_size(beam)

@@ -14,6 +14,7 @@ from fairseq_testing import (
     write_synthetic_data_bin,
 )
 from posnet_fairseq import flags
+from posnet_fairseq.mixers import hc_decoding
 from posnet_fairseq.mixers.forward_context import ForwardContext
 from posnet_fairseq.mixers.registry import MIXERS, MixerContext
 from posnet_fairseq.sites import SITE
@@ -188,13 +189,16 @@ def test_a_decoding_step_of_six_layers_with_its_beam_reorder_launches_three_kern
     bags' input) is made once for every layer (where); each layer launches its value projection written into
     its ring slot (mm), one weighted embedding_bag (a copy_ on the CPU) and its output projection:
     6 x 3 + 2 = 20 (on b7b2892: 30, each layer's reorder copying its ring, the projection copied into it, a
-    bmm). The step count is a Python int: no scalar read (on 80a7eae: one per layer)."""
+    bmm). The step count is a Python int: no scalar read (on 80a7eae: one per layer). The step is one once the
+    ring is full (window 16), as every step is on a GPU; a CPU step before reads the filled slots only (the next
+    test) and launches one copy more, the index cut for every layer."""
     context, layers = _decoder_layers(6)
-    x = torch.randn(6, 4, 64)
+    x = torch.randn(18, 4, 64)
     order = torch.tensor([1, 0, 3, 2])
     names = step_kernels_after_reorder(context, layers, x, order)
     assert len(names) == 20 and "aten::_local_scalar_dense" not in names, names
     assert names.count("aten::index_select") == names.count("aten::where") == 1
+    assert len(step_kernels_after_reorder(context, layers, x[:6], order)) == 21
 
 
 @pytest.mark.parametrize("bias", [False, True], ids=["no_bias", "bias"])
@@ -220,6 +224,35 @@ def test_layers_sharing_the_ring_index_decode_as_the_teacher_forced_pass_through
                     stepped = layer(x, x, x, incremental_state=state)[0]
                     forced = layer(history[i], history[i], history[i])[0][-1:]
                     torch.testing.assert_close(stepped, forced, atol=1e-5, rtol=0)
+
+
+def test_steps_before_the_ring_is_full_read_the_filled_slots_only_and_sum_as_the_whole_ring(monkeypatch):
+    """On the CPU a step n before the ring is full (window 16) reads n + 1 rows per bag, then the whole ring; its
+    outputs equal, bit for bit, those of the same layers reading the whole ring at every step (as on a GPU),
+    through a reorder that drops a row and one to more rows, past the ring's fill."""
+    context, layers = _decoder_layers(3)
+    orders = {4: torch.tensor([2, 0, 1]), 9: torch.tensor([0, 0, 1, 2, 2])}
+    read, bags = hc_decoding.indexed_ring.read, []
+    monkeypatch.setattr(hc_decoding.indexed_ring, "read", lambda ring, rows, offsets, weights: (
+        bags.append(rows.numel() // offsets.numel()), read(ring, rows, offsets, weights))[1])
+    states = {"cpu": {}, "whole ring": {}}
+    with torch.no_grad():
+        for t in range(20):
+            x = torch.randn(1, 5 if t >= 9 else 3, 64)
+            outputs = {}
+            for how, state in states.items():
+                monkeypatch.setattr(hc_decoding, "PREFIX_DEVICES", ("cpu",) if how == "cpu" else ())
+                if t in orders:
+                    for layer in layers:
+                        layer.reorder_incremental_state(state, orders[t])
+                with context.call():
+                    outputs[how] = [layer(x, x, x, incremental_state=state)[0] for layer in layers]
+            assert all(torch.equal(a, b) for a, b in zip(outputs["cpu"], outputs["whole ring"])), t
+            # the weights cut for the steps before the ring is full are kept until the last of them
+            assert all(("filled_weights" in layer._get_input_buffer(states["cpu"])) == (t < 14) for layer in layers)
+    per_step = [bags[i: i + 6] for i in range(0, len(bags), 6)]  # 3 layers reading the filled slots, 3 the ring
+    assert [sizes[:3] for sizes in per_step] == [[min(t + 1, 16)] * 3 for t in range(20)]
+    assert all(sizes[3:] == [16] * 3 for sizes in per_step)
 
 
 def test_a_reorder_to_more_rows_decodes_every_row():

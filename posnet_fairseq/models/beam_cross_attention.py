@@ -11,7 +11,10 @@ at every step. Here:
 * a search's first step projects the source once per sentence (fairseq's ``k_proj`` / ``v_proj`` on the first
   hypothesis of each) and caches, for B sentences of S tokens, the keys transposed (B x H x D_h x S), the values
   (B x H x S x D_h) and M (B x H x 1 x S), each contiguous: the batched products below read them as B*H matrices
-  with no copy, the keys in the order in which the score product reads them;
+  with no copy, the keys in the order in which the score product reads them. The first hypothesis's rows of the
+  encoder output are gathered into one contiguous S x B x C tensor once for every layer (kept in the search's
+  incremental state under :data:`SOURCE`): a projection of the strided rows would gather them itself, twice per
+  layer (issue 48, point 4: a search's once-only work weighs most on short sentences);
 * every step projects the query (fairseq's ``q_proj``), lays its rows out as one B*H x beam x D_h batch (one
   copy), and runs one ``torch.baddbmm`` (M plus the scaled scores), the softmax and one ``torch.bmm`` (the weighted
   values), then fairseq's ``out_proj``. (``torch.nn.functional.scaled_dot_product_attention`` would fuse the three
@@ -30,6 +33,9 @@ from fairseq.modules import MultiheadAttention
 # The step's entries in the module's incremental-state buffer (B rows each): keys (B x H x D_h x S), values
 # (B x H x S x D_h), M (B x H x 1 x S).
 KEYS, VALUES, MASK = "beam_keys", "beam_values", "beam_mask"
+# The search's incremental-state entry shared by every layer: the encoder output its first step was given and
+# that output's rows of one hypothesis per sentence, contiguous (S x B x C).
+SOURCE = "beam_cross_attention.source"
 
 
 class BeamCrossAttention(MultiheadAttention):
@@ -53,25 +59,26 @@ class BeamCrossAttention(MultiheadAttention):
                                    attn_mask, before_softmax, need_head_weights)
         state = self._get_input_buffer(incremental_state)
         if KEYS not in state:
-            state = self._cache(key, key_padding_mask, query.size(1) // self.beam_size)
+            sentences = query.size(1) // self.beam_size
+            state = self._cache(sentence_rows(incremental_state, key, sentences), key_padding_mask, sentences)
             self._set_input_buffer(incremental_state, state)
         return self._step(query, state, need_weights or need_head_weights, need_head_weights)
 
     def _cache(self, key, key_padding_mask, sentences):
         """The buffer of a search's first step: keys, values and M of each sentence (the module doc); ``key`` is
-        the encoder output, S x rows x C, with one row per hypothesis (beam search's expansion, each sentence's
-        rows together) or per sentence."""
+        the encoder output's rows of one hypothesis per sentence (S x B x C, :func:`sentence_rows`) and
+        ``key_padding_mask`` the padding of one row per hypothesis (beam search's expansion, each sentence's rows
+        together) or per sentence."""
         source = key.size(0)
-        if key.size(1) != sentences:  # the hypotheses of a sentence have the same row: read the first
-            key = key.view(source, sentences, -1, key.size(2))[:, :, 0]
-            if key_padding_mask is not None:
-                key_padding_mask = key_padding_mask.view(sentences, -1, source)[:, 0]
+        if key_padding_mask is not None and key_padding_mask.size(0) != sentences:
+            key_padding_mask = key_padding_mask.view(sentences, -1, source)[:, 0]
 
-        def per_head(x, *order):  # S x B x C -> B x H x ... in ``order`` of (S, B, H, D_h)
-            return x.view(source, sentences, self.num_heads, self.head_dim).permute(*order).contiguous()
-
-        keys, values = per_head(self.k_proj(key), 1, 2, 3, 0), per_head(self.v_proj(key), 1, 2, 0, 3)
-        mask = values.new_zeros(sentences, self.num_heads, 1, source)
+        heads, width = self.num_heads, self.head_dim
+        # S x B x C -> B x H x D_h x S: the transpose of the S x (B C) matrix, which torch copies in blocks, where
+        # the 4-d permute's copy reads the projection with a stride of B C numbers
+        keys = self.k_proj(key).reshape(source, -1).t().contiguous().view(sentences, heads, width, source)
+        values = self.v_proj(key).view(source, sentences, heads, width).permute(1, 2, 0, 3).contiguous()
+        mask = values.new_zeros(sentences, heads, 1, source)
         if key_padding_mask is not None:
             mask.masked_fill_(key_padding_mask.view(sentences, 1, 1, source).to(torch.bool), float("-inf"))
         return {KEYS: keys, VALUES: values, MASK: mask}
@@ -98,3 +105,16 @@ class BeamCrossAttention(MultiheadAttention):
         if need_head_weights:
             return out, probs.transpose(0, 1).reshape(heads, rows, steps, source)
         return out, probs.mean(1).view(rows, steps, source)
+
+
+def sentence_rows(incremental_state, encoder_out, sentences):
+    """The S x B x C rows of ``encoder_out`` (S x rows x C, one row per hypothesis, each sentence's rows together,
+    or one per sentence) of the first hypothesis of each of the B ``sentences``, contiguous: gathered at a search's
+    first step once for every layer (they are given the same encoder output) and kept under :data:`SOURCE`."""
+    held = incremental_state.get(SOURCE)
+    if held is None or held["encoder_out"] is not encoder_out:
+        rows = encoder_out
+        if encoder_out.size(1) != sentences:  # the hypotheses of a sentence have the same row: read the first
+            rows = encoder_out.view(encoder_out.size(0), sentences, -1, encoder_out.size(2))[:, :, 0].contiguous()
+        held = incremental_state[SOURCE] = {"encoder_out": encoder_out, "rows": rows}
+    return held["rows"]
