@@ -35,9 +35,9 @@ FLAGS = flags.declare(
                "least the longest training sentence", type=int, metavar="L", check=flags.positive_integer),
     flags.Flag("--randomized-test-positions", "plain", "randomized: the positions at test time, the plain 0..n-1 "
                "or spread, the expected positions of a draw for n tokens (the decoder's n: the target length its "
-               "source leads to expect, by --length-ratio); "
-               "set it in training too, so that validation (--patience, the best checkpoints) measures the positions the "
-               "model is translated with; or at generation (--model-overrides)", choices=TEST_POSITIONS),
+               "source leads to expect, by --length-ratio); set it in training too, so that validation (--patience, "
+               "the best checkpoints) measures the positions the model is translated with; or at generation "
+               "(--model-overrides)", choices=TEST_POSITIONS),
 )
 
 
