@@ -64,6 +64,22 @@ def test_flags_whose_model_needs_the_length_ratio_are_checked_before_any_data(tm
     assert "--shape-max-offset" in errors[model]
 
 
+def test_a_model_translated_with_spread_positions_but_validated_without_them_is_noted():
+    """Its validation loss, on positions it is not translated with, picks its checkpoints and stops it (the
+    length study's randomized + concatenated RoPE on the Bible corpus, 2026-11-28); set in training as well, or
+    not at all, nothing is noted."""
+    randomized = shlex.split("--encoder-position-augmentation randomized --decoder-position-augmentation randomized")
+    spread = ["--model-overrides", "{'randomized_test_positions': 'spread'}"]
+    flags = {"a": randomized, "b": [*randomized, "--randomized-test-positions", "spread"], "c": randomized,
+             "d": [*randomized, "--randomized-test-positions", "plain"]}
+    notes = model_flags.validated_otherwise(flags, {"a": spread, "b": spread, "c": [], "d": spread})
+    assert set(notes) == {"a", "d"}
+    assert notes["a"] == ("a is translated with randomized_test_positions 'spread' (--arch-generate-flags) but "
+                          "validated in training with another value (--patience and the best checkpoints go by that "
+                          "loss); pass --randomized-test-positions spread in --arch-flags to validate it as it is "
+                          "translated")
+
+
 def test_a_micro_run_trains_and_reports_both_under_their_names(tmp_path):
     import torch
 

@@ -41,24 +41,50 @@ def _argparse_error(text, status):
     return lines[-1] if lines else f"fairseq's parser exited with status {status}"
 
 
-def _overridden(generate_flags):
-    """The RoPE scaling flags that ``generate_flags``' --model-overrides sets, as command-line flags: the model is
-    built with them as well, so that a scaling on a model without RoPE is refused here. (Other overrides may
-    need the data, e.g. spread test positions the length ratio.)"""
-    import argparse
+# The settings a model's --model-overrides may change at translation that fairseq's validation in training measures
+# too: set there only, the model is validated (--patience, the best checkpoints averaged) as it is not translated.
+VALIDATED_SETTINGS = {"randomized_test_positions": "--randomized-test-positions"}
 
-    from .. import troubleshooting
-    from ..mixers.rope_scaling import FLAGS
+
+def _overrides_text(generate_flags):
+    import argparse
 
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--model-overrides")
-    text = parser.parse_known_args(generate_flags)[0].model_overrides
+    return parser.parse_known_args(generate_flags)[0].model_overrides
+
+
+def _overridden(generate_flags):
+    """The RoPE scaling flags that ``generate_flags``' --model-overrides sets, as command-line flags: the model is
+    built with them as well, so that a scaling on a model without RoPE is refused here."""
+    from .. import troubleshooting
+    from ..mixers.rope_scaling import FLAGS
+
+    text = _overrides_text(generate_flags)
     problem = troubleshooting.architecture_override(text)
     if problem:
         raise ValueError(problem)
     declared = {f.dest: f.name for f in FLAGS.flags}  # none is a switch: each takes a value
     return [a for key, value in troubleshooting.model_overrides(text).items() if key in declared
             for a in (declared[key], str(value))]
+
+
+def validated_otherwise(flags, generate_flags):
+    """{model: a note for the run's log} for each model of ``flags`` whose ``generate_flags``' --model-overrides
+    set a setting of :data:`VALIDATED_SETTINGS` that its training flags do not set to the same value."""
+    from .. import troubleshooting
+
+    notes = {}
+    for model, argv in flags.items():
+        overrides = troubleshooting.model_overrides(_overrides_text(generate_flags.get(model, [])))
+        for key, flag in VALIDATED_SETTINGS.items():
+            trained = argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+            if key in overrides and str(overrides[key]) != trained:
+                notes[model] = (f"{model} is translated with {key} {overrides[key]!r} (--arch-generate-flags) but "
+                                "validated in training with another value (--patience and the best checkpoints go by "
+                                f"that loss); pass {flag} {overrides[key]} in --arch-flags to validate it as it is "
+                                "translated")
+    return notes
 
 
 def _build(argv, vocab):

@@ -9,7 +9,7 @@ import shlex
 import sys
 
 from .. import fairseq_log, translation_invariance
-from . import cost, data, mixing, paths, plots, quality, recipe as recipes, records, report, run_lock, \
+from . import cost, data, mixing, model_flags, paths, plots, quality, recipe as recipes, records, report, run_lock, \
     seeds, stopping, test_groups, training, verdict
 from .exit_status import of_run
 from .steps import CheckpointsDeleted, Steps, load_json, require_checkpoints, save_json
@@ -195,6 +195,8 @@ def _train(args, trainer, models, train_flags, name, log):
         f"({', '.join(map(str, seed_list))}), {args.budget_obj} each, {args.plan.jobs} at a time on "
         + (f"{args.plan.jobs} GPU(s), {'fp16' if args.plan.fp16 else 'fp32'}" if args.plan.device == "cuda"
            else "the CPU, one thread each"))
+    for note in model_flags.validated_otherwise(args.flags, args.generate_flags).values():
+        log(f"train: note: {note}")
     return trainer.run(models, {name(a, s): train_flags[a] for a in args.arch_list for s in seed_list})
 
 
