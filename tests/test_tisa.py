@@ -291,17 +291,21 @@ def tisa_training_step(model, batch):
     return out.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
-def test_the_layers_of_a_call_compute_their_scores_at_once_with_the_same_outputs_and_gradients(monkeypatch):
+@pytest.mark.parametrize("heads", [[], ["--encoder-attention-heads", "4", "--decoder-attention-heads", "2"]],
+                         ids=["same_heads", "heads_per_side"])
+def test_the_layers_of_a_call_compute_their_scores_at_once_with_the_same_outputs_and_gradients(monkeypatch, heads):
     """Issue 48: a teacher-forced call evaluates every layer's kernel sum in one KernelSum per side, and masks
     every layer's bias in one MaskedBias (their operators, each a kernel launch on a GPU, once per side, not per
-    layer); outputs and every gradient are those of each layer's own evaluation."""
+    layer); outputs and every gradient are those of each layer's own evaluation. KernelSum stacks its layers'
+    H x S parameters, so a side's layers must share their shape: fairseq's heads are set per side."""
     from posnet_fairseq.mixers.distance_bias import DistanceBias
 
     torch.manual_seed(0)
-    model, task = build_model(["--dropout", "0"], arch="tisa_transformer_tiny")
+    model, task = build_model(["--dropout", "0", *heads], arch="tisa_transformer_tiny")
     batch = random_batch(task.source_dictionary, [7, 4], [6, 3])
     scorers = [m for m in model.modules() if isinstance(m, TisaScorer)]
     assert len(scorers) == 4 and all(len(s.layers) == 2 for s in scorers)  # two layers per side
+    assert len({s.num_heads for s in scorers}) == (2 if heads else 1)
     with torch.profiler.profile() as profiler:
         out, grads = tisa_training_step(model, batch)
     exps = [e for e in profiler.events() if e.name == "aten::exp"]
