@@ -67,7 +67,8 @@ def _chain(err: BaseException):
     return seen
 
 
-def _option(argv: Sequence[str], flag: str, default: Optional[str] = None) -> Optional[str]:
+def option(argv: Sequence[str], flag: str, default: Optional[str] = None) -> Optional[str]:
+    """``flag``'s value in ``argv`` (written ``flag VALUE`` or ``flag=VALUE``; the last one given), else ``default``."""
     parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument(flag, default=default)
     return getattr(parser.parse_known_args(list(argv))[0], flag.lstrip("-").replace("-", "_"))
@@ -89,7 +90,7 @@ def _other_checkpoint(err: BaseException, tool: str, argv: Sequence[str]) -> Opt
     """A checkpoint that does not fit: another data-bin's dictionary, or another model."""
     texts = [str(e) for e in _chain(err)]
     cannot = next((m.group(1) for m in map(_CANNOT_LOAD.search, texts) if m), None)
-    checkpoint = cannot or (_option(argv, "--path") or "").split(":")[0]
+    checkpoint = cannot or (option(argv, "--path") or "").split(":")[0]
     sizes = next((m.groups() for m in map(_EMBEDDINGS.search, texts) if m), None)
     if sizes is not None and sizes[0] != sizes[1]:
         fix = ("train into a new --save-dir, or on the checkpoint's data-bin" if tool in TRAINING_TOOLS
@@ -113,7 +114,7 @@ def no_space(err: BaseException, argv: Sequence[str]) -> Optional[str]:
     if not is_disk_full(err):
         return None
     directory = os.path.dirname(os.path.abspath(err.filename)) if getattr(err, "filename", None) else \
-        os.path.abspath(_option(argv, "--save-dir", "checkpoints"))
+        os.path.abspath(option(argv, "--save-dir", "checkpoints"))
     return (f"no space left on {directory}: free space there or give another --save-dir; the same command then "
             f"resumes from the last checkpoint ({PAGE}#no-space-left)")
 
@@ -145,7 +146,7 @@ def architecture_override(overrides_text: Optional[str], keys: Optional[Sequence
 
 def _overridden_parameters(err: BaseException, tool: str, argv: Sequence[str]) -> Optional[str]:
     """An evaluation tool's checkpoint whose parameters do not fit the model its --model-overrides build."""
-    overrides = model_overrides(_option(argv, "--model-overrides"))
+    overrides = model_overrides(option(argv, "--model-overrides"))
     if tool in TRAINING_TOOLS or not overrides:
         return None
     if any(str(e).startswith("Error(s) in loading state_dict") for e in _chain(err)):
@@ -177,7 +178,7 @@ def _too_long(sentence, lengths, limits, tool, argv):
     else:
         from .checkpoint_files import CheckpointFileError, stored_model
 
-        path = (_option(argv, "--path") or "").split(":")[0]
+        path = (option(argv, "--path") or "").split(":")[0]
         try:
             precomputed = (stored_model(path) or ("", {}))[1].get("posnet_precomputed") if path else None
         except CheckpointFileError:

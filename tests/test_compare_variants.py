@@ -66,13 +66,14 @@ def test_flags_whose_model_needs_the_length_ratio_are_checked_before_any_data(tm
 
 def test_a_model_translated_with_spread_positions_but_validated_without_them_is_noted():
     """Its validation loss, on positions it is not translated with, picks its checkpoints and stops it (the
-    length study's randomized + concatenated RoPE on the Bible corpus, 2026-11-28); set in training as well, or
-    not at all, nothing is noted."""
+    length study's randomized + concatenated RoPE on the Bible corpus, 2026-11-28); set in training as well (in
+    either form argparse takes), or not at all, nothing is noted."""
     randomized = shlex.split("--encoder-position-augmentation randomized --decoder-position-augmentation randomized")
     spread = ["--model-overrides", "{'randomized_test_positions': 'spread'}"]
     flags = {"a": randomized, "b": [*randomized, "--randomized-test-positions", "spread"], "c": randomized,
-             "d": [*randomized, "--randomized-test-positions", "plain"]}
-    notes = model_flags.validated_otherwise(flags, {"a": spread, "b": spread, "c": [], "d": spread})
+             "d": [*randomized, "--randomized-test-positions", "plain"],
+             "e": [*randomized, "--randomized-test-positions=spread"]}
+    notes = model_flags.validated_otherwise(flags, {"a": spread, "b": spread, "c": [], "d": spread, "e": spread})
     assert set(notes) == {"a", "d"}
     assert notes["a"] == ("a is translated with randomized_test_positions 'spread' (--arch-generate-flags) but "
                           "validated in training with another value (--patience and the best checkpoints go by that "

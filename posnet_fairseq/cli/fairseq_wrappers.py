@@ -127,19 +127,13 @@ def _show_preset(argv):
         sys.exit(f"posnet-train --show-preset: {err}")
 
 
-def _option(argv, flag, default=None):
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    parser.add_argument(flag, default=default)
-    return getattr(parser.parse_known_args(argv)[0], flag.lstrip("-").replace("-", "_"))
-
-
 def _resumed_checkpoint(argv):
     """The checkpoint posnet-train ARGV resumes from when it exists (fairseq: --save-dir's checkpoint_last.pt
     unless --restore-file names another), else None."""
-    if _option(argv, "--restore-file", "checkpoint_last.pt") != "checkpoint_last.pt" or \
+    if troubleshooting.option(argv, "--restore-file", "checkpoint_last.pt") != "checkpoint_last.pt" or \
             _has_flag(argv, "--checkpoint-suffix"):
         return None  # a checkpoint chosen on purpose, e.g. to fine-tune another model
-    path = os.path.join(_option(argv, "--save-dir", "checkpoints"), "checkpoint_last.pt")
+    path = os.path.join(troubleshooting.option(argv, "--save-dir", "checkpoints"), "checkpoint_last.pt")
     return path if os.path.exists(path) else None
 
 
@@ -168,12 +162,12 @@ def _check_checkpoints(module_name, argv):
     from ..checkpoint_files import CheckpointFileError, differences, model_of, load, restore_interrupted_copy
 
     if module_name != "train":
-        for path in filter(None, (_option(argv, "--path") or "").split(":")):
+        for path in filter(None, (troubleshooting.option(argv, "--path") or "").split(":")):
             try:
                 load(path, mmap=True)
             except CheckpointFileError as err:
                 return f"--path {err}"
-        return troubleshooting.architecture_override(_option(argv, "--model-overrides"))
+        return troubleshooting.architecture_override(troubleshooting.option(argv, "--model-overrides"))
     path, arch = _resumed_checkpoint(argv), _given(argv).arch
     if path is None or arch is None:
         return None
@@ -214,7 +208,8 @@ def _warn_unused_arch(module_name, argv):
 
 def _remove_partial_checkpoints(argv):
     """fairseq writes a checkpoint to NAME.pt.tmp, then renames it; an interrupted write leaves the .tmp file."""
-    for path in glob.glob(os.path.join(glob.escape(_option(argv, "--save-dir", "checkpoints")), "*.pt.tmp")):
+    save_dir = troubleshooting.option(argv, "--save-dir", "checkpoints")
+    for path in glob.glob(os.path.join(glob.escape(save_dir), "*.pt.tmp")):
         os.remove(path)
 
 

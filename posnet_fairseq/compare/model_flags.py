@@ -78,7 +78,7 @@ def validated_otherwise(flags, generate_flags):
     for model, argv in flags.items():
         overrides = troubleshooting.model_overrides(_overrides_text(generate_flags.get(model, [])))
         for key, flag in VALIDATED_SETTINGS.items():
-            trained = argv[argv.index(flag) + 1] if flag in argv[:-1] else None
+            trained = troubleshooting.option(argv, flag)
             if key in overrides and str(overrides[key]) != trained:
                 notes[model] = (f"{model} is translated with {key} {overrides[key]!r} (--arch-generate-flags) but "
                                 "validated in training with another value (--patience and the best checkpoints go by "

@@ -195,8 +195,11 @@ def kept(metric, archs, seeds, hypotheses, name, refs, within, beyond, weights=N
         parts.append((_stats_of(metric, seeds, joined[0], name, joined[1]), joined[2]))
     sizes = {bucket: len(ids) for _, buckets in parts for bucket, ids in buckets.items()}
     weight = (weights or {}).get
-    shares = {arch: {bucket: kept_share(natural(arch, within), stats(arch, ids), weight(bucket))
-                     for stats, buckets in parts for bucket, ids in buckets.items()} for arch in archs}
+    shares = {}
+    for arch in archs:
+        reference = natural(arch, within)
+        shares[arch] = {bucket: kept_share(reference, stats(arch, ids), weight(bucket))
+                        for stats, buckets in parts for bucket, ids in buckets.items()}
     out = {arch: {} for arch in archs}
     for arch in archs:
         for bucket, (share, influence) in shares[arch].items():
