@@ -34,7 +34,9 @@ from fairseq.modules import MultiheadAttention
 # (B x H x S x D_h), M (B x H x 1 x S).
 KEYS, VALUES, MASK = "beam_keys", "beam_values", "beam_mask"
 # The search's incremental-state entry shared by every layer: the encoder output its first step was given and
-# that output's rows of one hypothesis per sentence, contiguous (S x B x C).
+# that output's rows of one hypothesis per sentence, contiguous (S x B x C). A plain key beside fairseq's
+# per-module ones: fairseq's reorders walk modules and never read it, only a search's first step does, and it is
+# dropped with the search's incremental state (a new search, a new dict).
 SOURCE = "beam_cross_attention.source"
 
 
