@@ -6,6 +6,7 @@ import json
 import shlex
 
 import pytest
+import torch
 
 from posnet_fairseq.compare import model_flags, options, training
 from posnet_fairseq.compare import recipe as recipes
@@ -56,12 +57,20 @@ def test_a_bad_name_or_flag_names_the_model(tmp_path, capsys, archs, flags, mess
                                    "randomized --randomized-test-positions spread"])
 def test_flags_whose_model_needs_the_length_ratio_are_checked_before_any_data(tmp_path, flags):
     """fairseq-train computes their length ratio from the training set; the check, made before the data, was
-    refused with 'cannot compute the length ratio'. A bad flag beside them is still told."""
+    refused with 'cannot compute the length ratio'. A bad flag beside them is still told. The cost report's
+    training step, also built without data, was refused the same way (the length study's Bible run, 2026-11-28):
+    it runs one."""
+    from posnet_fairseq.benchmark.training_step import TrainingStep
+
     model = "posnet_transformer_tiny+gamma"
     args = parse(["--archs", model, "--arch-flags", f"{model}={flags}"], tmp_path)
     assert args.flags == {model: shlex.split(flags)}
     errors, _ = model_flags.check({model: [*shlex.split(flags), "--shape-max-offset", "0"]})
     assert "--shape-max-offset" in errors[model]
+    step = TrainingStep("posnet_transformer_tiny", 2, 6, 64, shlex.split(flags))
+    before = [p.detach().clone() for p in step.model.parameters()]
+    step()
+    assert any(not torch.equal(a, b) for a, b in zip(before, step.model.parameters()))
 
 
 def test_a_model_translated_with_spread_positions_but_validated_without_them_is_noted():
@@ -82,8 +91,6 @@ def test_a_model_translated_with_spread_positions_but_validated_without_them_is_
 
 
 def test_a_micro_run_trains_and_reports_both_under_their_names(tmp_path):
-    import torch
-
     out = tmp_path / "run"
     run_compare(["--archs", f"posnet_transformer_tiny,{SHAPE}", "--arch-flags", f"{SHAPE}={SHAPE_FLAGS}",
                  "--out", str(out), "--budget", "2u", "--train-pairs", "60", "--valid", "6", "--test", "12",

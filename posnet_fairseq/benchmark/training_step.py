@@ -59,14 +59,24 @@ def parse_train_args(argv):
 
 def build_model(argv, dictionary, seed):
     """(model, task): the model fairseq-train would build from ``argv`` with ``dictionary`` on both sides,
-    initialised with ``seed``."""
+    initialised with ``seed``. fairseq-train computes the length ratio from the training set, which is not
+    here: a model that needs it (a cross-attention mixer's anchors, a decoder's spread test positions) is built
+    with a placeholder ratio of 1, which moves where those positions point, not what a step costs."""
     import torch
     from fairseq.tasks.translation import TranslationTask
 
-    args = parse_train_args(argv)
-    task = TranslationTask(args, dictionary, dictionary)
-    torch.manual_seed(seed)
-    return task.build_model(args), task
+    from ..data.length_ratio import NoTrainingData
+
+    def built(words):
+        args = parse_train_args(words)
+        task = TranslationTask(args, dictionary, dictionary)
+        torch.manual_seed(seed)
+        return task.build_model(args), task
+
+    try:
+        return built(argv)
+    except NoTrainingData:
+        return built([*argv, "--length-ratio", "1"])
 
 
 def _rss_kb(field):

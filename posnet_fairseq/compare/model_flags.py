@@ -88,16 +88,11 @@ def validated_otherwise(flags, generate_flags):
 
 
 def _build(argv, vocab):
-    """The model fairseq-train builds from ``argv``, on ``vocab`` and without data."""
+    """The model fairseq-train builds from ``argv``, on ``vocab`` and without data (a placeholder length ratio
+    where it needs one: :func:`posnet_fairseq.benchmark.training_step.build_model`)."""
     from ..benchmark.training_step import build_model
-    from ..data.length_ratio import NoTrainingData
 
-    try:
-        return build_model(argv, vocab, seed=1)[0]
-    except NoTrainingData:
-        # fairseq-train computes the length ratio from the training set, which a check runs before: any ratio
-        # builds the model (a cross-attention mixer's, or a decoder's spread test positions)
-        return build_model([*argv, "--length-ratio", "1"], vocab, seed=1)[0]
+    return build_model(argv, vocab, seed=1)[0]
 
 
 def check(flags, generate_flags=None):
