@@ -16,7 +16,8 @@ from test_docs import github_anchors
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(REPO, "docs")
 RUN_PAGES = ["compare/README.md", "compare/verdict-synthetic/README.md", "compare/verdict-bible/README.md",
-             "compare/verdict-bible-seed1/README.md", "compare/t5-20-epochs/README.md", "compare/aa-bible/README.md"]
+             "compare/verdict-bible-seed1/README.md", "compare/t5-20-epochs/README.md", "compare/aa-bible/README.md",
+             "length-study/remedies-bible/README.md"]
 # the pages whose headline figures are rendered
 PAGES = ["length-generalisation.md", "verdict-calibration.md", "compare.md", "compare-reference.md"] + RUN_PAGES
 
