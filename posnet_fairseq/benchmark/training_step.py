@@ -59,24 +59,27 @@ def parse_train_args(argv):
 
 def build_model(argv, dictionary, seed):
     """(model, task): the model fairseq-train would build from ``argv`` with ``dictionary`` on both sides,
-    initialised with ``seed``. fairseq-train computes the length ratio from the training set, which is not
-    here: a model that needs it (a cross-attention mixer's anchors, a decoder's spread test positions) is built
-    with a placeholder ratio of 1, which moves where those positions point, not what a step costs."""
+    initialised with ``seed``."""
     import torch
     from fairseq.tasks.translation import TranslationTask
 
+    args = parse_train_args(argv)
+    task = TranslationTask(args, dictionary, dictionary)
+    torch.manual_seed(seed)
+    return task.build_model(args), task
+
+
+def build_without_data(argv, dictionary, seed):
+    """:func:`build_model` for a step measured or a flag checked without the training set, from which
+    fairseq-train computes the length ratio: a model that needs it (a cross-attention mixer's anchors, a
+    decoder's spread test positions) is built with a placeholder ratio of 1, which moves where those positions
+    point, not what a step costs or which flags parse."""
     from ..data.length_ratio import NoTrainingData
 
-    def built(words):
-        args = parse_train_args(words)
-        task = TranslationTask(args, dictionary, dictionary)
-        torch.manual_seed(seed)
-        return task.build_model(args), task
-
     try:
-        return built(argv)
+        return build_model(argv, dictionary, seed)
     except NoTrainingData:
-        return built([*argv, "--length-ratio", "1"])
+        return build_model([*argv, "--length-ratio", "1"], dictionary, seed)
 
 
 def _rss_kb(field):
@@ -113,7 +116,7 @@ class TrainingStep:
         self.arch, self.sentences, self.length = arch, batch, length
         self.device = torch.device(device)
         self.dictionary = dictionary(vocab)
-        model, _ = build_model(["--arch", arch, *flags], self.dictionary, seed=0)
+        model, _ = build_without_data(["--arch", arch, *flags], self.dictionary, seed=0)
         self.model = model.to(self.device).train()
         self.params = sum(p.numel() for p in self.model.parameters())
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=1e-4, betas=(0.9, 0.98))

@@ -89,10 +89,10 @@ def validated_otherwise(flags, generate_flags):
 
 def _build(argv, vocab):
     """The model fairseq-train builds from ``argv``, on ``vocab`` and without data (a placeholder length ratio
-    where it needs one: :func:`posnet_fairseq.benchmark.training_step.build_model`)."""
-    from ..benchmark.training_step import build_model
+    where it needs one: :func:`posnet_fairseq.benchmark.training_step.build_without_data`)."""
+    from ..benchmark.training_step import build_without_data
 
-    return build_model(argv, vocab, seed=1)[0]
+    return build_without_data(argv, vocab, seed=1)[0]
 
 
 def check(flags, generate_flags=None):

@@ -194,6 +194,8 @@ def kept(metric, archs, seeds, hypotheses, name, refs, within, beyond, weights=N
     if joined:
         parts.append((_stats_of(metric, seeds, joined[0], name, joined[1]), joined[2]))
     sizes = {bucket: len(ids) for _, buckets in parts for bucket, ids in buckets.items()}
+    if within is None or not sizes:  # no reference bucket, or none beyond it
+        return {arch: {} for arch in archs}
     weight = (weights or {}).get
     shares = {}
     for arch in archs:
