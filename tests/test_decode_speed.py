@@ -141,6 +141,32 @@ def test_plain_beam_rows_decode_the_same_checkpoint_with_the_cross_attention_per
     assert "aan_plus_avg_tiny plain-beam" not in rows and "posnet_transformer_tiny-int8 plain-beam" not in rows
     assert len(calls) == 2 * 6 and calls[:6] == calls[6:] and len(set(calls)) == 6  # every row in each round
 
+def test_fbgemm_rows_decode_the_int8_checkpoint_with_fbgemm_products(tmp_path, monkeypatch):
+    """--fbgemm ROWS: 'ARCH-int8 fbgemm' decodes the int8 row's checkpoint with --int8-engine fbgemm set by
+    fairseq-generate's --model-overrides, alternating with the row itself (the machine's engine, no flag)."""
+    calls = []
+
+    def fake_generate(data_bin, checkpoint, length, results_dir, flags=(), **kw):
+        key = checkpoint.rsplit("/", 1)[1][:-len(".pt")], tuple(flags)
+        calls.append(key)
+        cpu_s = 1.5 if key[1] else 1.0
+        return {"rate": SENTENCES / cpu_s, "tokens_per_hyp": length + 1, "cpu_s": cpu_s}
+
+    monkeypatch.setattr(decode_speed, "generate_timed", fake_generate)
+    _, rows = _decoded(["--size", "tiny", "--sentences", str(SENTENCES), "--rounds", "1", "--lengths", "8",
+                        "--archs", "aan_plus_avg", "--int8", "--fbgemm", "aan_plus_avg-int8", "--workdir",
+                        str(tmp_path)])
+    assert ("aan_plus_avg_tiny-int8", ("--model-overrides", "{'int8_engine': 'fbgemm'}")) in calls
+    assert ("aan_plus_avg_tiny-int8", ()) in calls and len(calls) == 3
+    assert rows["aan_plus_avg_tiny-int8 fbgemm"]["CPU-time ratio"] == f"{1.0 / 1.5:.2f}x"
+
+
+def test_fbgemm_of_a_row_without_int8_products_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        decode_speed.parse_args(["--archs", "aan_plus_avg", "--int8", "--fbgemm", "aan_plus_avg"])
+    assert "--fbgemm aan_plus_avg: give an int8 row (ARCH-int8, with --int8)" in capsys.readouterr().err
+
+
 def test_against_a_row_not_measured_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(decode_speed, "generate_timed", lambda *a, **kw: pytest.fail("nothing is timed"))
     with pytest.raises(SystemExit, match="--against ctranslate2 int8: not among the rows measured"):

@@ -64,6 +64,63 @@ def test_a_checkpoint_quantised_per_tensor_still_loads_per_tensor(monkeypatch):
         assert torch.equal(old(tokens, lengths, prev)[0], rebuilt(tokens, lengths, prev)[0])
 
 
+def _engine_output(layer, x, engine):
+    """``layer``'s int8 product of ``x`` with its weights packed afresh for ``engine``."""
+    with int8.packed_for(engine):
+        packed = torch.ops.quantized.linear_prepack(*layer._packed_params._weight_bias())
+    return torch.ops.quantized.linear_dynamic(x, packed, True)
+
+
+@pytest.mark.skipif("onednn" not in torch.backends.quantized.supported_engines,
+                    reason="this torch build has no oneDNN quantized engine")
+def test_a_model_keeps_its_engine_through_loading_and_the_engines_share_the_weights(monkeypatch):
+    """--int8-engine: the layers are packed for the chosen engine when made and again when fairseq loads the
+    stored weights into them, whatever torch's global engine is then; the stored int8 weights are the same for
+    every engine (one checkpoint serves both), and the engines' products differ only by float rounding."""
+    model, _ = ft.build_model()
+    by_engine = {name: int8.quantize_(copy.deepcopy(model), "all", name) for name in ("fbgemm", "onednn")}
+    stored = {name: m.state_dict() for name, m in by_engine.items()}
+    weights = [key for key in stored["fbgemm"] if key.endswith("_packed_params._packed_params")]
+    assert weights and all(torch.equal(stored["fbgemm"][k][0].int_repr(), stored["onednn"][k][0].int_repr())
+                           for k in weights)
+    torch.manual_seed(0)
+    x = torch.randn(64, model.decoder.layers[0].fc1.in_features)
+    references = {name: _engine_output(by_engine["fbgemm"].decoder.layers[0].fc1, x, name)
+                  for name in ("fbgemm", "onednn")}
+    assert not torch.equal(references["fbgemm"], references["onednn"])  # so the checks below tell them apart
+    torch.testing.assert_close(references["onednn"], references["fbgemm"], rtol=1e-5, atol=1e-6)
+    for name, other in (("onednn", "fbgemm"), ("fbgemm", "onednn")):
+        monkeypatch.setattr(torch.backends.quantized, "engine", other)  # torch's setting is the other engine
+        loaded = int8.quantize_(copy.deepcopy(model), "all", name)
+        loaded.load_state_dict(stored["fbgemm"])
+        assert torch.backends.quantized.engine == other
+        with torch.no_grad():
+            assert torch.equal(loaded.decoder.layers[0].fc1(x), references[name])
+
+
+def _supported_engines(monkeypatch, engines):
+    # a read-only property of torch.backends.quantized's class
+    monkeypatch.setattr(type(torch.backends.quantized), "supported_engines", property(lambda self: engines))
+
+
+def test_an_engine_this_torch_lacks_names_the_flag(monkeypatch):
+    _supported_engines(monkeypatch, ["qnnpack", "none"])
+    with pytest.raises(ValueError, match="--int8-engine onednn: this torch build has no onednn engine "
+                                         r"\(it has qnnpack\)"):
+        int8.engine("onednn")
+    with pytest.raises(ValueError, match="--int8-engine mkl: choose from auto, fbgemm, onednn"):
+        int8.engine("mkl")
+
+
+def test_auto_takes_onednn_only_on_a_cpu_with_amx(monkeypatch):
+    monkeypatch.setattr(torch.backends.quantized, "engine", "x86")
+    for engines, amx, expected in ((["onednn", "x86", "fbgemm"], True, "onednn"),
+                                   (["onednn", "x86", "fbgemm"], False, "x86"), (["x86", "fbgemm"], True, "x86")):
+        _supported_engines(monkeypatch, engines)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda amx=amx: amx)
+        assert int8.engine("auto") == expected
+
+
 def test_multihead_attention_leaves_its_fast_path_that_reads_the_weights():
     """fairseq's MultiheadAttention hands q_proj.weight to F.multi_head_attention_forward outside incremental
     decoding; quantised, ``weight`` is a method and that path would fail."""

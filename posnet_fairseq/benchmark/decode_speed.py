@@ -27,7 +27,9 @@ converts with CTranslate2 (the Transformer, Shaw-relative and T5-bias models) in
 with the same sources, forced lengths, beam, batch and threads. ``--plain-beam ARCHS`` adds those rows
 decoded with ``--no-beamable-mm`` as ``ROW plain-beam``: the cross attention's keys and values per
 hypothesis, where the default keeps them once per sentence (:mod:`posnet_fairseq.models.beam_shared`), so
-that one run times both paths (on a GPU the shared path launches more, smaller kernels)::
+that one run times both paths (on a GPU the shared path launches more, smaller kernels). ``--fbgemm ARCHS``
+adds int8 rows decoded with FBGEMM's products as ``ROW fbgemm``, where the default engine is the machine's
+(``--int8-engine auto``, :mod:`posnet_fairseq.models.int8`)::
 
     python -m posnet_fairseq.benchmark.decode_speed --threads 1 --sentences 32 --rounds 1 --lengths 30,80,200
     python -m posnet_fairseq.benchmark.decode_speed --archs transformer,hc_gaussian --lengths 30,80
@@ -42,12 +44,17 @@ import os
 import time
 
 from ..plugin import PLUGIN_DIR
+from ..sites import dest
 from .decode_models import ctranslate2_rows, fairseq_rows, mean_source_length, synthetic_data_bin
 from .measurements import DecodeTiming
 
-# The row of a fairseq row decoded with its cross attention per hypothesis (--plain-beam), and its generation flag.
-PLAIN_BEAM = " plain-beam"
-PLAIN_BEAM_FLAGS = ("--no-beamable-mm",)
+# The variants of a fairseq row, each decoding the row's checkpoint with fairseq-generate flags of its own:
+# {option: (the suffix of its rows, the flags)}. --plain-beam: the cross attention per hypothesis; --fbgemm: an
+# int8 row's products in FBGEMM, torch's default engine on x86.
+VARIANTS = {
+    "--plain-beam": (" plain-beam", ("--no-beamable-mm",)),
+    "--fbgemm": (" fbgemm", ("--model-overrides", "{'int8_engine': 'fbgemm'}")),
+}
 
 
 def quiet():
@@ -189,6 +196,9 @@ def parse_args(argv=None):
     p.add_argument("--plain-beam", metavar="ARCHS", default="", help="also these comma-separated --archs (or "
                    "their -int8 rows) decoded with --no-beamable-mm, the cross attention per hypothesis, as the "
                    "rows 'ARCH plain-beam' (default: none; the other rows keep it once per sentence)")
+    p.add_argument("--fbgemm", metavar="ARCHS", default="", help="also these comma-separated -int8 rows (ARCH-int8 "
+                   "with --int8) decoded with FBGEMM's int8 products (--int8-engine fbgemm), as the rows 'ARCH-int8 "
+                   "fbgemm' (default: none; the other rows take the machine's engine, --int8-engine auto)")
     p.add_argument("--against", metavar="ROW", help="the row the ratios divide by (default: the first arch), e.g. "
                    "'ctranslate2 int8'")
     p.add_argument("--quick", action="store_true", help="smoke test: tiny models, 32 sentences, length 8, one round")
@@ -204,22 +214,26 @@ def parse_args(argv=None):
     except ValueError:
         p.error(f"--lengths {args.lengths}: give whole numbers, comma-separated")
     args.profile = [a.strip() for a in args.profile.split(",") if a.strip()]
-    args.plain_beam = [a.strip() for a in args.plain_beam.split(",") if a.strip()]
+    args.variants = {option: [a.strip() for a in getattr(args, dest(option)).split(",") if a.strip()]
+                     for option in VARIANTS}
     if args.device == "cuda":
         # int8 linear layers are torch's CPU dynamic quantization; the profile of operators by their CPU time
         # is a CPU measurement (the CTranslate2 rows run on the GPU too).
         for flag, given in (("--int8", args.int8), ("--profile", args.profile)):
             if given:
                 p.error(f"{flag} measures CPU decoding: leave it out with --device cuda")
-    for flag, names in (("--profile", args.profile), ("--plain-beam", args.plain_beam)):
+    for flag, names in (("--profile", args.profile), *args.variants.items()):
         for name in names:
             if name not in args.names and not (args.int8 and name.endswith("-int8") and name[:-5] in args.names):
                 p.error(f"{flag} {name} is not among --archs" + (" (nor their -int8 rows)" if args.int8 else ""))
+    for name in args.variants["--fbgemm"]:
+        if not name.endswith("-int8"):
+            p.error(f"--fbgemm {name}: give an int8 row (ARCH-int8, with --int8); the engine runs int8 products only")
     return args
 
 
 def fairseq_row(args, archs, name):
-    """The row of ``name``, an arch as --archs names it or its ``-int8`` row (--profile, --plain-beam)."""
+    """The row of ``name``, an arch as --archs names it or its ``-int8`` row (--profile, :data:`VARIANTS`)."""
     from . import resolve
 
     if name.endswith("-int8") and name not in args.names:
@@ -227,16 +241,19 @@ def fairseq_row(args, archs, name):
     return archs[args.names.index(name)]
 
 
-def plain_beam_rows(args, archs, checkpoints, params, limit, arithmetic):
-    """{row: its fairseq-generate flags} of the --plain-beam rows, each added to ``checkpoints`` (the same
-    checkpoint as its row) and to the row's ``params``, ``limit`` and ``arithmetic`` in place."""
+def variant_rows(args, archs, checkpoints, params, limit, arithmetic):
+    """{row: its fairseq-generate flags} of the rows of :data:`VARIANTS` (--plain-beam, --fbgemm), each added to
+    ``checkpoints`` (the same checkpoint as its row) and to the row's ``params``, ``limit`` and ``arithmetic`` in
+    place."""
     flags = {}
-    for name in args.plain_beam:
-        row = fairseq_row(args, archs, name)
-        plain = row + PLAIN_BEAM
-        checkpoints[plain], params[plain], limit[plain] = checkpoints[row], params[row], limit[row]
-        arithmetic.update({(plain, n): arithmetic[row, n] for n in args.lengths if (row, n) in arithmetic})
-        flags[plain] = PLAIN_BEAM_FLAGS
+    for option, names in args.variants.items():
+        suffix, row_flags = VARIANTS[option]
+        for name in names:
+            row = fairseq_row(args, archs, name)
+            variant = row + suffix
+            checkpoints[variant], params[variant], limit[variant] = checkpoints[row], params[row], limit[row]
+            arithmetic.update({(variant, n): arithmetic[row, n] for n in args.lengths if (row, n) in arithmetic})
+            flags[variant] = row_flags
     return flags
 
 
@@ -261,7 +278,7 @@ def main(argv=None):
     data_bin = synthetic_data_bin(args.workdir, args.sentences)
     source_length = round(mean_source_length(args.workdir, args.sentences))
     checkpoints, params, limit, arithmetic = fairseq_rows(args, archs, data_bin, source_length)
-    row_flags = plain_beam_rows(args, archs, checkpoints, params, limit, arithmetic)
+    row_flags = variant_rows(args, archs, checkpoints, params, limit, arithmetic)
     engines, engine_arch, ct2_rows = ctranslate2_rows(args, checkpoints, archs, data_bin) if args.ctranslate2 \
         else ({}, {}, [])
     for row, arch in engine_arch.items():  # the converted model's size, positions and arithmetic

@@ -18,6 +18,14 @@ int8, since reading it is the largest of its own costs per step; the int8
 model already differs from fp32, and docs/constant-cost-decoding.md gives
 what the narrower ring costs in BLEU.
 
+The int8 products run in the library of :func:`engine` (``--int8-engine``): torch's default on x86
+(``x86``) packs dynamic int8 linear layers for FBGEMM, whose kernels use AVX512-VNNI at best; oneDNN runs the
+same quantisation (the same int8 activations, weights and scales, so the same integer sums; the fp32 result
+rescaled in another order, up to float rounding) through the CPU's AMX tiles where it has them. ``auto`` takes
+oneDNN on such a CPU and torch's default elsewhere. Layers are packed for an engine when they are made and when
+their weights are loaded (:func:`packed_for`): a packed layer keeps its engine, whatever torch's global setting
+is later; the stored int8 weights are the same for every engine.
+
 ``posnet-quantize`` (:mod:`posnet_fairseq.cli.quantize`) writes such a model:
 the int8 weights in the state dict and ``--int8-linear all`` (or
 ``fp32-output``) in the model's arguments, so that fairseq's own tools
@@ -34,6 +42,7 @@ module path instead, which calls the projections as modules: it is set on
 every MultiheadAttention whose projections are quantised.
 """
 import argparse
+import contextlib
 
 import torch
 from fairseq.modules import MultiheadAttention
@@ -55,8 +64,47 @@ FLAG = flags.Flag("--int8-linear", "off", "int8 dynamic quantisation of the line
                   "output projection (fp32-output)", choices=MODES, internal=True)
 
 
-def quantize_(model, mode):
-    """Makes ``model``'s linear layers int8 in place (``mode`` all / fp32-output; off: nothing); returns it."""
+ENGINES = ("auto", "fbgemm", "onednn")
+
+# A generation-time choice (fairseq-generate --model-overrides "{'int8_engine': 'fbgemm'}"): a property of the
+# machine that decodes, not of the model, so posnet-quantize does not store it.
+ENGINE_FLAG = flags.Flag("--int8-engine", "auto", "the library of an int8 model's products on the CPU: onednn "
+                         "(AMX tiles), fbgemm (torch's default on x86), or auto: onednn where the CPU has AMX, "
+                         "else torch's default", choices=ENGINES)
+
+
+def engine(choice):
+    """torch's quantized engine for ``choice`` (one of :data:`ENGINES`), or ValueError naming the flag; auto:
+    oneDNN on a CPU with AMX tiles (on one such CPU, a Xeon with AMX-INT8, it decoded issue 48's 30-token
+    benchmark faster than FBGEMM: docs/benchmarks.md), torch's default elsewhere."""
+    supported = torch.backends.quantized.supported_engines
+    if choice == "auto":
+        amx = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
+        return "onednn" if amx and "onednn" in supported else torch.backends.quantized.engine
+    if choice not in ENGINES:
+        raise ValueError(f"--int8-engine {choice}: choose from {', '.join(ENGINES)}")
+    if choice not in supported:
+        raise ValueError(f"--int8-engine {choice}: this torch build has no {choice} engine "
+                         f"(it has {', '.join(e for e in supported if e != 'none')})")
+    return choice
+
+
+@contextlib.contextmanager
+def packed_for(name):
+    """int8 layers made or loaded inside are packed for torch's quantized engine ``name`` (None: as set)."""
+    before = torch.backends.quantized.engine
+    if name is not None and name != before:
+        torch.backends.quantized.engine = name
+    try:
+        yield
+    finally:
+        torch.backends.quantized.engine = before
+
+
+def quantize_(model, mode, engine_choice="auto"):
+    """Makes ``model``'s linear layers int8 in place (``mode`` all / fp32-output; off: nothing), packed for the
+    quantized engine of ``engine_choice`` (:func:`engine`), which the model keeps as ``int8_engine`` for the
+    weights it loads later (:func:`packed_for`); returns it."""
     if mode == "off":
         return model
     if mode not in MODES:
@@ -66,7 +114,10 @@ def quantize_(model, mode):
         keep.update(f"{name}.{child}".lstrip(".") for child in getattr(module, "FP32_LINEARS", ()))
     linears = {name for name, m in model.named_modules() if type(m) is nn.Linear
                and not any(name == k or name.startswith(k + ".") for k in keep)}
-    torch.ao.quantization.quantize_dynamic(model, dict.fromkeys(linears, QCONFIG), dtype=torch.qint8, inplace=True)
+    model.int8_engine = engine(engine_choice)
+    with packed_for(model.int8_engine):
+        torch.ao.quantization.quantize_dynamic(model, dict.fromkeys(linears, QCONFIG), dtype=torch.qint8,
+                                               inplace=True)
     for module in model.modules():
         if isinstance(module, MultiheadAttention) and not isinstance(module.q_proj, nn.Linear):
             module._set_skip_embed_dim_check()

@@ -57,6 +57,7 @@ FLAGS = flags.declare(
     flags.Flag("--no-encoder-ffn", False, "remove the encoder feed-forward sub-layers (-FF)"),
     flags.Flag("--no-decoder-ffn", False, "remove the decoder feed-forward sub-layers (-FF)"),
     int8.FLAG,
+    int8.ENGINE_FLAG,
 )
 
 
@@ -359,7 +360,12 @@ class PosNetTransformerModel(TransformerModel):
         model.encoder.beam_sharing = beam_shared.BeamSharing(model.decoder)
         depth_scaled_init(model, args)
         cls._check_max_positions(model, args)
-        return int8.quantize_(model, opts.int8_linear)
+        return int8.quantize_(model, opts.int8_linear, opts.int8_engine)
+
+    def load_state_dict(self, state_dict, *args, **kwargs):
+        # an int8 model's weights are packed as they load: for the engine its layers were made for (models/int8.py)
+        with int8.packed_for(getattr(self, "int8_engine", None)):
+            return super().load_state_dict(state_dict, *args, **kwargs)
 
     def make_generation_fast_(self, **kwargs):
         super().make_generation_fast_(**kwargs)
