@@ -2,6 +2,10 @@
 deltas, and the shared contract checks for gated mha and gated rposnet."""
 import argparse
 import math
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 import torch
@@ -207,3 +211,35 @@ def test_without_gradients_the_stacked_product_is_activated_in_place_with_the_sa
     names = [e.name for e in profiler.events()]
     assert f"aten::{act}_" in names and f"aten::{act}" not in names, names
     torch.testing.assert_close(in_place, gated(x, x, x)[0], atol=0, rtol=0)  # (with gradients: out of place)
+
+
+# A torch without the private binding: removed before posnet_fairseq.mixers.gating is imported, which is when the
+# gate picks its in-place GeLU (a second import in this process would register its flags and wrapper again).
+WITHOUT_THE_BINDING = textwrap.dedent("""
+    import torch
+    import torch.nn.functional as F
+
+    binding = torch._C._nn.gelu_
+    del torch._C._nn.gelu_
+    from posnet_fairseq.mixers.gating import IN_PLACE
+
+    fallback = IN_PLACE[F.gelu]
+    assert fallback is torch.ops.aten.gelu_, fallback
+    x = torch.cat([6 * torch.randn(10000, generator=torch.Generator().manual_seed(0)),
+                   torch.tensor([0.0, -0.0, 1e-30, -1e-30, 40.0, -40.0, 3e38, -3e38])])
+    by_fallback, by_binding = x.clone(), x.clone()
+    assert fallback(by_fallback) is by_fallback and binding(by_binding) is by_binding  # in place, as the binding
+    assert by_fallback.dtype == torch.float32 and not torch.equal(by_fallback, x)
+    assert torch.equal(by_fallback, by_binding), (by_fallback - by_binding).abs().max()
+    assert torch.equal(by_fallback, F.gelu(x)), (by_fallback - F.gelu(x)).abs().max()
+""")
+
+
+def test_without_torchs_private_gelu_binding_the_gate_falls_back_to_the_public_operator_bit_for_bit():
+    """The gate's in-place GeLU (gating.IN_PLACE) is torch's private binding ``torch._C._nn.gelu_`` where torch
+    has it and the registered operator ``aten.gelu_`` where not: in a fresh interpreter without the binding, the
+    fallback is taken and gives the binding's values and F.gelu's, exactly in fp32, in place."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", WITHOUT_THE_BINDING], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=repo, OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr[-3000:]

@@ -29,6 +29,15 @@ def test_counts_are_deterministic():
     assert all(n > 0 for n in first)
 
 
+def test_a_model_that_needs_the_length_ratio_is_counted_without_data():
+    """Spread randomized test positions read the length ratio, which fairseq-train computes from the training set:
+    the decoding step, built without data, stopped with 'cannot compute the length ratio'. It is built with the
+    placeholder ratio, as the training step is (benchmark.training_step.build_without_data)."""
+    args = _args("--decoder-position-augmentation", "randomized", "--randomized-test-positions", "spread")
+    counts = op_counts.count(["posnet_transformer_tiny"], args)["posnet_transformer_tiny"]
+    assert counts["decode"] > 0 and counts["train"] > 0
+
+
 def test_relative_position_terms_add_operators_in_training_and_folded_ones_save_them_in_decoding():
     # In training rPosNet's relative position energies are extra products and gathers on top of the
     # Transformer's attention. In decoding its tables are folded when the model is prepared for

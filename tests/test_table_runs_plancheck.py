@@ -27,3 +27,19 @@ def test_plancheck_names_missing_arch_mixer_and_bad_flag():
     assert problems and "--no-such-flag" in problems[0]
     bad = plancheck.check_plan("# row r x\nfairseq-train /d --arch no_such_arch_xyz " + " ".join(user))
     assert plancheck.report(bad).startswith("missing architecture(s): no_such_arch_xyz")
+
+
+def test_plancheck_reads_flag_equals_value_and_takes_a_flag_without_its_value_as_missing(capsys):
+    """The flags are read as fairseq-train's argparse reads them (troubleshooting.option), ``--arch=NAME`` too;
+    a flag given without its value is missing, and the check says so, printing nothing of argparse's error."""
+    user = ["--user-dir", os.path.dirname(plancheck.__file__).rsplit(os.sep, 1)[0]]
+    assert plancheck.check_command(["/d", "--arch=posnet_transformer_tiny"] + user) == []
+    assert plancheck.check_command(["/d", "--arch=no_such_arch_xyz"] + user) == [
+        "architecture no_such_arch_xyz is not registered"]
+    assert "mixer nosuchmixer is not registered" in plancheck.check_command(
+        ["/d", "--arch", "posnet_transformer_tiny", "--encoder-self-mixer=mha,nosuchmixer"] + user)[0]
+    assert plancheck.check_command(["/d", *user, "--arch"]) == ["no --arch"]
+    assert plancheck.check_command(["/d", "--arch", "--lr", "1", *user]) == ["no --arch"]
+    assert plancheck.check_command(["/d", "--user-dir", "--arch", "posnet_transformer_tiny"]) == [
+        "no --user-dir: fairseq cannot find the plugin's architectures"]
+    assert capsys.readouterr().err == ""

@@ -2,7 +2,7 @@
 whose operators :mod:`.op_counts` counts and whose host time :mod:`.host_time` measures."""
 import torch
 
-from .training_step import build_model, dictionary
+from .training_step import build_without_data, dictionary
 
 
 class DecodingStep:
@@ -16,7 +16,7 @@ class DecodingStep:
         from fairseq.sequence_generator import EnsembleModel
 
         words = dictionary(vocab)
-        model, _ = build_model(["--arch", arch, *model_flags], words, seed=0)
+        model, _ = build_without_data(["--arch", arch, *model_flags], words, seed=0)
         model.to(device).eval()
         # as fairseq-generate prepares it (prepare_for_inference_): e.g. rPosNet's energies folded
         model.make_generation_fast_(beamable_mm_beam_size=beam, need_attn=False)

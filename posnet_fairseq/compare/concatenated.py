@@ -23,6 +23,7 @@ joined, are a longer input of the same text. Here:
   and a joined input is there only to reach beyond.
 """
 import os
+from typing import Dict, List, NamedTuple
 
 from ..data.text import read_lines
 
@@ -89,6 +90,18 @@ def split_outputs(outputs, refs, src_tokens, tgt_tokens, natural):
         return ({arch: (hyps[lo:hi], [i - lo for i in skipped if lo <= i < hi])
                  for arch, (hyps, skipped) in outputs.items()}, refs[lo:hi], src_tokens[lo:hi], tgt_tokens[lo:hi])
     return part(0, natural), part(natural, len(refs))
+
+
+class JoinedExamples(NamedTuple):
+    """The joined examples of a run as its kept test and its test groups read them: each model's hypotheses,
+    the references, the source lengths and {bucket label: ids} of the scored buckets beyond the training
+    lengths (:func:`posnet_fairseq.compare.verdict.joined_kept_subsets`; with --test-groups, as
+    :func:`posnet_fairseq.compare.test_groups.balance` leaves them)."""
+
+    hypotheses: Dict[str, List[str]]
+    references: List[str]
+    lengths: List[int]
+    beyond: Dict[str, List[int]]
 
 
 def buckets(lengths, train_limit):

@@ -11,6 +11,7 @@ import sys
 from .. import fairseq_log, translation_invariance
 from . import cost, data, mixing, model_flags, paths, plots, quality, recipe as recipes, records, report, run_lock, \
     seeds, stopping, test_groups, training, verdict
+from .concatenated import JoinedExamples
 from .exit_status import of_run
 from .steps import CheckpointsDeleted, Steps, load_json, require_checkpoints, save_json
 
@@ -255,23 +256,22 @@ def _quality(args, steps, info, translated, limits, failed, complete, name, log,
     judged = _verdicts(args, info, bleu, complete, outputs, refs, joined, name, log)
     within, beyond = verdict.kept_subsets(buckets, info.test_lengths, train_limit)
     hyps = lambda part: {m: o[0] for m, o in part.items()}  # noqa: E731
-    # the joined examples (--concat-test): their hypotheses, references and {bucket label: ids} beyond the
-    # training lengths, kept against the same natural reference bucket as the natural buckets beyond
-    joined_hyps, joined_refs, joined_beyond = None, None, {}
-    if info.concatenated:
-        joined_hyps, joined_refs = hyps(joined[0]), joined[1]
-        joined_beyond = verdict.joined_kept_subsets(rows, info.concatenated["lengths"])
+    # --concat-test: the joined examples, their buckets beyond kept against the same natural reference bucket
+    examples = info.concatenated and JoinedExamples(hyps(joined[0]), joined[1], info.concatenated["lengths"],
+                                                    verdict.joined_kept_subsets(rows, info.concatenated["lengths"]))
     weights, groups_summary = None, None
     if groups:
         beyond, weights = test_groups.balance(groups[0], within, beyond)
-        if joined_beyond:
-            joined_beyond, joined_weights = test_groups.balance(groups[0], within, joined_beyond, groups[1])
+        if examples and examples.beyond:
+            balanced, joined_weights = test_groups.balance(groups[0], within, examples.beyond, groups[1])
+            examples = examples._replace(beyond=balanced)
             weights.update(joined_weights)
         natural = hyps(outputs), refs, info.test_lengths, groups[0]
-        joined_part = info.concatenated and (joined_hyps, joined_refs, info.concatenated["lengths"], groups[1])
-        groups_summary = test_groups.summary(bleu, args.test_groups, within, natural, joined_part, rows)
+        groups_summary = test_groups.summary(bleu, args.test_groups, within, natural, examples and (
+            examples.hypotheses, examples.references, examples.lengths, groups[1]), rows)
     kept = verdict.kept(bleu, complete, args.seed_list, hyps(outputs), name, refs, within, beyond, weights,
-                        joined=joined_beyond and (joined_hyps, joined_refs, joined_beyond))
+                        joined=examples and examples.beyond and (
+                            examples.hypotheses, examples.references, examples.beyond))
     judged, kept = verdict.corrected(judged, kept)
     result = dataclasses.replace(scored, min_bucket_sentences=args.min_bucket_sentences, length_unit=info.length_unit,
                                  failed=records.frozen(failed), seeds=tuple(args.seed_list),

@@ -69,7 +69,14 @@ def kept_share(within, beyond, weights=None):
     from the statistics [..., k, n, 10] of two disjoint sets of test sentences (each influence centred on
     its own set); NaN where BLEU within is 0. ``weights`` [n_within]: each sentence's weight within (a
     group-balanced reference, :mod:`posnet_fairseq.compare.test_groups`); None: all 1."""
-    score_in, influence_in = crossed.bleu_influence(np.asarray(within), weights)
+    return _kept_of(crossed.bleu_influence(np.asarray(within), weights), beyond)
+
+
+def _kept_of(reference, beyond):
+    """:func:`kept_share` from ``reference``, the (score, influence) of the set within
+    (:func:`~posnet_fairseq.evaluation.crossed.bleu_influence`), which :func:`kept` computes once per model for
+    the buckets that weight it alike."""
+    score_in, influence_in = reference
     score_out, influence_out = crossed.bleu_influence(np.asarray(beyond))
     with np.errstate(divide="ignore", invalid="ignore"):
         kept = 100 * score_out / score_in
@@ -178,6 +185,14 @@ def joined_kept_subsets(rows, lengths):
             for row in rows if row.get("concatenated") and not row["too_small"]}
 
 
+def _references(stats, weight, buckets):
+    """{bucket: the (score, influence) of the reference bucket's statistics ``stats`` as ``weight(bucket)``
+    weights them}: one pair shared by every bucket without weights of its own (all of them in an unbalanced
+    run), one per balanced bucket."""
+    plain = crossed.bleu_influence(stats) if any(weight(b) is None for b in buckets) else None
+    return {b: plain if weight(b) is None else crossed.bleu_influence(stats, weight(b)) for b in buckets}
+
+
 def kept(metric, archs, seeds, hypotheses, name, refs, within, beyond, weights=None, joined=None):
     """{arch: {bucket label: {"kept": Test.as_json() of the arch's kept %, "against": of its difference from
     the baseline's (None for the baseline), "sentences": the bucket's, "within": the reference bucket's}}}
@@ -199,8 +214,8 @@ def kept(metric, archs, seeds, hypotheses, name, refs, within, beyond, weights=N
     weight = (weights or {}).get
     shares = {}
     for arch in archs:
-        reference = natural(arch, within)
-        shares[arch] = {bucket: kept_share(reference, stats(arch, ids), weight(bucket))
+        reference = _references(natural(arch, within), weight, sizes)
+        shares[arch] = {bucket: _kept_of(reference[bucket], stats(arch, ids))
                         for stats, buckets in parts for bucket, ids in buckets.items()}
     out = {arch: {} for arch in archs}
     for arch in archs:

@@ -21,6 +21,7 @@ import sys
 from typing import List, NamedTuple
 
 from ..sites import SITE_LIST, spec_items
+from ..troubleshooting import option
 
 
 
@@ -48,13 +49,14 @@ def train_commands(plan_text):
     return found
 
 
-def _value(argv, flag):
-    for i, word in enumerate(argv):
-        if word == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if word.startswith(flag + "="):
-            return word.split("=", 1)[1]
-    return None
+def _given(argv, flag):
+    """:func:`posnet_fairseq.troubleshooting.option`, or None for a flag given without its value: argparse
+    would print its error and exit, where the check reports the flag as missing."""
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return option(argv, flag)
+    except SystemExit:
+        return None
 
 
 def check_command(argv):
@@ -62,20 +64,20 @@ def check_command(argv):
     from fairseq import options, utils
     from fairseq.models import ARCH_MODEL_REGISTRY
 
-    user_dir = _value(argv, "--user-dir")
+    user_dir = _given(argv, "--user-dir")
     if user_dir is None:
         return ["no --user-dir: fairseq cannot find the plugin's architectures"]
     utils.import_user_module(argparse.Namespace(user_dir=user_dir))
     from ..mixers.registry import mixers_for_site
 
     problems = []
-    arch = _value(argv, "--arch") or _value(argv, "-a")
+    arch = _given(argv, "--arch") or _given(argv, "-a")
     if arch is None:
         problems.append("no --arch")
     elif arch not in ARCH_MODEL_REGISTRY:
         problems.append(f"architecture {arch} is not registered")
     for site in SITE_LIST:
-        spec = _value(argv, site.mixer_flag)
+        spec = _given(argv, site.mixer_flag)
         for name in (spec_items(spec) if spec else []):
             if name not in mixers_for_site(site.name):
                 problems.append(f"{site.mixer_flag} {spec}: mixer {name} is not registered for {site.name}")
