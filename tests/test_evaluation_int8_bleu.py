@@ -75,7 +75,8 @@ def test_a_tiny_run_prints_what_ran_and_a_row_per_export_and_a_rerun_reuses_its_
     assert "3 updates, seed 2, on 2000 synthetic sentences" in out
     assert "scored on 12 other synthetic sentences" in out and "50 resamples" in out
     rows = [line for line in out.splitlines() if line.startswith("| aan_plus_avg_tiny |")]
-    assert [line.split(" | ")[1] for line in rows] == ["int8", "int8, fp32 output"]
+    assert [line.split(" | ")[1] for line in rows] == ["int8", "int8, fp32 output", "int8, FBGEMM"]
+    assert "the int8 engine of this machine (--int8-engine auto): " in out
     for line in rows:
         cells = line.strip("| ").split(" | ")
         changed, of = cells[5].split(" of ")

@@ -6,7 +6,8 @@ For every ``--archs`` preset: ``posnet-train`` for ``--updates`` updates (seed
 fairseq-generate (beam 4) of its ``--sentences`` test sentences (drawn apart
 from the training ones) from the trained checkpoint, from its int8 export with
 every linear layer int8 and from the one that keeps the output projection in
-fp32 (``posnet-quantize [--fp32-output]``, :mod:`posnet_fairseq.models.int8`).
+fp32 (``posnet-quantize [--fp32-output]``, :mod:`posnet_fairseq.models.int8`), the first decoded in the
+machine's int8 engine (``--int8-engine auto``) and again in FBGEMM's, torch's default on x86.
 
 Each int8 export is set against its own fp32 checkpoint: corpus BLEU of both
 (sacrebleu on the word-level synthetic text, ``--tokenize none``), the
@@ -26,7 +27,9 @@ import subprocess
 import sys
 import time
 
-VARIANTS = (("int8", []), ("int8, fp32 output", ["--fp32-output"]))
+# (row name, posnet-quantize flags, fairseq-generate flags)
+VARIANTS = (("int8", [], []), ("int8, fp32 output", ["--fp32-output"], []),
+            ("int8, FBGEMM", [], ["--model-overrides", "{'int8_engine': 'fbgemm'}"]))
 # Small enough to train in minutes on one CPU core, big enough to learn the synthetic task.
 DIMS = ["--encoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128", "--encoder-attention-heads", "4",
         "--decoder-embed-dim", "64", "--decoder-ffn-embed-dim", "128", "--decoder-attention-heads", "4",
@@ -66,12 +69,14 @@ def train(data_bin, arch, save_dir, updates, seed):
     return checkpoint
 
 
-def translate(data_bin, checkpoint, results_dir, sentences):
-    """fairseq-generate (beam BEAM) of the test split: (hypotheses, references) in sentence order."""
+def translate(data_bin, checkpoint, results_dir, sentences, flags=()):
+    """fairseq-generate (beam BEAM, and ``flags``) of the test split: (hypotheses, references) in sentence
+    order."""
     from . import generate_output
 
     _tool("posnet_fairseq.cli.fairseq_wrappers", "generate", data_bin, "--path", checkpoint, "--beam", str(BEAM),
-          "--batch-size", "64", "--gen-subset", "test", "--cpu", "--num-workers", "0", "--results-path", results_dir)
+          "--batch-size", "64", "--gen-subset", "test", "--cpu", "--num-workers", "0", "--results-path", results_dir,
+          *flags)
     out = generate_output.read(os.path.join(results_dir, "generate-test.txt"))
     return out.ordered("hypotheses", sentences), out.ordered("references", sentences)
 
@@ -118,12 +123,15 @@ def header(args, archs, train_sentences):
     """The lines that say what ran."""
     import torch
 
+    from ..models import int8
+
     return [f"# int8 against fp32 BLEU: {', '.join(archs)}",
             f"# each trained once: {args.updates} updates, seed {args.seed}, on {train_sentences} synthetic "
             f"sentences; dimensions {' '.join(DIMS)}",
             f"# scored on {args.sentences} other synthetic sentences (the test split), beam {BEAM}, sacrebleu "
             f"--tokenize none; paired bootstrap: {args.samples} resamples, seed {args.bootstrap_seed}, 95% "
-            f"interval; verdict: the interval against +-{args.tolerance} BLEU; torch {torch.__version__}",
+            f"interval; verdict: the interval against +-{args.tolerance} BLEU; torch {torch.__version__}; the "
+            f"int8 engine of this machine (--int8-engine auto): {int8.engine('auto')}",
             "",
             f"| arch | export | fp32 BLEU | int8 BLEU | int8 - fp32 (95% interval) | hypotheses changed | "
             f"within {args.tolerance} BLEU |",
@@ -167,11 +175,14 @@ def main(argv=None):
         work = os.path.join(args.workdir, arch)
         checkpoint = train(data_bin, arch, work, args.updates, args.seed)
         fp32, refs = translate(data_bin, checkpoint, os.path.join(work, "fp32"), args.sentences)
-        for variant, flags in VARIANTS:
-            path = os.path.join(work, f"int8{''.join(flags)}.pt")
-            _tool("posnet_fairseq.cli.quantize", checkpoint, path, *flags)
+        exported = set()  # an export decoded by two variants is written once
+        for variant, export_flags, generate_flags in VARIANTS:
+            path = os.path.join(work, f"int8{''.join(export_flags)}.pt")
+            if path not in exported:
+                _tool("posnet_fairseq.cli.quantize", checkpoint, path, *export_flags)
+                exported.add(path)
             int8, _ = translate(data_bin, path, os.path.join(work, variant.replace(", ", "-").replace(" ", "-")),
-                                args.sentences)
+                                args.sentences, generate_flags)
             result = compare(fp32, int8, refs, args.tolerance, args.samples, args.bootstrap_seed)
             print(row(arch, variant, result, args.sentences), flush=True)
     print(f"\n# wall time {(time.monotonic() - start) / 60:.1f} min", flush=True)
