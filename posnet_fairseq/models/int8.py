@@ -67,7 +67,7 @@ FLAG = flags.Flag("--int8-linear", "off", "int8 dynamic quantisation of the line
 ENGINES = ("auto", "fbgemm", "onednn")
 
 # A generation-time choice (fairseq-generate --model-overrides "{'int8_engine': 'fbgemm'}"): a property of the
-# machine that decodes, not of the model, so posnet-quantize does not store it.
+# machine that decodes, not of the model, so a checkpoint keeps its default, auto, resolved where it is loaded.
 ENGINE_FLAG = flags.Flag("--int8-engine", "auto", "the library of an int8 model's products on the CPU: onednn "
                          "(AMX tiles), fbgemm (torch's default on x86), or auto: onednn where the CPU has AMX, "
                          "else torch's default", choices=ENGINES)
