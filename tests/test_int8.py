@@ -1,4 +1,4 @@
-"""int8 decoding (models/int8.py) and posnet-quantize: which linear layers become int8, fairseq's
+"""int8 decoding (models/int8.py) and posnet-quantize: which linear layers become int8, the engine, fairseq's
 MultiheadAttention fast path, and a quantised checkpoint decoded by fairseq's own fairseq-generate.
 (Incremental == teacher-forced in int8, for every mixer: tests/test_mixer_contract.py.)"""
 import copy
