@@ -151,9 +151,12 @@ def test_a_variant_that_differs_in_how_it_translates_shares_the_training(tmp_pat
     flags = {name: json.loads((out / "steps" / f"translate--{name}.json").read_text())["settings"]["flags"]
              for name in checkpoints}
     assert flags[YARN] == flags["rope_transformer_tiny"] + shlex.split(YARN_OVERRIDES)
-    scores = {name: {line.split("\t")[0]: line.split("\t")[1] for line in (out / "gen" / f"{name}.out").open()
+    scores = {name: {line.split("\t")[0]: float(line.split("\t")[1]) for line in (out / "gen" / f"{name}.out").open()
                      if line.startswith("H-")} for name in checkpoints}
-    same = [i for i in scores[YARN] if scores[YARN][i] == scores["rope_transformer_tiny"][i]]
+    # alike up to float rounding: at factor 1 the per-sentence path turns each sentence by its own rotation
+    # (other products, and YaRN's blend at s = 1), whose last bits depend on the machine's kernels (2e-7 on an
+    # AVX512 machine); a scaled sentence moves its score by 1e-2 and more
+    same = [i for i in scores[YARN] if abs(scores[YARN][i] - scores["rope_transformer_tiny"][i]) < 1e-5]
     assert 0 < len(same) < len(scores[YARN]), scores
     assert f"`{YARN}` shares the training of `rope_transformer_tiny`" in (out / "results.md").read_text()
     # its decoding is timed with its flags too (and the cost measured again were they changed)

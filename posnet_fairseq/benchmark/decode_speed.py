@@ -216,6 +216,12 @@ def parse_args(argv=None):
     args.profile = [a.strip() for a in args.profile.split(",") if a.strip()]
     args.variants = {option: [a.strip() for a in getattr(args, dest(option)).split(",") if a.strip()]
                      for option in VARIANTS}
+    _refuse(p, args)
+    return args
+
+
+def _refuse(p, args):
+    """``p.error`` for rows the options cannot make: CPU-only rows on a GPU, rows named that are not measured."""
     if args.device == "cuda":
         # int8 linear layers are torch's CPU dynamic quantization; the profile of operators by their CPU time
         # is a CPU measurement (the CTranslate2 rows run on the GPU too).
@@ -229,7 +235,6 @@ def parse_args(argv=None):
     for name in args.variants["--fbgemm"]:
         if not name.endswith("-int8"):
             p.error(f"--fbgemm {name}: give an int8 row (ARCH-int8, with --int8); the engine runs int8 products only")
-    return args
 
 
 def fairseq_row(args, archs, name):

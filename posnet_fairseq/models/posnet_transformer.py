@@ -18,12 +18,8 @@ import logging
 
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model
-from fairseq.models.transformer import (
-    TransformerConfig,
-    TransformerDecoderBase,
-    TransformerEncoderBase,
-    TransformerModel,
-)
+from fairseq.models.transformer import (TransformerConfig, TransformerDecoderBase, TransformerEncoderBase,
+                                        TransformerModel)
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase, TransformerEncoderLayerBase
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 import torch
