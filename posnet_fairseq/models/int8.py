@@ -77,12 +77,11 @@ def engine(choice):
     """torch's quantized engine for ``choice`` (one of :data:`ENGINES`), or ValueError naming the flag; auto:
     oneDNN on a CPU with AMX tiles (on one such CPU, a Xeon with AMX-INT8, it decoded issue 48's 30-token
     benchmark faster than FBGEMM: docs/benchmarks.md), torch's default elsewhere."""
+    choice = ENGINE_FLAG.convert(choice)
     supported = torch.backends.quantized.supported_engines
     if choice == "auto":
         amx = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
         return "onednn" if amx and "onednn" in supported else torch.backends.quantized.engine
-    if choice not in ENGINES:
-        raise ValueError(f"--int8-engine {choice}: choose from {', '.join(ENGINES)}")
     if choice not in supported:
         raise ValueError(f"--int8-engine {choice}: this torch build has no {choice} engine "
                          f"(it has {', '.join(e for e in supported if e != 'none')})")
