@@ -1,6 +1,7 @@
 """int8 decoding (models/int8.py) and posnet-quantize: which linear layers become int8, the engine, fairseq's
 MultiheadAttention fast path, and a quantised checkpoint decoded by fairseq's own fairseq-generate.
 (Incremental == teacher-forced in int8, for every mixer: tests/test_mixer_contract.py.)"""
+import ast
 import copy
 import os
 
@@ -110,6 +111,15 @@ def test_an_engine_this_torch_lacks_names_the_flag(monkeypatch):
         int8.engine("onednn")
     with pytest.raises(ValueError, match="--int8-engine mkl: choose from auto, fbgemm, onednn"):
         int8.engine("mkl")
+
+
+def test_engine_overrides_set_the_flag_through_fairseq_generates_model_overrides():
+    """The one spelling of the override (decode_speed's --fbgemm rows, int8_bleu's FBGEMM row): fairseq evaluates
+    --model-overrides as a Python dict of model arguments."""
+    option, overrides = int8.engine_overrides("fbgemm")
+    assert option == "--model-overrides" and ast.literal_eval(overrides) == {int8.ENGINE_FLAG.dest: "fbgemm"}
+    with pytest.raises(ValueError, match="--int8-engine mkl: choose from auto, fbgemm, onednn"):
+        int8.engine_overrides("mkl")
 
 
 def test_auto_takes_onednn_only_on_a_cpu_with_amx(monkeypatch):

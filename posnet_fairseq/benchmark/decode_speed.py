@@ -43,6 +43,7 @@ import logging
 import os
 import time
 
+from ..models.int8 import engine_overrides
 from ..plugin import PLUGIN_DIR
 from ..sites import dest
 from .decode_models import ctranslate2_rows, fairseq_rows, mean_source_length, synthetic_data_bin
@@ -53,7 +54,7 @@ from .measurements import DecodeTiming
 # int8 row's products in FBGEMM, torch's default engine on x86.
 VARIANTS = {
     "--plain-beam": (" plain-beam", ("--no-beamable-mm",)),
-    "--fbgemm": (" fbgemm", ("--model-overrides", "{'int8_engine': 'fbgemm'}")),
+    "--fbgemm": (" fbgemm", tuple(engine_overrides("fbgemm"))),
 }
 
 

@@ -27,9 +27,11 @@ import subprocess
 import sys
 import time
 
+from ..models.int8 import engine_overrides
+
 # (row name, posnet-quantize flags, fairseq-generate flags)
 VARIANTS = (("int8", [], []), ("int8, fp32 output", ["--fp32-output"], []),
-            ("int8, FBGEMM", [], ["--model-overrides", "{'int8_engine': 'fbgemm'}"]))
+            ("int8, FBGEMM", [], engine_overrides("fbgemm")))
 # Small enough to train in minutes on one CPU core, big enough to learn the synthetic task.
 DIMS = ["--encoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128", "--encoder-attention-heads", "4",
         "--decoder-embed-dim", "64", "--decoder-ffn-embed-dim", "128", "--decoder-attention-heads", "4",

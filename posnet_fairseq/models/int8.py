@@ -66,8 +66,8 @@ FLAG = flags.Flag("--int8-linear", "off", "int8 dynamic quantisation of the line
 
 ENGINES = ("auto", "fbgemm", "onednn")
 
-# A generation-time choice (fairseq-generate --model-overrides "{'int8_engine': 'fbgemm'}"): a property of the
-# machine that decodes, not of the model, so a checkpoint keeps its default, auto, resolved where it is loaded.
+# A generation-time choice (:func:`engine_overrides`): a property of the machine that decodes, not of the model,
+# so a checkpoint keeps its default, auto, resolved where it is loaded.
 ENGINE_FLAG = flags.Flag("--int8-engine", "auto", "the library of an int8 model's products on the CPU: onednn "
                          "(AMX tiles), fbgemm (torch's default on x86), or auto: onednn where the CPU has AMX, "
                          "else torch's default", choices=ENGINES)
@@ -86,6 +86,13 @@ def engine(choice):
         raise ValueError(f"--int8-engine {choice}: this torch build has no {choice} engine "
                          f"(it has {', '.join(e for e in supported if e != 'none')})")
     return choice
+
+
+def engine_overrides(choice):
+    """fairseq-generate's arguments that decode an int8 checkpoint with ``--int8-engine choice``
+    (``["--model-overrides", "{'int8_engine': 'fbgemm'}"]``); the choice is checked here, the engine where the
+    model is loaded (:func:`engine`)."""
+    return ["--model-overrides", repr({ENGINE_FLAG.dest: ENGINE_FLAG.convert(choice)})]
 
 
 @contextlib.contextmanager
