@@ -99,6 +99,26 @@ def test_a_model_keeps_its_engine_through_loading_and_the_engines_share_the_weig
             assert torch.equal(loaded.decoder.layers[0].fc1(x), references[name])
 
 
+@pytest.mark.skipif("onednn" not in torch.backends.quantized.supported_engines,
+                    reason="this torch build has no oneDNN quantized engine")
+def test_an_int8_layer_keeps_its_engine_when_weights_are_loaded_into_it_alone(monkeypatch):
+    """The engine is kept by each int8 layer (int8.keep_engine), not by the PosNet model: a layer of any module
+    quantize_ makes int8, weights loaded into that layer alone while torch's global engine is the other one,
+    still runs its own engine's products."""
+    torch.manual_seed(0)
+    fp32 = nn.Sequential(nn.Linear(64, 96), nn.ReLU(), nn.Linear(96, 32))
+    x = torch.randn(64, 64)
+    for name, other in (("onednn", "fbgemm"), ("fbgemm", "onednn")):
+        layer = int8.quantize_(copy.deepcopy(fp32), "all", name)[0]
+        stored = int8.quantize_(copy.deepcopy(fp32), "all", other)[0].state_dict()
+        monkeypatch.setattr(torch.backends.quantized, "engine", other)
+        layer.load_state_dict(stored)
+        assert layer.quantized_engine == name and torch.backends.quantized.engine == other
+        with torch.no_grad():
+            assert torch.equal(layer(x), _engine_output(layer, x, name))
+            assert not torch.equal(layer(x), _engine_output(layer, x, other))
+
+
 def _supported_engines(monkeypatch, engines):
     # a read-only property of torch.backends.quantized's class
     monkeypatch.setattr(type(torch.backends.quantized), "supported_engines", property(lambda self: engines))

@@ -22,9 +22,9 @@ The int8 products run in the library of :func:`engine` (``--int8-engine``): torc
 (``x86``) packs dynamic int8 linear layers for FBGEMM, whose kernels use AVX512-VNNI at best; oneDNN runs the
 same quantisation (the same int8 activations, weights and scales, so the same integer sums; the fp32 result
 rescaled in another order, up to float rounding) through the CPU's AMX tiles where it has them. ``auto`` takes
-oneDNN on such a CPU and torch's default elsewhere. Layers are packed for an engine when they are made and when
-their weights are loaded (:func:`packed_for`): a packed layer keeps its engine, whatever torch's global setting
-is later; the stored int8 weights are the same for every engine.
+oneDNN on such a CPU and torch's default elsewhere. Each int8 layer is packed for its engine when it is made
+(:func:`packed_for`) and keeps it (:func:`keep_engine`): the weights loaded into it later are packed for that
+engine again, whatever torch's global setting is then; the stored int8 weights are the same for every engine.
 
 ``posnet-quantize`` (:mod:`posnet_fairseq.cli.quantize`) writes such a model:
 the int8 weights in the state dict and ``--int8-linear all`` (or
@@ -47,6 +47,7 @@ import contextlib
 import torch
 from fairseq.modules import MultiheadAttention
 from torch import nn
+from torch.ao.nn.quantized import dynamic
 
 from .. import flags
 
@@ -90,27 +91,43 @@ def engine(choice):
 
 def engine_overrides(choice):
     """fairseq-generate's arguments that decode an int8 checkpoint with ``--int8-engine choice``
-    (``["--model-overrides", "{'int8_engine': 'fbgemm'}"]``); the choice is checked here, the engine where the
-    model is loaded (:func:`engine`)."""
+    (``["--model-overrides", "{'int8_engine': 'fbgemm'}"]``): the choice checked against the flag here, whether
+    torch has its engine where the model is loaded (:func:`engine`)."""
     return ["--model-overrides", repr({ENGINE_FLAG.dest: ENGINE_FLAG.convert(choice)})]
 
 
 @contextlib.contextmanager
 def packed_for(name):
-    """int8 layers made or loaded inside are packed for torch's quantized engine ``name`` (None: as set)."""
+    """int8 weights packed inside (layers made, their weights set) are packed for torch's quantized engine
+    ``name``."""
     before = torch.backends.quantized.engine
-    if name is not None and name != before:
-        torch.backends.quantized.engine = name
+    torch.backends.quantized.engine = name
     try:
         yield
     finally:
         torch.backends.quantized.engine = before
 
 
+def keep_engine(layer, name):
+    """Has ``layer`` (a dynamic int8 Linear, packed for torch's quantized engine ``name``) pack the weights loaded
+    into it for ``name`` too: torch packs them for its global engine as they load (``LinearPackedParams``), and
+    that may be another engine by then (fairseq loads a checkpoint's weights into the model it has just built,
+    in whatever setting its caller left)."""
+    layer.quantized_engine = name
+    layer.register_load_state_dict_post_hook(_repack)
+
+
+def _repack(layer, incompatible_keys):
+    """keep_engine's hook: ``layer``'s weights, just packed for torch's global engine, packed for its own."""
+    weight, bias = layer._weight_bias()
+    with packed_for(layer.quantized_engine):
+        layer.set_weight_bias(weight, bias)
+
+
 def quantize_(model, mode, engine_choice="auto"):
     """Makes ``model``'s linear layers int8 in place (``mode`` all / fp32-output; off: nothing), packed for the
-    quantized engine of ``engine_choice`` (:func:`engine`), which the model keeps as ``int8_engine`` for the
-    weights it loads later (:func:`packed_for`); returns it."""
+    quantized engine of ``engine_choice`` (:func:`engine`), which each layer keeps for the weights loaded into it
+    later (:func:`keep_engine`); returns it."""
     if mode == "off":
         return model
     if mode not in MODES:
@@ -120,11 +137,13 @@ def quantize_(model, mode, engine_choice="auto"):
         keep.update(f"{name}.{child}".lstrip(".") for child in getattr(module, "FP32_LINEARS", ()))
     linears = {name for name, m in model.named_modules() if type(m) is nn.Linear
                and not any(name == k or name.startswith(k + ".") for k in keep)}
-    model.int8_engine = engine(engine_choice)
-    with packed_for(model.int8_engine):
+    engine_name = engine(engine_choice)
+    with packed_for(engine_name):
         torch.ao.quantization.quantize_dynamic(model, dict.fromkeys(linears, QCONFIG), dtype=torch.qint8,
                                                inplace=True)
     for module in model.modules():
+        if isinstance(module, dynamic.Linear):
+            keep_engine(module, engine_name)
         if isinstance(module, MultiheadAttention) and not isinstance(module.q_proj, nn.Linear):
             module._set_skip_embed_dim_check()
         if hasattr(module, "int8_"):  # a mechanism's own int8 decoding (rPosNet's ring in fp16: mixers/posnet.py)

@@ -358,11 +358,6 @@ class PosNetTransformerModel(TransformerModel):
         cls._check_max_positions(model, args)
         return int8.quantize_(model, opts.int8_linear, opts.int8_engine)
 
-    def load_state_dict(self, state_dict, *args, **kwargs):
-        # an int8 model's weights are packed as they load: for the engine its layers were made for (models/int8.py)
-        with int8.packed_for(getattr(self, "int8_engine", None)):
-            return super().load_state_dict(state_dict, *args, **kwargs)
-
     def make_generation_fast_(self, **kwargs):
         super().make_generation_fast_(**kwargs)
         # fairseq-generate --no-beamable-mm passes None: no state shared by a sentence's hypotheses
