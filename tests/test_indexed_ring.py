@@ -74,9 +74,9 @@ def _decode(model, src, src_lengths, prev):
         return stepped, model.decoder(prev, encoder_out=encoder_out)[0], state
 
 
-def test_a_step_looks_up_every_layers_ring_weights_at_once():
-    """A decoding step reads the ring weights of every layer of the side in one lookup (issue 48: one operator
-    per step, not one per layer), and each layer's are its own: the layers' rows are those of their tables."""
+def test_a_step_looks_up_every_layers_ring_weights_at_once(monkeypatch):
+    """A decoding step makes the ring weights of every layer of the side at once (issue 48: one operator per
+    step, not one per layer), and each layer's are its own: the layers' rows are those of their tables."""
     model, _ = build_model(["--decoder-layers", "3", "--posnet-max-relative", "3"], arch="rposnet_transformer_tiny")
     model.make_generation_fast_()
     src, src_lengths, prev = random_batch(dummy_dictionary(), [5, 7], [6, 6])[:3]
@@ -85,17 +85,28 @@ def test_a_step_looks_up_every_layers_ring_weights_at_once():
         encoder_out = model.encoder(src, src_lengths)
         for t in range(4):
             model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as profiler:
-            model.decoder(prev[:, :5], encoder_out=encoder_out, incremental_state=state)
+        made, row_weights = [], indexed_ring.row_weights
+        monkeypatch.setattr(indexed_ring, "row_weights", lambda w, *a: made.append(w.shape) or row_weights(w, *a))
+        model.decoder(prev[:, :5], encoder_out=encoder_out, incremental_state=state)
     layers = [layer.self_attn.mixer for layer in model.decoder.layers]
     width = layers[0].num_heads * (3 + 2) + 1  # a step's weights of one layer: H (K+2) + 1
-    shapes = [e.input_shapes[0] for e in profiler.events() if e.name == "aten::index_select" and e.input_shapes]
-    assert shapes.count([3, width]) == 1 and [width] not in shapes, shapes
+    assert made == [(3, width)], made
     stacked = _decoder_states(model, state)[0]["ring_weights"]
     for i, layer in enumerate(layers):
         assert layer.ring_group[:2] == (layers, i)
         torch.testing.assert_close(stacked[i], posnet_decoding.decoding_rows(layer, layer.relative, 4)[1][
             : stacked.size(1)], atol=0, rtol=0)
+
+
+def test_every_hypothesis_reads_its_heads_ring_rows_with_their_weights_and_its_tails_with_the_last():
+    """:func:`indexed_ring.row_weights` in :func:`indexed_ring.step`'s order, written out: the K+2 output rows of
+    every hypothesis b and head h (ring slots 0..K, then the tail) with weights h (K+2) .. h (K+2) + K+1 of the
+    step's row, then the 2 rows of every hypothesis and head's next tail with its last entry; for every layer."""
+    batch, heads, k = 3, 2, 4
+    weights = torch.randn(5, heads * (k + 2) + 1).half()
+    expected = [[row[h * (k + 2) + j] for b in range(batch) for h in range(heads) for j in range(k + 2)]
+                + [row[-1]] * (2 * batch * heads) for row in weights.tolist()]
+    assert indexed_ring.row_weights(weights, batch, heads).tolist() == expected
 
 
 def test_a_precomputed_models_layers_step_with_their_own_ring_weights_made_anew_from_tables_loaded_in_place():
