@@ -134,9 +134,11 @@ unpack() {  # unpack ARCHIVE: extracts into TMP/orig once
   touch "$stamp"
 }
 
-text() { "$PYTHON" -m posnet_fairseq.data.text "$@"; }
+# The corpus tools need only the standard library and sacremoses: run from their files, not as modules of the
+# package, whose import loads torch and fairseq (about 4 s a call, and a preparation makes 20-30 calls).
+text() { "$PYTHON" "$REPO_ROOT/posnet_fairseq/data/text.py" "$@"; }
 tokenize() { text tokenize --workers "$WORKERS" "$@"; }
-clean() { "$PYTHON" -m posnet_fairseq.data.clean_corpus "$@"; }
+clean() { "$PYTHON" "$REPO_ROOT/posnet_fairseq/data/clean_corpus.py" "$@"; }
 
 # learn_bpe MERGES CODES FILE...: joint subword-nmt codes over the concatenation of FILEs.
 learn_bpe() {
