@@ -36,6 +36,15 @@ def run_recipe(script, *args, check=True):
     return proc
 
 
+def test_the_corpus_tools_the_recipes_run_from_their_folder_shadow_no_standard_module():
+    """recipes/lib/data.sh runs text.py and clean_corpus.py as scripts (not through the package, whose import loads
+    torch), so their folder comes first on sys.path: a module there named as one of the standard library's would
+    be imported in its place by them or by sacremoses."""
+    folder = os.path.join(REPO, "posnet_fairseq", "data")
+    names = {name[:-3] for name in os.listdir(folder) if name.endswith(".py")}
+    assert {"text", "clean_corpus"} <= names and not names & sys.stdlib_module_names
+
+
 def _tar(path, files, mode="w:gz"):
     """files: {internal path: list of lines or bytes}."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
