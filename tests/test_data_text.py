@@ -72,3 +72,11 @@ def test_replace_unicode_punctuation_comes_before_normalisation():
     assert text.tokenize_line(line, "ro", normalize=True) == "Da \uff0c în 2016 \uff1a &quot; Bine &quot; \u3002"
     assert text.tokenize_line(line, "ro", normalize=True, replace_unicode=True) == \
         "Da , în 2016 : &quot; Bine &quot; ."
+
+
+def test_printing_removes_non_printing_characters_then_normalises_spaces(tmp_path):
+    """``text printing``: control, format and private-use characters become spaces, then one space between words
+    and none at either end (the Chinese side of WMT18 before its segmentation)."""
+    _write(tmp_path / "in", ["\u4e2d\u6587\u200b\u6d4b\u8bd5 ", "\ta\x07 b\ue000c  ", ""])
+    text.main(["printing", str(tmp_path / "in"), str(tmp_path / "out")])
+    assert _read(tmp_path / "out") == ["\u4e2d\u6587 \u6d4b\u8bd5", "a b c", ""]

@@ -6,6 +6,9 @@
     python -m posnet_fairseq.data.text segs IN OUT
         the text of every <seg id=...> line of an IWSLT .xml or WMT .sgm file,
         with the right single quote turned into an apostrophe (as fairseq's scripts)
+    python -m posnet_fairseq.data.text printing IN OUT
+        remove-non-printing-char.perl, then the spaces of every line normalised (one
+        between words, none at either end): the Chinese side of WMT18 before segmentation
     python -m posnet_fairseq.data.text tokenize -l LANG [-a] [--replace-unicode-punct] [--normalize]
             [--remove-non-printing] [--lowercase] [--workers N] IN OUT
         sacremoses: replace-unicode-punctuation.perl, normalize-punctuation.perl,
@@ -187,7 +190,7 @@ def _map_file(fn, src, dst):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("iwslt-train", "segs"):
+    for name in ("iwslt-train", "segs", "printing"):
         p = sub.add_parser(name)
         p.add_argument("input")
         p.add_argument("output")
@@ -219,6 +222,8 @@ def main(argv=None):
         _map_file(iwslt_train_lines, args.input, args.output)
     elif args.command == "segs":
         _map_file(seg_lines, args.input, args.output)
+    elif args.command == "printing":  # the non-printing characters removed, then the spaces normalised
+        _map_file(lambda lines: (" ".join(remove_non_printing(l).split()) for l in lines), args.input, args.output)
     elif args.command == "romanian":
         _map_file(lambda lines: (romanian_line(l.rstrip("\n"), args.remove_diacritics) for l in lines),
                   args.input, args.output)

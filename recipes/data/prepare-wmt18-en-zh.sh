@@ -63,12 +63,7 @@ log "train ($parts)"
 cat "${corpora[@]/%/.en}" > "$TMP/train.raw.en"
 cat "${corpora[@]/%/.zh}" > "$TMP/train.raw.zh"
 tokenize -l en --normalize --remove-non-printing "$TMP/train.raw.en" "$TMP/train.tok.en"
-"$PYTHON" -c "
-import sys
-from posnet_fairseq.data.text import remove_non_printing
-with open(sys.argv[1], encoding='utf-8') as f, open(sys.argv[2], 'w', encoding='utf-8') as o:
-    o.writelines(' '.join(remove_non_printing(l).split()) + '\n' for l in f)
-" "$TMP/train.raw.zh" "$TMP/train.tok.zh"
+text printing "$TMP/train.raw.zh" "$TMP/train.tok.zh"
 
 log "valid (newsdev2017) and tests (newstest2017, newstest2018)"
 text segs "$TMP/orig/dev/newsdev2017-enzh-src.en.sgm" "$RAW/valid.en"
